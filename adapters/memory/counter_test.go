@@ -1,0 +1,162 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/ports/portstest"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func TestCounterContract(t *testing.T) {
+	t.Parallel()
+	clk := portstest.NewFakeClock(t0)
+	portstest.TestCounter(t, portstest.CounterHarness{
+		New: func(t *testing.T) ports.Counter {
+			c := memory.NewCounter(memory.Options{Now: clk.Now, SweepInterval: -1})
+			t.Cleanup(func() { c.Close() })
+			return c
+		},
+		Clock:  clk,
+		Window: time.Minute,
+	})
+}
+
+func TestCounterReportsTimeLeft(t *testing.T) {
+	t.Parallel()
+	clk := portstest.NewFakeClock(t0)
+	c := memory.NewCounter(memory.Options{Now: clk.Now, SweepInterval: -1})
+	defer c.Close()
+	steps := []struct {
+		advance   time.Duration
+		wantCount int64
+		wantLeft  time.Duration
+	}{
+		{0, 1, time.Minute},
+		{20 * time.Second, 2, 40 * time.Second},
+		{39 * time.Second, 3, time.Second},
+		{time.Second, 1, time.Minute}, // exactly at the end: a new window
+		{59*time.Second + 999*time.Millisecond, 2, time.Millisecond},
+	}
+	for i, s := range steps {
+		clk.Advance(s.advance)
+		count, left, err := c.Incr(t.Context(), "rl:acme", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if count != s.wantCount || left != s.wantLeft {
+			t.Errorf("step %d: Incr at t0+%v = (%d, %v), want (%d, %v)",
+				i, clk.Now().Sub(t0), count, left, s.wantCount, s.wantLeft)
+		}
+	}
+}
+
+// TestCounterSweepsExpiredKeys floods the counter with distinct keys and
+// checks that the sweeper returns the memory once their windows end.
+func TestCounterSweepsExpiredKeys(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := memory.NewCounter(memory.Options{SweepInterval: time.Second})
+		defer c.Close()
+		for i := range 10_000 {
+			if _, _, err := c.Incr(t.Context(), "rl:flood-"+strconv.Itoa(i), 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := c.Incr(t.Context(), "rl:long", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.Len(), 10_001; got != want {
+			t.Fatalf("Len after flood = %d, want %d", got, want)
+		}
+		time.Sleep(3 * time.Second)
+		if got, want := c.Len(), 10_001; got != want {
+			t.Errorf("Len before the windows end = %d, want %d", got, want)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got, want := c.Len(), 1; got != want {
+			t.Errorf("Len after the windows ended and a sweep = %d, want %d", got, want)
+		}
+		// A swept key starts a new window.
+		if n, _, _ := c.Incr(t.Context(), "rl:flood-7", 5*time.Second); n != 1 {
+			t.Errorf("Incr of a swept key = %d, want 1", n)
+		}
+	})
+}
+
+// TestCounterSweepRacesIncr sweeps while increments run, and checks no
+// increment is lost: each one lands in the live entry.
+func TestCounterSweepRacesIncr(t *testing.T) {
+	t.Parallel()
+	clk := portstest.NewFakeClock(t0)
+	c := memory.NewCounter(memory.Options{Now: clk.Now, SweepInterval: time.Microsecond})
+	defer c.Close()
+	const keys, rounds = 8, 2000
+	var total atomic.Int64
+	done := make(chan struct{})
+	for k := range keys {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range rounds {
+				// A window shorter than the clock's steps: every
+				// entry is expired by the next step, so the sweeper
+				// is always racing the increments.
+				if _, _, err := c.Incr(context.Background(), "k"+strconv.Itoa(k), time.Nanosecond); err != nil {
+					t.Error(err)
+				}
+				total.Add(1)
+			}
+		}()
+	}
+	go func() {
+		for range rounds {
+			clk.Advance(time.Millisecond)
+		}
+	}()
+	for range keys {
+		<-done
+	}
+	if got := total.Load(); got != keys*rounds {
+		t.Fatalf("increments = %d, want %d", got, keys*rounds)
+	}
+	// Counting is exact within a window that does not end.
+	for range 10 {
+		c.Incr(t.Context(), "stable", time.Hour)
+	}
+	if n, _, _ := c.Incr(t.Context(), "stable", time.Hour); n != 11 {
+		t.Errorf("count of a live key under sweeping = %d, want 11", n)
+	}
+}
+
+func TestCounterCloseIsIdempotent(t *testing.T) {
+	t.Parallel()
+	c := memory.NewCounter(memory.Options{})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ExampleCounter() {
+	c := memory.NewCounter(memory.Options{})
+	defer c.Close()
+	for range 3 {
+		n, left, _ := c.Incr(context.Background(), "rl:acme", time.Minute)
+		fmt.Println(n, left <= time.Minute)
+	}
+	// Output:
+	// 1 true
+	// 2 true
+	// 3 true
+}

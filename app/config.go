@@ -1,0 +1,264 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+// EnvPrefix prefixes every environment variable tollgate reads.
+const EnvPrefix = "TOLLGATE_"
+
+// Accepted values of the enumerated settings.
+const (
+	AlgorithmFixedWindow   = "fixed_window"
+	AlgorithmSlidingLog    = "sliding_log"
+	AlgorithmSlidingWindow = "sliding_window"
+	AlgorithmTokenBucket   = "token_bucket"
+
+	StoreMemory = "memory"
+	StoreRedis  = "redis"
+
+	FailOpen   = "open"
+	FailClosed = "closed"
+)
+
+// Config is every setting of the gateway, parsed from TOLLGATE_* variables
+// by [LoadConfig]. Nothing else in tollgate reads the environment.
+type Config struct {
+	// ListenAddr is the public listener: the rate-limited traffic.
+	ListenAddr string `env:"LISTEN_ADDR" envDefault:":8080"`
+	// AdminAddr serves /healthz, /readyz and /metrics, never limited.
+	AdminAddr string `env:"ADMIN_ADDR" envDefault:":9090"`
+	// UpstreamURL is where allowed requests are proxied; empty means the
+	// built-in echo responder.
+	UpstreamURL string `env:"UPSTREAM_URL"`
+	// UpstreamTimeout bounds the wait for the upstream's response headers.
+	UpstreamTimeout time.Duration `env:"UPSTREAM_TIMEOUT" envDefault:"30s"`
+	// Algorithm is one of fixed_window, sliding_log, sliding_window,
+	// token_bucket.
+	Algorithm string `env:"ALGORITHM" envDefault:"fixed_window"`
+	// Store is memory (one replica) or redis (shared by all replicas).
+	Store string `env:"STORE" envDefault:"memory"`
+	// Limit is the default budget: requests per window per tenant.
+	Limit int64 `env:"LIMIT" envDefault:"100"`
+	// Window is the default window.
+	Window time.Duration `env:"WINDOW" envDefault:"1m"`
+	// FailMode is open (admit on a store error) or closed (answer 503).
+	FailMode string `env:"FAIL_MODE" envDefault:"open"`
+	// TenantHeader carries the tenant id when no tenants file is set. Only
+	// trust it behind an edge that sets and overwrites it.
+	TenantHeader string `env:"TENANT_HEADER" envDefault:"X-Tenant-ID"`
+	// TenantsFile is a JSON file of tenants, API keys and budgets.
+	TenantsFile string `env:"TENANTS_FILE"`
+	// RedisURL is a go-redis URL; it may hold credentials.
+	RedisURL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0"`
+	// RedisTimeout is the deadline for the store work of one decision.
+	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"50ms"`
+	// KeyPrefix prefixes every key the gateway writes.
+	KeyPrefix string `env:"KEY_PREFIX" envDefault:"rl:"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+// accepted says, per variable (without the prefix), what values it
+// accepts. Error messages quote it.
+var accepted = map[string]string{
+	"LISTEN_ADDR":      "a host:port listen address",
+	"ADMIN_ADDR":       "a host:port listen address",
+	"UPSTREAM_URL":     "empty, or an absolute http:// or https:// URL",
+	"UPSTREAM_TIMEOUT": "a Go duration > 0, such as 30s",
+	"ALGORITHM":        "fixed_window, sliding_log, sliding_window or token_bucket",
+	"STORE":            "memory or redis",
+	"LIMIT":            "an integer >= 1",
+	"WINDOW":           "a Go duration >= 1ms, such as 1m",
+	"FAIL_MODE":        "open or closed",
+	"TENANT_HEADER":    "an HTTP header name",
+	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
+	"REDIS_URL":        "a redis://, rediss:// or unix:// URL",
+	"REDIS_TIMEOUT":    "a Go duration > 0, such as 50ms",
+	"KEY_PREFIX":       "any string",
+	"LOG_LEVEL":        "debug, info, warn or error",
+}
+
+// ConfigError is a setting that does not parse or is out of range. It
+// names the variable, the value given and what is accepted; credentials
+// in the value are masked.
+type ConfigError struct {
+	Var   string // full variable name, such as TOLLGATE_LIMIT
+	Value string // as given, credentials masked
+	Want  string // what is accepted
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
+}
+
+func configError(name, value string) *ConfigError {
+	if name == "REDIS_URL" || name == "UPSTREAM_URL" {
+		value = MaskURL(value)
+	}
+	return &ConfigError{Var: EnvPrefix + name, Value: value, Want: accepted[name]}
+}
+
+// LoadConfig parses environ (KEY=value pairs, as os.Environ returns) into a
+// validated Config. environ replaces the process environment entirely, so
+// tests stay hermetic. Every problem is reported, each as a *ConfigError,
+// joined into one error.
+func LoadConfig(environ []string) (Config, error) {
+	vars := env.ToMap(environ)
+	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: vars, Prefix: EnvPrefix})
+	if err != nil {
+		return Config{}, parseErrors(err, vars)
+	}
+	return cfg, cfg.Validate()
+}
+
+// parseErrors turns env's errors into ConfigErrors that name variables.
+func parseErrors(err error, vars map[string]string) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	var errs []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if !errors.As(e, &pe) {
+			errs = append(errs, e)
+			continue
+		}
+		name := envName(pe.Name)
+		errs = append(errs, configError(name, vars[EnvPrefix+name]))
+	}
+	return errors.Join(errs...)
+}
+
+// envName returns the env tag of Config's field, without the prefix.
+func envName(field string) string {
+	f, ok := reflect.TypeFor[Config]().FieldByName(field)
+	if !ok {
+		return field
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	return name
+}
+
+// envDefaults returns each variable's default (without the prefix).
+func envDefaults() map[string]string {
+	t := reflect.TypeFor[Config]()
+	d := make(map[string]string, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		d[name] = f.Tag.Get("envDefault")
+	}
+	return d
+}
+
+// Validate checks every setting and reports all problems as one error of
+// joined *ConfigErrors.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, name, value string) {
+		if !ok {
+			errs = append(errs, configError(name, value))
+		}
+	}
+	dur := func(d time.Duration) string { return d.String() }
+	check(validAddr(c.ListenAddr), "LISTEN_ADDR", c.ListenAddr)
+	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
+	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
+	check(c.UpstreamTimeout > 0, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
+	check(oneOf(c.Algorithm, AlgorithmFixedWindow, AlgorithmSlidingLog, AlgorithmSlidingWindow, AlgorithmTokenBucket),
+		"ALGORITHM", c.Algorithm)
+	check(oneOf(c.Store, StoreMemory, StoreRedis), "STORE", c.Store)
+	check(c.Limit >= 1, "LIMIT", strconv.FormatInt(c.Limit, 10))
+	check(c.Window >= domain.MinWindow, "WINDOW", dur(c.Window))
+	check(oneOf(c.FailMode, FailOpen, FailClosed), "FAIL_MODE", c.FailMode)
+	check(validHeaderName(c.TenantHeader), "TENANT_HEADER", c.TenantHeader)
+	check(validRedisURL(c.RedisURL), "REDIS_URL", c.RedisURL)
+	check(c.RedisTimeout > 0, "REDIS_TIMEOUT", dur(c.RedisTimeout))
+	_, levelErr := parseLevel(c.LogLevel)
+	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
+	return errors.Join(errs...)
+}
+
+// Rule returns the default rule: LIMIT per WINDOW.
+func (c Config) Rule() domain.Rule {
+	return domain.Rule{Limit: c.Limit, Window: c.Window}
+}
+
+func oneOf(s string, options ...string) bool {
+	for _, o := range options {
+		if s == o {
+			return true
+		}
+	}
+	return false
+}
+
+func validAddr(a string) bool {
+	i := strings.LastIndexByte(a, ':')
+	if i < 0 {
+		return false
+	}
+	port, err := strconv.ParseUint(a[i+1:], 10, 16)
+	return err == nil && (port > 0 || a[i+1:] == "0")
+}
+
+func validUpstream(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+func validRedisURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		return u.Host != ""
+	case "unix":
+		return u.Path != ""
+	}
+	return false
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// MaskURL returns s with any password replaced by "xxxxx". A value that
+// does not parse as a URL is masked whole, since it may still hold one.
+func MaskURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") {
+			return "<unparsable URL, masked>"
+		}
+		return s
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// Header names the rate-limit middleware writes. RateLimit and
+// RateLimit-Policy follow draft-ietf-httpapi-ratelimit-headers-11; the
+// X-RateLimit-* trio is what existing clients read.
+const (
+	HeaderRateLimit        = "RateLimit"
+	HeaderRateLimitPolicy  = "RateLimit-Policy"
+	HeaderXRateLimitLimit  = "X-RateLimit-Limit"
+	HeaderXRateLimitRemain = "X-RateLimit-Remaining"
+	HeaderXRateLimitReset  = "X-RateLimit-Reset"
+	HeaderRetryAfter       = "Retry-After"
+	deniedBody             = "rate limit exceeded"
+	unavailableBody        = "rate limiter unavailable"
+	storeErrorLogInterval  = time.Second
+)
+
+// RateLimitOptions are the optional settings of [RateLimit].
+type RateLimitOptions struct {
+	// KeyPrefix prefixes every tenant's key: the key is KeyPrefix+tenant.
+	KeyPrefix string
+	// FailClosed answers 503 on a store error instead of admitting.
+	FailClosed bool
+	// Log receives at most one line per second about store errors. If nil,
+	// slog.Default() is used.
+	Log *slog.Logger
+	// Metrics records every decision. May be nil.
+	Metrics *Metrics
+	// Now returns the current time, for the X-RateLimit-Reset header. If
+	// nil, time.Now is used.
+	Now func() time.Time
+}
+
+// RateLimit returns middleware that meters every request against its
+// tenant's budget: it resolves the tenant with tenants, asks lim, and either
+// calls next with the rate-limit headers set, or answers 429. On a store
+// error it admits without rate-limit headers, or answers 503 when
+// opts.FailClosed is set. It is plain net/http, usable with any router.
+func RateLimit(lim ports.Limiter, tenants TenantResolver, opts RateLimitOptions) func(http.Handler) http.Handler {
+	if lim == nil || tenants == nil {
+		panic("app: RateLimit needs a limiter and a tenant resolver")
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	m := &meter{lim: lim, tenants: tenants, opts: opts}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.serve(next, w, r)
+		})
+	}
+}
+
+type meter struct {
+	lim     ports.Limiter
+	tenants TenantResolver
+	opts    RateLimitOptions
+	errLog  throttledLog
+}
+
+func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	t := m.tenants.ResolveTenant(r)
+	start := time.Now()
+	d, err := m.lim.Allow(r.Context(), domain.Key(m.opts.KeyPrefix, t.ID), t.Rule)
+	m.opts.Metrics.observe(d.Allowed, err, time.Since(start))
+	r = r.WithContext(withTenant(r.Context(), t.ID))
+
+	if err != nil {
+		m.errLog.log(m.opts.Log, err, m.opts.FailClosed)
+		if m.opts.FailClosed {
+			w.Header().Set(HeaderRetryAfter, "1")
+			writeError(w, r, http.StatusServiceUnavailable, unavailableBody)
+			return
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	setRateLimitHeaders(w.Header(), d, t.Rule, m.opts.Now())
+	if !d.Allowed {
+		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(d.RetryAfter), 1), 10))
+		writeError(w, r, http.StatusTooManyRequests, deniedBody)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// setRateLimitHeaders writes the contract's five rate-limit headers for d
+// under rule at now. Times are rounded up to whole seconds, so a client
+// that waits as told is never early.
+func setRateLimitHeaders(h http.Header, d domain.Decision, rule domain.Rule, now time.Time) {
+	limit := strconv.FormatInt(d.Limit, 10)
+	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
+	resetIn := domain.CeilSeconds(d.ResetAfter)
+	resetAt := now.Add(d.ResetAfter)
+	resetUnix := resetAt.Unix()
+	if resetAt.Nanosecond() > 0 {
+		resetUnix++
+	}
+	windowSecs := max(domain.CeilSeconds(rule.Window), 1)
+	h.Set(HeaderRateLimitPolicy, `"default";q=`+limit+`;w=`+strconv.FormatInt(windowSecs, 10))
+	h.Set(HeaderRateLimit, `"default";r=`+remaining+`;t=`+strconv.FormatInt(resetIn, 10))
+	h.Set(HeaderXRateLimitLimit, limit)
+	h.Set(HeaderXRateLimitRemain, remaining)
+	h.Set(HeaderXRateLimitReset, strconv.FormatInt(resetUnix, 10))
+}
+
+// writeError answers status with msg: as {"error": msg} when the client
+// accepts application/json, as plain text otherwise. It never echoes an
+// internal error to the client.
+func writeError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	if acceptsJSON(r) {
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"error":` + strconv.Quote(msg) + "}\n"))
+		return
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(msg + "\n"))
+}
+
+func acceptsJSON(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "application/json") {
+			return true
+		}
+	}
+	return false
+}
+
+// throttledLog logs store errors at most once per storeErrorLogInterval per
+// process, however many requests fail: during an outage every request
+// fails, and a line per request would flood the log when it matters most.
+// The next line says how many errors it stood for.
+type throttledLog struct {
+	last       atomic.Int64 // unix nanos of the last line
+	suppressed atomic.Int64 // errors since the last line
+}
+
+func (l *throttledLog) log(log *slog.Logger, err error, failClosed bool) {
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	if now-last < int64(storeErrorLogInterval) || !l.last.CompareAndSwap(last, now) {
+		l.suppressed.Add(1)
+		return
+	}
+	mode := "open: admitting"
+	if failClosed {
+		mode = "closed: answering 503"
+	}
+	log.Error("rate-limit store error; failing "+mode,
+		"err", err, "errors_since_last_line", l.suppressed.Swap(0)+1)
+}

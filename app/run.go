@@ -1,0 +1,162 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ShutdownTimeout is how long in-flight requests may run after a stop
+// signal.
+const ShutdownTimeout = 10 * time.Second
+
+// ExitError is an error with the process exit status it calls for.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode returns the exit status for err, as returned by [Run]: 0 for
+// nil, 2 for bad configuration or usage, 1 otherwise.
+func ExitCode(err error) int {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.Code
+	}
+	return 1
+}
+
+// Run is the gateway's main: it loads the config from environ, builds the
+// store, serves the public and admin listeners, and on ctx's end stops
+// accepting connections, lets in-flight requests finish (up to
+// ShutdownTimeout), closes the store and returns nil. Logs are JSON lines
+// on stderr. A bad setting returns an *ExitError with Code 2 whose message
+// is one line naming the variable.
+func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	if len(args) > 1 {
+		if a := args[1]; a == "-h" || a == "-help" || a == "--help" {
+			printUsage(stdout)
+			return nil
+		}
+		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: unexpected argument %q: configure tollgate with TOLLGATE_* variables (tollgate -h lists them)", args[1])}
+	}
+	cfg, err := LoadConfig(environ)
+	if err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %s", strings.ReplaceAll(err.Error(), "\n", "; "))}
+	}
+	level, _ := parseLevel(cfg.LogLevel)
+	log := newLogger(stderr, level)
+
+	be, err := newBackend(ctx, cfg, log)
+	if err != nil {
+		return fmt.Errorf("tollgate: %w", err)
+	}
+	defer func() {
+		if err := be.closer.Close(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	}()
+
+	upstream := echoHandler()
+	if cfg.UpstreamURL != "" {
+		target, _ := url.Parse(cfg.UpstreamURL) // validated
+		upstream = newProxy(target, cfg.UpstreamTimeout, log)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg, cfg.Algorithm)
+	tenants := HeaderTenants{Header: cfg.TenantHeader, Rule: cfg.Rule()}
+
+	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
+	admin := newHTTPServer(NewAdminServer(be.pinger, cfg.RedisTimeout, reg), log)
+	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("tollgate: public listener: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		publicLn.Close()
+		return fmt.Errorf("tollgate: admin listener: %w", err)
+	}
+	log.Info("tollgate listening",
+		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
+		"store", cfg.Store, "algorithm", cfg.Algorithm,
+		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
+		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
+
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- public.Serve(publicLn) }()
+	go func() { serveErr <- admin.Serve(adminLn) }()
+
+	select {
+	case err = <-serveErr:
+		err = fmt.Errorf("tollgate: serve: %w", err)
+	case <-ctx.Done():
+		log.Info("shutting down", "grace", ShutdownTimeout.String())
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if serr := errors.Join(public.Shutdown(sctx), admin.Shutdown(sctx)); serr != nil {
+		log.Error("shutdown", "err", serr)
+	}
+	if err == nil {
+		log.Info("stopped")
+	}
+	return err
+}
+
+// newHTTPServer returns a server with timeouts against slow clients.
+// There is no overall read or write timeout: bodies and responses may
+// stream; the upstream timeout bounds the wait for the upstream.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+func upstreamName(u string) string {
+	if u == "" {
+		return "echo"
+	}
+	return MaskURL(u)
+}
+
+func redisURLForLog(cfg Config) string {
+	if cfg.Store != StoreRedis {
+		return ""
+	}
+	return MaskURL(cfg.RedisURL)
+}
+
+// printUsage lists every variable, its default and what it accepts.
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "tollgate: a rate-limiting API gateway. Configure it with environment variables:")
+	defaults := envDefaults()
+	names := make([]string, 0, len(accepted))
+	for n := range accepted {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %s%-17s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
+	}
+}

@@ -1,0 +1,54 @@
+package app
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+// Tenant is a resolved request's tenant and the budget it spends.
+type Tenant struct {
+	ID   domain.TenantID
+	Rule domain.Rule
+}
+
+// TenantResolver names the tenant of a request. It never fails: traffic it
+// cannot attribute is the tenant [domain.Unknown] with the default rule.
+// Implementations are safe for concurrent use.
+type TenantResolver interface {
+	ResolveTenant(r *http.Request) Tenant
+}
+
+// HeaderTenants resolves the tenant from a request header, every tenant
+// with the same rule. The header is only as trustworthy as whatever sets
+// it: run it behind an authenticating edge that sets the header and
+// overwrites any value a client sent.
+type HeaderTenants struct {
+	Header string      // canonical or not; http.Header.Get canonicalizes
+	Rule   domain.Rule // every tenant's budget
+}
+
+// ResolveTenant implements [TenantResolver]. A missing or invalid id is
+// [domain.Unknown].
+func (h HeaderTenants) ResolveTenant(r *http.Request) Tenant {
+	return Tenant{ID: domain.TenantOrUnknown(r.Header.Get(h.Header)), Rule: h.Rule}
+}
+
+type contextKey struct{ name string }
+
+var tenantKey = &contextKey{"tenant"}
+
+// withTenant returns ctx carrying the resolved tenant id.
+func withTenant(ctx context.Context, id domain.TenantID) context.Context {
+	return context.WithValue(ctx, tenantKey, id)
+}
+
+// TenantFrom returns the tenant the rate-limit middleware resolved for the
+// request of ctx, or [domain.Unknown] outside it.
+func TenantFrom(ctx context.Context) domain.TenantID {
+	if id, ok := ctx.Value(tenantKey).(domain.TenantID); ok {
+		return id
+	}
+	return domain.Unknown
+}

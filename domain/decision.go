@@ -1,0 +1,29 @@
+package domain
+
+import "time"
+
+// Decision is a limiter's answer for one request.
+type Decision struct {
+	// Allowed reports whether the request is admitted.
+	Allowed bool
+	// Limit is the rule's budget: requests per window.
+	Limit int64
+	// Remaining is how many more requests would be admitted right now,
+	// at least 0.
+	Remaining int64
+	// ResetAfter is the time until the budget is whole again (fixed
+	// window: until the window ends), at least 0.
+	ResetAfter time.Duration
+	// RetryAfter is the time until a request would be admitted again:
+	// zero when Allowed, positive when denied.
+	RetryAfter time.Duration
+}
+
+// CeilSeconds returns d in whole seconds, rounded up: a client told to
+// wait that long is never early. Negative durations give 0.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Build the local Redis 7 image used by tollgate's integration tests and
+# docker-compose, without any registry: FROM scratch + Debian's redis binary.
+#
+#   scripts/redis-image.sh            # build if missing, print image name
+#   FORCE=1 scripts/redis-image.sh    # rebuild even if present
+#   IMG=$(scripts/redis-image.sh)     # build logs go to stderr, name to stdout
+#
+# Tags: tollgate.local/redis:7 and tollgate.local/redis:<full version>.
+# The dotted registry part keeps TESTCONTAINERS_HUB_IMAGE_NAME_PREFIX from
+# rewriting the name. No "# syntax=" line and no FROM of a real image, so
+# nothing is ever pulled.
+set -euo pipefail
+
+REPO="${REDIS_IMAGE_REPO:-tollgate.local/redis}"
+IMAGE="${REPO}:7"
+SRC_BIN=/usr/bin/redis-check-rdb   # the real binary; redis-server is a symlink to it
+
+log() { printf 'redis-image: %s\n' "$*" >&2; }
+
+command -v docker >/dev/null 2>&1 || { log "docker CLI not found"; exit 1; }
+
+if [[ "${FORCE:-0}" != 1 ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  log "$IMAGE already present (FORCE=1 to rebuild)"
+  echo "$IMAGE"
+  exit 0
+fi
+
+if [[ ! -x "$SRC_BIN" ]]; then
+  log "installing redis-tools (provides $SRC_BIN)"
+  SUDO=()
+  if [[ $EUID -ne 0 ]]; then SUDO=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends redis-tools >/dev/null
+fi
+
+ctx="$(mktemp -d "${TMPDIR:-/tmp}/tollgate-redis-image.XXXXXX")"
+trap 'rm -rf "$ctx"' EXIT
+root="$ctx/rootfs"
+mkdir -p "$root/usr/bin" "$root/data"
+install -d -m 1777 "$root/tmp"
+
+# Redis picks its personality from argv[0]: the file must be named redis-server.
+cp -L "$SRC_BIN" "$root/usr/bin/redis-server"
+chmod 0755 "$root/usr/bin/redis-server"
+
+# Every library ldd lists, plus the loader, at the exact paths the loader
+# expects (symlinks resolved: cp -L copies the target's content).
+copy_lib() {
+  local p="$1"
+  [[ "$p" == /* ]] || return 0
+  mkdir -p "$root$(dirname "$p")"
+  cp -L "$p" "$root$p"
+}
+nlibs=0
+while read -r path; do
+  copy_lib "$path"
+  nlibs=$((nlibs + 1))
+done < <(ldd "$SRC_BIN" | awk '
+  $2 == "=>" && $3 ~ /^\// { print $3; next }   # libfoo.so => /path (0x..)
+  $1 ~ /^\//               { print $1 }         # /lib64/ld-linux-x86-64.so.2 (0x..)
+')
+log "copied $nlibs libraries (incl. loader)"
+
+# Version straight from the binary we ship (e.g. 7.0.15).
+version="$("$root/usr/bin/redis-server" --version | sed -n 's/.* v=\([0-9][0-9.]*\).*/\1/p')"
+[[ -n "$version" ]] || { log "could not determine redis version"; exit 1; }
+case "$version" in
+  7.*) ;;
+  *) log "expected Redis 7.x, got $version"; exit 1 ;;
+esac
+
+cat > "$ctx/Dockerfile" <<'DOCKERFILE'
+FROM scratch
+COPY rootfs/ /
+EXPOSE 6379
+ENTRYPOINT ["/usr/bin/redis-server"]
+CMD ["--protected-mode", "no", "--bind", "* -::*", "--save", "", "--appendonly", "no", "--dir", "/data"]
+DOCKERFILE
+
+log "building $IMAGE and $REPO:$version"
+# Classic builder on purpose: this docker CLI has no buildx plugin (with
+# BuildKit on it errors out "buildx component is missing"), and the classic
+# builder never fetches a frontend image. FROM scratch needs no pull.
+# Each metadata instruction costs ~1 s in the classic builder: keep them few
+# (no WORKDIR/LABEL; --dir /data sets the working directory).
+DOCKER_BUILDKIT=0 docker build -t "$IMAGE" -t "$REPO:$version" "$ctx" >&2
+
+echo "$IMAGE"
