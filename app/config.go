@@ -226,7 +226,12 @@ func validRedisURL(s string) bool {
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
-		return u.Host != ""
+		if p := u.Port(); p != "" {
+			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+				return false
+			}
+		}
+		return u.Hostname() != ""
 	case "unix":
 		return u.Path != ""
 	}

@@ -1,0 +1,151 @@
+package app_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/app"
+)
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := app.LoadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := app.Config{
+		ListenAddr:      ":8080",
+		AdminAddr:       ":9090",
+		UpstreamTimeout: 30 * time.Second,
+		Algorithm:       "fixed_window",
+		Store:           "memory",
+		Limit:           100,
+		Window:          time.Minute,
+		FailMode:        "open",
+		TenantHeader:    "X-Tenant-ID",
+		RedisURL:        "redis://localhost:6379/0",
+		RedisTimeout:    50 * time.Millisecond,
+		KeyPrefix:       "rl:",
+		LogLevel:        "info",
+	}
+	if cfg != want {
+		t.Errorf("LoadConfig(nil) =\n%+v\nwant\n%+v", cfg, want)
+	}
+}
+
+func TestLoadConfigOverrides(t *testing.T) {
+	t.Parallel()
+	cfg, err := app.LoadConfig([]string{
+		"TOLLGATE_LIMIT=5", "TOLLGATE_WINDOW=1500ms", "TOLLGATE_ALGORITHM=token_bucket",
+		"TOLLGATE_STORE=redis", "TOLLGATE_FAIL_MODE=closed", "TOLLGATE_KEY_PREFIX=gw:",
+		"TOLLGATE_UPSTREAM_URL=http://svc:8000/api", "TOLLGATE_REDIS_URL=rediss://u:p@redis:6380/2",
+		"UNRELATED=1", "LIMIT=7",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Limit != 5 || cfg.Window != 1500*time.Millisecond || cfg.Algorithm != "token_bucket" ||
+		cfg.Store != "redis" || cfg.FailMode != "closed" || cfg.KeyPrefix != "gw:" ||
+		cfg.UpstreamURL != "http://svc:8000/api" {
+		t.Errorf("LoadConfig = %+v", cfg)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env     string
+		wantVar string
+		wantIn  string // also in the message
+	}{
+		{"TOLLGATE_LIMIT=0", "TOLLGATE_LIMIT", `"0"`},
+		{"TOLLGATE_LIMIT=-3", "TOLLGATE_LIMIT", "integer >= 1"},
+		{"TOLLGATE_LIMIT=ten", "TOLLGATE_LIMIT", `"ten"`},
+		{"TOLLGATE_LIMIT=1.5", "TOLLGATE_LIMIT", "integer"},
+		{"TOLLGATE_WINDOW=0s", "TOLLGATE_WINDOW", ">= 1ms"},
+		{"TOLLGATE_WINDOW=999us", "TOLLGATE_WINDOW", ">= 1ms"},
+		{"TOLLGATE_WINDOW=60", "TOLLGATE_WINDOW", `"60"`},
+		{"TOLLGATE_WINDOW=-1m", "TOLLGATE_WINDOW", "duration"},
+		{"TOLLGATE_ALGORITHM=leaky", "TOLLGATE_ALGORITHM", "sliding_log"},
+		{"TOLLGATE_STORE=etcd", "TOLLGATE_STORE", "memory or redis"},
+		{"TOLLGATE_FAIL_MODE=maybe", "TOLLGATE_FAIL_MODE", "open or closed"},
+		{"TOLLGATE_LOG_LEVEL=loud", "TOLLGATE_LOG_LEVEL", "debug"},
+		{"TOLLGATE_LISTEN_ADDR=8080", "TOLLGATE_LISTEN_ADDR", "host:port"},
+		{"TOLLGATE_ADMIN_ADDR=:99999", "TOLLGATE_ADMIN_ADDR", "host:port"},
+		{"TOLLGATE_UPSTREAM_URL=svc:8000", "TOLLGATE_UPSTREAM_URL", "http://"},
+		{"TOLLGATE_UPSTREAM_URL=ftp://svc", "TOLLGATE_UPSTREAM_URL", "http://"},
+		{"TOLLGATE_UPSTREAM_TIMEOUT=0s", "TOLLGATE_UPSTREAM_TIMEOUT", "> 0"},
+		{"TOLLGATE_REDIS_URL=localhost:6379", "TOLLGATE_REDIS_URL", "redis://"},
+		{"TOLLGATE_REDIS_TIMEOUT=-5ms", "TOLLGATE_REDIS_TIMEOUT", "> 0"},
+		{"TOLLGATE_REDIS_TIMEOUT=soon", "TOLLGATE_REDIS_TIMEOUT", "duration"},
+		{"TOLLGATE_TENANT_HEADER=X Tenant", "TOLLGATE_TENANT_HEADER", "header name"},
+	}
+	for _, tt := range tests {
+		_, err := app.LoadConfig([]string{tt.env})
+		var ce *app.ConfigError
+		if !errors.As(err, &ce) {
+			t.Errorf("LoadConfig(%s) error = %v, want a *ConfigError", tt.env, err)
+			continue
+		}
+		if ce.Var != tt.wantVar || !strings.Contains(err.Error(), tt.wantIn) {
+			t.Errorf("LoadConfig(%s) = %q, want one naming %s and containing %s", tt.env, err, tt.wantVar, tt.wantIn)
+		}
+	}
+}
+
+// An empty value is the same as an unset one: the default applies.
+func TestLoadConfigEmptyMeansDefault(t *testing.T) {
+	t.Parallel()
+	cfg, err := app.LoadConfig([]string{"TOLLGATE_TENANT_HEADER=", "TOLLGATE_KEY_PREFIX=", "TOLLGATE_LIMIT="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TenantHeader != "X-Tenant-ID" || cfg.KeyPrefix != "rl:" || cfg.Limit != 100 {
+		t.Errorf("LoadConfig with empty values = %+v, want the defaults", cfg)
+	}
+}
+
+func TestLoadConfigReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, err := app.LoadConfig([]string{"TOLLGATE_LIMIT=0", "TOLLGATE_STORE=etcd", "TOLLGATE_FAIL_MODE=x"})
+	for _, v := range []string{"TOLLGATE_LIMIT", "TOLLGATE_STORE", "TOLLGATE_FAIL_MODE"} {
+		if err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("error %v does not name %s", err, v)
+		}
+	}
+}
+
+func TestLoadConfigMasksRedisPassword(t *testing.T) {
+	t.Parallel()
+	for _, env := range []string{
+		"TOLLGATE_REDIS_URL=http://user:hunter2@redis:6379",
+		"TOLLGATE_REDIS_URL=redis://user:hunter2@redis:6379:x:/%zz",
+		"TOLLGATE_REDIS_URL=redis://:hunter2@",
+	} {
+		_, err := app.LoadConfig([]string{env})
+		if err == nil {
+			t.Errorf("LoadConfig(%s) = nil error", env)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("LoadConfig(%s) error leaks the password: %v", env, err)
+		}
+	}
+}
+
+func TestMaskURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"redis://localhost:6379/0", "redis://localhost:6379/0"},
+		{"redis://:secret@redis:6379/0", "redis://:xxxxx@redis:6379/0"},
+		{"rediss://user:secret@redis:6380", "rediss://user:xxxxx@redis:6380"},
+		{"redis://user@redis:6379", "redis://user@redis:6379"},
+	}
+	for _, tt := range tests {
+		if got := app.MaskURL(tt.in); got != tt.want {
+			t.Errorf("MaskURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/app"
+	"github.com/tollgate/tollgate/app/apptest"
+)
+
+func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		environ []string
+		want    []string
+	}{
+		{[]string{"TOLLGATE_LIMIT=0"}, []string{"TOLLGATE_LIMIT", `"0"`, ">= 1"}},
+		{[]string{"TOLLGATE_WINDOW=soon", "TOLLGATE_STORE=x"}, []string{"TOLLGATE_WINDOW"}},
+		{[]string{"TOLLGATE_STORE=x", "TOLLGATE_FAIL_MODE=x"}, []string{"TOLLGATE_STORE", "TOLLGATE_FAIL_MODE"}},
+		{[]string{"TOLLGATE_REDIS_URL=redis://:pw-secret@host:99999999"}, []string{"TOLLGATE_REDIS_URL"}},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		err := app.Run(t.Context(), []string{"tollgate"}, tt.environ, io.Discard, &stderr)
+		if got := app.ExitCode(err); got != 2 {
+			t.Errorf("Run(%v) exit = %d (%v), want 2", tt.environ, got, err)
+			continue
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "\n") || strings.Contains(msg, "pw-secret") {
+			t.Errorf("Run(%v) message %q: want one line without credentials", tt.environ, msg)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("Run(%v) message %q lacks %q", tt.environ, msg, w)
+			}
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("Run(%v) logged before failing: %q", tt.environ, stderr.String())
+		}
+	}
+}
+
+func TestRunUnexpectedArgument(t *testing.T) {
+	t.Parallel()
+	err := app.Run(t.Context(), []string{"tollgate", "serve"}, nil, io.Discard, io.Discard)
+	if app.ExitCode(err) != 2 {
+		t.Errorf("Run with an argument: exit %d (%v), want 2", app.ExitCode(err), err)
+	}
+	var out bytes.Buffer
+	if err := app.Run(t.Context(), []string{"tollgate", "-h"}, nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "TOLLGATE_REDIS_TIMEOUT") {
+		t.Errorf("-h output lacks the variables:\n%s", out.String())
+	}
+}
+
+func TestRunListenError(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t)
+	addr := strings.TrimPrefix(g.Public, "http://")
+	err := app.Run(t.Context(), []string{"tollgate"}, []string{"TOLLGATE_LISTEN_ADDR=" + addr, "TOLLGATE_ADMIN_ADDR=127.0.0.1:0"}, io.Discard, io.Discard)
+	if code := app.ExitCode(err); code != 1 || !strings.Contains(err.Error(), "listen") {
+		t.Errorf("Run on a busy port = %v (exit %d), want a listen error, exit 1", err, code)
+	}
+}
+
+// TestGatewayEndToEnd runs the real wiring in process: config from the
+// environment, the memory store, the echo upstream, the admin listener.
+func TestGatewayEndToEnd(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t, "TOLLGATE_LIMIT=5", "TOLLGATE_WINDOW=1h")
+
+	get := func(tenant string) *http.Response {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, g.Public+"/orders?page=2", nil)
+		if tenant != "" {
+			req.Header.Set("X-Tenant-ID", tenant)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	for i := range 5 {
+		resp := get("acme")
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d, want 200", i+1, resp.StatusCode)
+		}
+		if i == 0 {
+			var echo map[string]string
+			if err := json.NewDecoder(resp.Body).Decode(&echo); err != nil {
+				t.Fatal(err)
+			}
+			if echo["tenant"] != "acme" || echo["method"] != "GET" || echo["path"] != "/orders" {
+				t.Errorf("echo = %v", echo)
+			}
+		}
+	}
+	resp := get("acme")
+	if resp.StatusCode != 429 {
+		t.Fatalf("request 6: status %d, want 429", resp.StatusCode)
+	}
+	for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
+		if resp.Header.Get(h) == "" {
+			t.Errorf("429 lacks %s", h)
+		}
+	}
+	if got := resp.Header.Get("RateLimit-Policy"); got != `"default";q=5;w=3600` {
+		t.Errorf("RateLimit-Policy = %q", got)
+	}
+	// Unresolved traffic shares one budget.
+	for range 5 {
+		get("")
+	}
+	if got := get("bad tenant!").StatusCode; got != 429 {
+		t.Errorf("unknown's sixth request: status %d, want 429", got)
+	}
+
+	// The admin listener is never limited.
+	for range 10 {
+		r, err := http.Get(g.Admin + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != 200 {
+			t.Fatalf("/readyz = %d", r.StatusCode)
+		}
+	}
+	r, err := http.Get(g.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	body, _ := io.ReadAll(r.Body)
+	for _, want := range []string{
+		`tollgate_decisions_total{algorithm="fixed_window",outcome="allowed"} 10`,
+		`tollgate_decisions_total{algorithm="fixed_window",outcome="denied"} 2`,
+		`tollgate_store_errors_total 0`,
+		`tollgate_decision_duration_seconds_count{algorithm="fixed_window"} 12`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(body), "acme") {
+		t.Error("/metrics has a per-tenant series")
+	}
+}
+
+// TestRunGracefulShutdown checks that a stop lets an in-flight request
+// finish and Run return nil.
+func TestRunGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.Public+"/", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := g.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := http.Get(g.Public + "/"); err == nil {
+		t.Error("gateway still accepts connections after Stop")
+	}
+	if !strings.Contains(g.Logs(), `"msg":"stopped"`) {
+		t.Errorf("no stopped line in logs:\n%s", g.Logs())
+	}
+}

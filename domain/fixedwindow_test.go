@@ -1,0 +1,87 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+func TestFixedWindowDecide(t *testing.T) {
+	t.Parallel()
+	rule := domain.Rule{Limit: 3, Window: time.Minute}
+	tests := []struct {
+		count int64
+		left  time.Duration
+		want  domain.Decision
+	}{
+		{1, time.Minute, domain.Decision{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: time.Minute}},
+		{2, 30 * time.Second, domain.Decision{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 30 * time.Second}},
+		{3, time.Second, domain.Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: time.Second}},
+		{4, time.Second, domain.Decision{Allowed: false, Limit: 3, Remaining: 0, ResetAfter: time.Second, RetryAfter: time.Second}},
+		{100, 10 * time.Millisecond, domain.Decision{Allowed: false, Limit: 3, Remaining: 0, ResetAfter: 10 * time.Millisecond, RetryAfter: 10 * time.Millisecond}},
+		// A store that reports no time left (an expiring key) still
+		// tells a denied client to wait, never zero.
+		{4, 0, domain.Decision{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: time.Millisecond}},
+		{4, -time.Second, domain.Decision{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: time.Millisecond}},
+	}
+	for i, tt := range tests {
+		if got := (domain.FixedWindow{}).Decide(tt.count, tt.left, rule); got != tt.want {
+			t.Errorf("step %d: Decide(%d, %v) = %+v, want %+v", i, tt.count, tt.left, got, tt.want)
+		}
+	}
+}
+
+func TestCeilSeconds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		d    time.Duration
+		want int64
+	}{
+		{-time.Second, 0},
+		{0, 0},
+		{time.Nanosecond, 1},
+		{time.Second, 1},
+		{time.Second + time.Nanosecond, 2},
+		{59*time.Second + 999*time.Millisecond, 60},
+		{time.Minute, 60},
+	}
+	for _, tt := range tests {
+		if got := domain.CeilSeconds(tt.d); got != tt.want {
+			t.Errorf("CeilSeconds(%v) = %d, want %d", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestRuleValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		rule domain.Rule
+		ok   bool
+	}{
+		{domain.Rule{Limit: 1, Window: time.Millisecond}, true},
+		{domain.Rule{Limit: 100, Window: time.Minute}, true},
+		{domain.Rule{Limit: 0, Window: time.Minute}, false},
+		{domain.Rule{Limit: -1, Window: time.Minute}, false},
+		{domain.Rule{Limit: 1, Window: time.Millisecond - 1}, false},
+		{domain.Rule{Limit: 1, Window: 0}, false},
+	}
+	for _, tt := range tests {
+		err := tt.rule.Validate()
+		if got := err == nil; got != tt.ok {
+			t.Errorf("%+v.Validate() = %v, want ok=%v", tt.rule, err, tt.ok)
+		}
+	}
+}
+
+func BenchmarkFixedWindowDecide(b *testing.B) {
+	rule := domain.Rule{Limit: 100, Window: time.Minute}
+	b.ReportAllocs()
+	var d domain.Decision
+	n := int64(0)
+	for b.Loop() {
+		n++
+		d = domain.FixedWindow{}.Decide(n%150, time.Second, rule)
+	}
+	_ = d
+}
