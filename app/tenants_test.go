@@ -2,8 +2,8 @@ package app_test
 
 import (
 	"errors"
-	"os"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
