@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -10,27 +9,15 @@ import (
 	"testing"
 )
 
-// get sends GET base+path with headers and returns the response, its
-// body read and closed.
+// get sends GET url with headers, given as name-value pairs, and returns
+// the response and its body.
 func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := http.Header{}
 	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		h.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(body)
+	return do(t, http.MethodGet, url, "", h)
 }
 
 func TestRunPerTenantBudgets(t *testing.T) {

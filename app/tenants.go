@@ -25,6 +25,10 @@ const (
 	HeaderAuthorization = "Authorization"
 )
 
+// apiKeyHeader is HeaderAPIKey in canonical form, so that looking it up
+// does not canonicalize (and allocate) on every request.
+var apiKeyHeader = http.CanonicalHeaderKey(HeaderAPIKey)
+
 // FileTenants resolves tenants by API key from a JSON tenants file (the
 // TOLLGATE_TENANTS_FILE format, see [LoadFileTenants]). Each tenant spends
 // its own rule; a request without a known key is [domain.Unknown] with the
@@ -116,7 +120,8 @@ func (f *FileTenants) Path() string { return f.path }
 // key or one that is not in the table.
 func (f *FileTenants) ResolveTenant(r *http.Request) Tenant {
 	if key, _ := PresentedAPIKey(r.Header); key != "" {
-		if t, ok := f.table.Load().byKey[sha256.Sum256([]byte(key))]; ok {
+		var buf [64]byte // on the stack: keys up to 64 bytes hash without allocating
+		if t, ok := f.table.Load().byKey[sha256.Sum256(append(buf[:0], key...))]; ok {
 			return t
 		}
 	}
@@ -133,7 +138,7 @@ func (f *FileTenants) ResolveTenant(r *http.Request) Tenant {
 // may send its gateway key in X-API-Key and its user token in
 // Authorization, and the latter then reaches the upstream untouched.
 func PresentedAPIKey(h http.Header) (key, header string) {
-	if k := h.Get(HeaderAPIKey); k != "" {
+	if k := h.Get(apiKeyHeader); k != "" {
 		return k, HeaderAPIKey
 	}
 	scheme, token, ok := strings.Cut(h.Get(HeaderAuthorization), " ")
@@ -151,7 +156,7 @@ func stripAPIKey(h http.Header) {
 	if _, header := PresentedAPIKey(h); header == HeaderAuthorization {
 		h.Del(HeaderAuthorization)
 	}
-	h.Del(HeaderAPIKey)
+	h.Del(apiKeyHeader)
 }
 
 // TenantsFileError is a tenants file that cannot be read, does not parse
@@ -165,6 +170,7 @@ type TenantsFileError struct {
 	Err          error
 }
 
+// Error returns the one-line message: variable, file, position, problem.
 func (e *TenantsFileError) Error() string {
 	pos := ""
 	if e.Line > 0 {
@@ -173,6 +179,7 @@ func (e *TenantsFileError) Error() string {
 	return fmt.Sprintf("%sTENANTS_FILE %s: %s%v", EnvPrefix, strconv.Quote(e.Path), pos, e.Err)
 }
 
+// Unwrap returns the underlying problem.
 func (e *TenantsFileError) Unwrap() error { return e.Err }
 
 // tenantsFile is the JSON document of a tenants file.

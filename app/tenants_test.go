@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -108,63 +109,67 @@ var badTenantsFiles = []struct {
 		`tenants[0] (id "unknown"): id "unknown" is reserved for unresolved traffic; tenants[1] (id "b"): limit 0`},
 }
 
-func TestLoadFileTenantsRejects(t *testing.T) {
+// TestBadTenantsFile checks each bad file twice: LoadFileTenants returns
+// a *TenantsFileError, and Run exits 2 with it, before listening.
+func TestBadTenantsFile(t *testing.T) {
 	t.Parallel()
 	for _, tt := range badTenantsFiles {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			path := writeTenants(t, tt.content)
 			_, err := app.LoadFileTenants(path, defaultRule)
-			if err == nil {
-				t.Fatal("LoadFileTenants: nil error, want one")
-			}
-			msg := err.Error()
 			var fe *app.TenantsFileError
 			if !errors.As(err, &fe) || fe.Path != path {
-				t.Errorf("error %v is not a *TenantsFileError for %s", err, path)
+				t.Errorf("LoadFileTenants: error %v is not a *TenantsFileError for %s", err, path)
 			}
-			if !strings.Contains(msg, tt.want) {
-				t.Errorf("error %q does not contain %q", msg, tt.want)
-			}
-			if !strings.Contains(msg, path) || strings.Contains(msg, "\n") || strings.Contains(msg, "SECRET") {
-				t.Errorf("error %q: want one line naming %s and no API key", msg, path)
-			}
+			checkTenantsFileError(t, "LoadFileTenants", err, path, tt.want)
+			checkRunRejects(t, path, tt.want)
 		})
 	}
 }
 
-func TestLoadFileTenantsMissingFile(t *testing.T) {
+func TestMissingTenantsFile(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/nope.json"
 	_, err := app.LoadFileTenants(path, defaultRule)
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("LoadFileTenants(missing) = %v, want an error naming the file and the cause", err)
+	checkTenantsFileError(t, "LoadFileTenants", err, path, "read: no such file or directory")
+	checkRunRejects(t, path, "read: no such file or directory")
+}
+
+// checkTenantsFileError checks that err is one line naming path and
+// holding want, and no API key (every key in badTenantsFiles holds SECRET).
+func checkTenantsFileError(t *testing.T, what string, err error, path, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: nil error, want one", what)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, want) {
+		t.Errorf("%s: error %q does not contain %q", what, msg, want)
+	}
+	if !strings.Contains(msg, path) || strings.Contains(msg, "\n") || strings.Contains(msg, "SECRET") {
+		t.Errorf("%s: error %q: want one line naming %s and no API key", what, msg, path)
 	}
 }
 
-func TestRunRejectsBadTenantsFile(t *testing.T) {
-	t.Parallel()
-	for _, tt := range badTenantsFiles {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			path := writeTenants(t, tt.content)
-			var stderr syncBuffer
-			err := app.Run(t.Context(), []string{"tollgate"}, []string{
-				"TOLLGATE_TENANTS_FILE=" + path,
-				"TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0",
-			}, &syncBuffer{}, &stderr)
-			if got, want := app.ExitCode(err), 2; got != want {
-				t.Fatalf("ExitCode(Run) = %d (%v), want %d", got, err, want)
-			}
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "tollgate: TOLLGATE_TENANTS_FILE ") || !strings.Contains(msg, path) ||
-				!strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") || strings.Contains(msg, "SECRET") {
-				t.Errorf("Run error %q: want one line naming %s and %q, without API keys", msg, path, tt.want)
-			}
-			if strings.Contains(stderr.String(), "SECRET") {
-				t.Errorf("log holds an API key: %s", stderr.String())
-			}
-		})
+// checkRunRejects checks that Run with the tenants file at path exits 2
+// with an error that names the variable, the file and want.
+func checkRunRejects(t *testing.T, path, want string) {
+	t.Helper()
+	var stderr syncBuffer
+	err := app.Run(t.Context(), []string{"tollgate"}, []string{
+		"TOLLGATE_TENANTS_FILE=" + path,
+		"TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0",
+	}, &syncBuffer{}, &stderr)
+	if got, want := app.ExitCode(err), 2; got != want {
+		t.Fatalf("ExitCode(Run) = %d (%v), want %d", got, err, want)
+	}
+	if !strings.HasPrefix(err.Error(), "tollgate: TOLLGATE_TENANTS_FILE ") {
+		t.Errorf("Run: error %q does not start with tollgate: TOLLGATE_TENANTS_FILE", err)
+	}
+	checkTenantsFileError(t, "Run", err, path, want)
+	if strings.Contains(stderr.String(), "SECRET") {
+		t.Errorf("log holds an API key: %s", stderr.String())
 	}
 }
 
@@ -221,5 +226,32 @@ func rewrite(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkFileTenantsResolve is the per-request cost of API-key
+// resolution: one SHA-256 and one map lookup, no allocation.
+func BenchmarkFileTenantsResolve(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "tenants.json")
+	if err := os.WriteFile(path, []byte(twoTenants), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ft, err := app.LoadFileTenants(path, defaultRule)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, h := range []struct{ name, header, value string }{
+		{"bearer", "Authorization", "Bearer k-acme-1"},
+		{"x-api-key", "X-API-Key", "k-globex"},
+		{"unknown", "X-API-Key", "not-a-key"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set(h.header, h.value)
+		b.Run(h.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ft.ResolveTenant(r)
+			}
+		})
 	}
 }
