@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,7 +71,7 @@ func newLimited(counter ports.Counter, rule domain.Rule, opts app.RateLimitOptio
 	}))
 }
 
-func do(h http.Handler, tenant string, header ...string) *httptest.ResponseRecorder {
+func serve(h http.Handler, tenant string, header ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, "/x", nil)
 	if tenant != "" {
 		r.Header.Set("X-Tenant-ID", tenant)
@@ -91,7 +90,7 @@ func TestRateLimitAllowsUpToTheBudgetThenBlocks(t *testing.T) {
 	h := newLimited(fc, domain.Rule{Limit: 3, Window: time.Minute}, app.RateLimitOptions{})
 	want := []int{200, 200, 200, 429, 429}
 	for i, w := range want {
-		if got := do(h, "acme").Code; got != w {
+		if got := serve(h, "acme").Code; got != w {
 			t.Errorf("request %d: status = %d, want %d", i+1, got, w)
 		}
 	}
@@ -102,7 +101,7 @@ func TestRateLimitAllowsUpToTheBudgetThenBlocks(t *testing.T) {
 		t.Errorf("window = %v, want 1m", got)
 	}
 	// Another tenant has its own budget.
-	if got := do(h, "globex").Code; got != 200 {
+	if got := serve(h, "globex").Code; got != 200 {
 		t.Errorf("other tenant: status = %d, want 200", got)
 	}
 }
@@ -125,7 +124,7 @@ func TestRateLimitKeys(t *testing.T) {
 			t.Parallel()
 			fc := newFakeCounter()
 			h := newLimited(fc, domain.Rule{Limit: 10, Window: time.Minute}, app.RateLimitOptions{})
-			w := do(h, tt.header)
+			w := serve(h, tt.header)
 			if w.Code != 200 {
 				t.Fatalf("status = %d, want 200", w.Code)
 			}
@@ -147,7 +146,7 @@ func TestRateLimitHeaders(t *testing.T) {
 	// t0 is 12:00:00.25; the reset is at 12:00:29.35, announced as :30.
 	reset := "1795953630"
 	steps := []struct {
-		status                          int
+		status                           int
 		rateLimit, remaining, retryAfter string
 	}{
 		{200, `"default";r=1;t=30`, "1", ""},
@@ -155,7 +154,7 @@ func TestRateLimitHeaders(t *testing.T) {
 		{429, `"default";r=0;t=30`, "0", "30"},
 	}
 	for i, s := range steps {
-		w := do(h, "acme")
+		w := serve(h, "acme")
 		hdr := w.Header()
 		if w.Code != s.status {
 			t.Errorf("step %d: status = %d, want %d", i, w.Code, s.status)
@@ -188,7 +187,7 @@ func TestRateLimitPolicyWindowSeconds(t *testing.T) {
 	for _, tt := range tests {
 		fc := newFakeCounter()
 		fc.left = tt.window
-		w := do(newLimited(fc, domain.Rule{Limit: 5, Window: tt.window}, app.RateLimitOptions{}), "acme")
+		w := serve(newLimited(fc, domain.Rule{Limit: 5, Window: tt.window}, app.RateLimitOptions{}), "acme")
 		if got := w.Header().Get("RateLimit-Policy"); got != tt.want {
 			t.Errorf("window %v: RateLimit-Policy = %q, want %q", tt.window, got, tt.want)
 		}
@@ -200,8 +199,8 @@ func TestRateLimitRetryAfterAtLeastOneSecond(t *testing.T) {
 	fc := newFakeCounter()
 	fc.left = 10 * time.Millisecond
 	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Second}, app.RateLimitOptions{})
-	do(h, "acme")
-	w := do(h, "acme")
+	serve(h, "acme")
+	w := serve(h, "acme")
 	if w.Code != 429 || w.Header().Get("Retry-After") != "1" {
 		t.Errorf("status %d Retry-After %q, want 429 and 1", w.Code, w.Header().Get("Retry-After"))
 	}
@@ -211,9 +210,9 @@ func TestRateLimitDeniedBody(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCounter()
 	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, app.RateLimitOptions{})
-	do(h, "acme")
+	serve(h, "acme")
 
-	w := do(h, "acme")
+	w := serve(h, "acme")
 	if got, want := w.Body.String(), "rate limit exceeded\n"; got != want {
 		t.Errorf("plain body = %q, want %q", got, want)
 	}
@@ -221,7 +220,7 @@ func TestRateLimitDeniedBody(t *testing.T) {
 		t.Errorf("plain Content-Type = %q", ct)
 	}
 
-	w = do(h, "acme", "Accept", "text/html, application/json;q=0.9")
+	w = serve(h, "acme", "Accept", "text/html, application/json;q=0.9")
 	var body struct{ Error string }
 	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error != "rate limit exceeded" {
 		t.Errorf("JSON body = %q (%v), want {\"error\":\"rate limit exceeded\"}", w.Body.String(), err)
@@ -229,24 +228,6 @@ func TestRateLimitDeniedBody(t *testing.T) {
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("JSON Content-Type = %q", ct)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestRateLimitStoreErrors(t *testing.T) {
@@ -272,7 +253,7 @@ func TestRateLimitStoreErrors(t *testing.T) {
 				Log:        slog.New(slog.NewJSONHandler(&logs, nil)),
 			})
 			for i := range 500 {
-				w := do(h, "acme")
+				w := serve(h, "acme")
 				if w.Code != tt.wantStatus {
 					t.Fatalf("request %d: status = %d, want %d", i, w.Code, tt.wantStatus)
 				}
@@ -308,7 +289,7 @@ func TestRateLimitStoreErrorLogIsThrottledConcurrently(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for range 100 {
-				do(h, "acme")
+				serve(h, "acme")
 			}
 		})
 	}

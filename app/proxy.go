@@ -12,41 +12,109 @@ import (
 )
 
 // HeaderTenantID is the header that carries the resolved tenant upstream.
-// Whatever a client sent under that name is overwritten.
+// Whatever a client sent under that name, or a look-alike, is removed.
 const HeaderTenantID = "X-Tenant-ID"
 
-// newProxy returns a reverse proxy to target. It keeps method, path, query,
-// body and headers, sets X-Forwarded-For/-Proto/-Host, passes the resolved
-// tenant as X-Tenant-ID, answers 504 when the upstream's response headers
-// take longer than timeout and 502 when it cannot be reached.
-func newProxy(target *url.URL, timeout time.Duration, log *slog.Logger) *httputil.ReverseProxy {
+// ProxyOptions are the optional settings of [NewProxy].
+type ProxyOptions struct {
+	// Timeout bounds the wait for the upstream's response headers; past
+	// it, the client gets 504. Zero means no limit.
+	Timeout time.Duration
+	// StripAPIKey removes the gateway's API key from the forwarded request
+	// (see [PresentedAPIKey]): set it when tenants are resolved by API key.
+	StripAPIKey bool
+	// Log receives one line per failed upstream request. If nil,
+	// slog.Default() is used.
+	Log *slog.Logger
+}
+
+// NewProxy returns a reverse proxy to target, for the requests the
+// rate-limit middleware admitted. It keeps method, path, query, body and
+// headers, with these exceptions:
+//
+//   - The path is joined to target's path, which acts as a prefix, and the
+//     queries of both are merged: with target http://svc/api, GET
+//     /v1/x?a=1 goes to http://svc/api/v1/x?a=1.
+//   - Host is target's host, as the upstream's virtual hosting, TLS and
+//     routing expect; the client's Host goes in X-Forwarded-Host.
+//   - X-Forwarded-For/-Proto/-Host describe the client's connection to the
+//     gateway. Values the client sent are dropped, not appended to: the
+//     gateway is the edge, and a client could claim any address.
+//   - X-Tenant-ID is the tenant the middleware resolved. Any header that a
+//     server could take for it (any case, '_' for '-') is removed first, so
+//     no client can pick its tenant for the upstream.
+//   - Hop-by-hop headers (Connection and the headers it names, Keep-Alive,
+//     Proxy-Connection, TE, Trailer, Transfer-Encoding, and Upgrade unless
+//     the client switches protocols) are dropped in both directions, as
+//     RFC 9110 section 7.6.1 requires.
+//   - With opts.StripAPIKey, the gateway's API key is removed.
+//
+// Responses stream: each write of the upstream is flushed to the client at
+// once (server-sent events, long polls). When the upstream cannot be
+// reached the client gets 502, and 504 past opts.Timeout, as JSON when it
+// accepts JSON; either way one line is logged, without headers.
+func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.ResponseHeaderTimeout = timeout
+	transport.ResponseHeaderTimeout = opts.Timeout
 	transport.MaxIdleConnsPerHost = 256
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
-			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Set(HeaderTenantID, string(TenantFrom(pr.In.Context())))
+			h := pr.Out.Header
+			for name := range h {
+				if looksLikeTenantHeader(name) {
+					delete(h, name)
+				}
+			}
+			if opts.StripAPIKey {
+				stripAPIKey(h)
+			}
+			h.Set(HeaderTenantID, string(TenantFrom(pr.In.Context())))
 		},
 		Transport:     transport,
 		FlushInterval: -1, // stream: flush every write, as for SSE
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				// The client went away; nobody reads the answer.
+				log.Debug("client canceled proxied request", "method", r.Method, "path", r.URL.Path)
+				return
+			}
 			status, msg := http.StatusBadGateway, "upstream unavailable"
 			if isTimeout(err) {
 				status, msg = http.StatusGatewayTimeout, "upstream timed out"
-			}
-			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-				// The client went away; nobody reads the answer.
-				log.Debug("client canceled proxied request", "path", r.URL.Path)
-				return
 			}
 			log.Warn("proxy error", "status", status, "method", r.Method, "path", r.URL.Path, "err", err)
 			writeError(w, r, status, msg)
 		},
 	}
+}
+
+// looksLikeTenantHeader reports whether name is X-Tenant-ID in any case,
+// with '_' for any '-'. Servers that map header names to variables (CGI,
+// WSGI, Rack, nginx with underscores_in_headers) read X_Tenant_ID as
+// X-Tenant-ID, so a client could smuggle its own tenant past a plain
+// Header.Set. It does not allocate.
+func looksLikeTenantHeader(name string) bool {
+	if len(name) != len(HeaderTenantID) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c, want := name[i], HeaderTenantID[i]
+		switch {
+		case c == want, want == '-' && c == '_':
+		case 'A' <= c && c <= 'Z' && c+'a'-'A' == want, 'a' <= c && c <= 'z' && c-('a'-'A') == want:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func isTimeout(err error) bool {

@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,8 +49,12 @@ func ExitCode(err error) int {
 // store, serves the public and admin listeners, and on ctx's end stops
 // accepting connections, lets in-flight requests finish (up to
 // ShutdownTimeout), closes the store and returns nil. Logs are JSON lines
-// on stderr. A bad setting returns an *ExitError with Code 2 whose message
-// is one line naming the variable.
+// on stderr. A bad setting or tenants file returns an *ExitError with Code
+// 2 whose message is one line naming the variable or file.
+//
+// With a tenants file, Run also handles SIGHUP for as long as it runs: it
+// reloads the file (see [FileTenants.Reload]) and logs the outcome; a bad
+// file leaves the tenants as they were.
 func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
 		if a := args[1]; a == "-h" || a == "-help" || a == "--help" {
@@ -63,6 +70,19 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	level, _ := parseLevel(cfg.LogLevel)
 	log := newLogger(stderr, level)
 
+	tenants, fileTenants, err := newTenantResolver(cfg)
+	if err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
+	}
+	var hup chan os.Signal // nil, so never ready, without a tenants file
+	if fileTenants != nil {
+		// Notify before serving: from here on SIGHUP reloads rather than
+		// kills the process.
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
+
 	be, err := newBackend(ctx, cfg, log)
 	if err != nil {
 		return fmt.Errorf("tollgate: %w", err)
@@ -76,11 +96,14 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	upstream := echoHandler()
 	if cfg.UpstreamURL != "" {
 		target, _ := url.Parse(cfg.UpstreamURL) // validated
-		upstream = newProxy(target, cfg.UpstreamTimeout, log)
+		upstream = NewProxy(target, ProxyOptions{
+			Timeout:     cfg.UpstreamTimeout,
+			StripAPIKey: fileTenants != nil,
+			Log:         log,
+		})
 	}
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg, cfg.Algorithm)
-	tenants := HeaderTenants{Header: cfg.TenantHeader, Rule: cfg.Rule()}
 
 	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
 	admin := newHTTPServer(NewAdminServer(be.pinger, cfg.RedisTimeout, reg), log)
@@ -97,17 +120,25 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
+		"tenants", tenantsForLog(cfg, fileTenants),
 		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
 
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- public.Serve(publicLn) }()
 	go func() { serveErr <- admin.Serve(adminLn) }()
 
-	select {
-	case err = <-serveErr:
-		err = fmt.Errorf("tollgate: serve: %w", err)
-	case <-ctx.Done():
-		log.Info("shutting down", "grace", ShutdownTimeout.String())
+wait:
+	for {
+		select {
+		case err = <-serveErr:
+			err = fmt.Errorf("tollgate: serve: %w", err)
+			break wait
+		case <-ctx.Done():
+			log.Info("shutting down", "grace", ShutdownTimeout.String())
+			break wait
+		case <-hup:
+			reloadTenants(fileTenants, log)
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
@@ -118,6 +149,37 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		log.Info("stopped")
 	}
 	return err
+}
+
+// newTenantResolver returns the resolver cfg asks for: API keys from the
+// tenants file when one is set (then also returned as *FileTenants, for
+// reloads), else the tenant header.
+func newTenantResolver(cfg Config) (TenantResolver, *FileTenants, error) {
+	if cfg.TenantsFile == "" {
+		return HeaderTenants{Header: cfg.TenantHeader, Rule: cfg.Rule()}, nil, nil
+	}
+	ft, err := LoadFileTenants(cfg.TenantsFile, cfg.Rule())
+	if err != nil {
+		return nil, nil, err
+	}
+	return ft, ft, nil
+}
+
+// reloadTenants reloads the tenants file on SIGHUP. A bad file is logged
+// and ignored: the gateway keeps serving with the table it has.
+func reloadTenants(ft *FileTenants, log *slog.Logger) {
+	if err := ft.Reload(); err != nil {
+		log.Error("tenants file rejected; keeping the previous tenants", "tenants", ft.Len(), "err", err)
+		return
+	}
+	log.Info("tenants file reloaded", "path", ft.Path(), "tenants", ft.Len())
+}
+
+func tenantsForLog(cfg Config, ft *FileTenants) string {
+	if ft == nil {
+		return "header " + cfg.TenantHeader
+	}
+	return fmt.Sprintf("file %s (%d tenants)", ft.Path(), ft.Len())
 }
 
 // newHTTPServer returns a server with timeouts against slow clients.

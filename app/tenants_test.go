@@ -1,0 +1,257 @@
+package app_test
+
+import (
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/app"
+	"github.com/tollgate/tollgate/domain"
+)
+
+var defaultRule = domain.Rule{Limit: 100, Window: time.Minute}
+
+const twoTenants = `{"tenants": [
+  {"id": "acme",   "api_keys": ["k-acme-1", "k-acme-2"], "limit": 1000, "window": "10s"},
+  {"id": "globex", "api_keys": ["k-globex"]}
+]}`
+
+func TestFileTenantsResolve(t *testing.T) {
+	t.Parallel()
+	ft, err := app.LoadFileTenants(writeTenants(t, twoTenants), defaultRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ft.Len(), 2; got != want {
+		t.Errorf("Len() = %d, want %d", got, want)
+	}
+	acme := app.Tenant{ID: "acme", Rule: domain.Rule{Limit: 1000, Window: 10 * time.Second}}
+	globex := app.Tenant{ID: "globex", Rule: defaultRule}
+	unknown := app.Tenant{ID: domain.Unknown, Rule: defaultRule}
+	tests := []struct {
+		name    string
+		headers map[string]string
+		want    app.Tenant
+	}{
+		{"bearer", map[string]string{"Authorization": "Bearer k-acme-1"}, acme},
+		{"bearer second key", map[string]string{"Authorization": "Bearer k-acme-2"}, acme},
+		{"bearer scheme is case-insensitive", map[string]string{"Authorization": "bearer k-globex"}, globex},
+		{"bearer with extra spaces", map[string]string{"Authorization": "Bearer   k-globex"}, globex},
+		{"x-api-key", map[string]string{"X-API-Key": "k-globex"}, globex},
+		{"x-api-key any case", map[string]string{"x-api-key": "k-acme-1"}, acme},
+		{"both: x-api-key wins", map[string]string{"X-API-Key": "k-globex", "Authorization": "Bearer k-acme-1"}, globex},
+		{"both, x-api-key unknown: no fallback", map[string]string{"X-API-Key": "nope", "Authorization": "Bearer k-acme-1"}, unknown},
+		{"empty x-api-key: bearer", map[string]string{"X-API-Key": "", "Authorization": "Bearer k-acme-1"}, acme},
+		{"missing", nil, unknown},
+		{"unknown key", map[string]string{"X-API-Key": "k-acme-3"}, unknown},
+		{"key prefix", map[string]string{"X-API-Key": "k-acme-"}, unknown},
+		{"tenant header ignored", map[string]string{"X-Tenant-ID": "acme"}, unknown},
+		{"tenant header ignored with key", map[string]string{"X-Tenant-ID": "acme", "X-API-Key": "k-globex"}, globex},
+		{"malformed: bearer without key", map[string]string{"Authorization": "Bearer"}, unknown},
+		{"malformed: bearer and spaces", map[string]string{"Authorization": "Bearer    "}, unknown},
+		{"malformed: no space", map[string]string{"Authorization": "Bearerk-acme-1"}, unknown},
+		{"malformed: basic scheme", map[string]string{"Authorization": "Basic k-acme-1"}, unknown},
+		{"malformed: key alone", map[string]string{"Authorization": "k-acme-1"}, unknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest("GET", "/", nil)
+			for k, v := range tt.headers {
+				r.Header.Set(k, v)
+			}
+			if got := ft.ResolveTenant(r); got != tt.want {
+				t.Errorf("ResolveTenant(%v) = %+v, want %+v", tt.headers, got, tt.want)
+			}
+		})
+	}
+}
+
+// badTenantsFiles are tenants files that must be rejected, each with a
+// fragment the error must contain. No error may contain "SECRET", which
+// every API key here holds.
+var badTenantsFiles = []struct {
+	name, content, want string
+}{
+	{"empty file", ``, "empty file"},
+	{"syntax error", "{\"tenants\": [\n  {\"id\": \"acme\" \"api_keys\": [\"SECRET1\"]}\n]}", `2:17: invalid character '"' after object key:value pair`},
+	{"truncated", "{\"tenants\": [\n  {\"id\": \"acme\"", "2:15: unexpected end of file"},
+	{"type error", "{\"tenants\": [\n  {\"id\": \"acme\", \"api_keys\": [\"SECRET1\"], \"limit\": \"10\"}]}", `2:55: tenants.limit: got a JSON string, want an integer`},
+	{"unknown field", "{\"tenants\": [\n  {\"id\": \"acme\", \"api_keys\": [\"SECRET1\"],\n   \"limt\": 10}]}", `3:4: json: unknown field "limt"`},
+	{"trailing data", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}]} {}`, "1:56: unexpected data after the top-level object"},
+	{"not an object", `[]`, "got a JSON array, want an object"},
+	{"no tenants", `{"tenants": []}`, "no tenants"},
+	{"no tenants field", `{}`, "no tenants"},
+	{"duplicate id", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}, {"id": "acme", "api_keys": ["SECRET2"]}]}`,
+		`tenants[1] (id "acme"): duplicate id, also tenants[0]`},
+	{"duplicate key across tenants", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}, {"id": "globex", "api_keys": ["x", "SECRET1"]}]}`,
+		`tenants[1] (id "globex"): api_keys[1]: duplicate API key, also tenants[0] api_keys[0]`},
+	{"duplicate key in one tenant", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1", "SECRET1"]}]}`,
+		`api_keys[1]: duplicate API key, also tenants[0] api_keys[0]`},
+	{"invalid id", `{"tenants": [{"id": "ac me", "api_keys": ["SECRET1"]}]}`, `tenants[0] (id "ac me"): invalid tenant id`},
+	{"empty id", `{"tenants": [{"api_keys": ["SECRET1"]}]}`, `tenants[0] (id ""): invalid tenant id`},
+	{"id too long", `{"tenants": [{"id": "` + strings.Repeat("a", 65) + `", "api_keys": ["SECRET1"]}]}`, "invalid tenant id: length 65"},
+	{"reserved id", `{"tenants": [{"id": "unknown", "api_keys": ["SECRET1"]}]}`, `id "unknown" is reserved`},
+	{"no api_keys", `{"tenants": [{"id": "acme"}]}`, "no api_keys"},
+	{"empty api_keys", `{"tenants": [{"id": "acme", "api_keys": []}]}`, "no api_keys"},
+	{"empty key", `{"tenants": [{"id": "acme", "api_keys": [""]}]}`, "api_keys[0]: want 1 or more bytes of printable ASCII"},
+	{"key with a space", `{"tenants": [{"id": "acme", "api_keys": ["SECRET 1"]}]}`, "api_keys[0]: want 1 or more bytes"},
+	{"limit 0", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "limit": 0}]}`, "limit 0: want an integer >= 1"},
+	{"negative limit", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "limit": -5}]}`, "limit -5: want an integer >= 1"},
+	{"unparsable window", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "window": "soon"}]}`, `window "soon": want a Go duration >= 1ms`},
+	{"window too short", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "window": "500us"}]}`, `window "500us": want a Go duration >= 1ms`},
+	{"window as a number", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "window": 60}]}`, "tenants.window: got a JSON number, want a string"},
+	{"every problem reported", `{"tenants": [{"id": "unknown", "api_keys": ["SECRET1"]}, {"id": "b", "api_keys": ["SECRET2"], "limit": 0}]}`,
+		`tenants[0] (id "unknown"): id "unknown" is reserved for unresolved traffic; tenants[1] (id "b"): limit 0`},
+}
+
+// TestBadTenantsFile checks each bad file twice: LoadFileTenants returns
+// a *TenantsFileError, and Run exits 2 with it, before listening.
+func TestBadTenantsFile(t *testing.T) {
+	t.Parallel()
+	for _, tt := range badTenantsFiles {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeTenants(t, tt.content)
+			_, err := app.LoadFileTenants(path, defaultRule)
+			var fe *app.TenantsFileError
+			if !errors.As(err, &fe) || fe.Path != path {
+				t.Errorf("LoadFileTenants: error %v is not a *TenantsFileError for %s", err, path)
+			}
+			checkTenantsFileError(t, "LoadFileTenants", err, path, tt.want)
+			checkRunRejects(t, path, tt.want)
+		})
+	}
+}
+
+func TestMissingTenantsFile(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/nope.json"
+	_, err := app.LoadFileTenants(path, defaultRule)
+	checkTenantsFileError(t, "LoadFileTenants", err, path, "read: no such file or directory")
+	checkRunRejects(t, path, "read: no such file or directory")
+}
+
+// checkTenantsFileError checks that err is one line naming path and
+// holding want, and no API key (every key in badTenantsFiles holds SECRET).
+func checkTenantsFileError(t *testing.T, what string, err error, path, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: nil error, want one", what)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, want) {
+		t.Errorf("%s: error %q does not contain %q", what, msg, want)
+	}
+	if !strings.Contains(msg, path) || strings.Contains(msg, "\n") || strings.Contains(msg, "SECRET") {
+		t.Errorf("%s: error %q: want one line naming %s and no API key", what, msg, path)
+	}
+}
+
+// checkRunRejects checks that Run with the tenants file at path exits 2
+// with an error that names the variable, the file and want.
+func checkRunRejects(t *testing.T, path, want string) {
+	t.Helper()
+	var stderr syncBuffer
+	err := app.Run(t.Context(), []string{"tollgate"}, []string{
+		"TOLLGATE_TENANTS_FILE=" + path,
+		"TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0",
+	}, &syncBuffer{}, &stderr)
+	if got, want := app.ExitCode(err), 2; got != want {
+		t.Fatalf("ExitCode(Run) = %d (%v), want %d", got, err, want)
+	}
+	if !strings.HasPrefix(err.Error(), "tollgate: TOLLGATE_TENANTS_FILE ") {
+		t.Errorf("Run: error %q does not start with tollgate: TOLLGATE_TENANTS_FILE", err)
+	}
+	checkTenantsFileError(t, "Run", err, path, want)
+	if strings.Contains(stderr.String(), "SECRET") {
+		t.Errorf("log holds an API key: %s", stderr.String())
+	}
+}
+
+func TestFileTenantsReload(t *testing.T) {
+	t.Parallel()
+	path := writeTenants(t, twoTenants)
+	ft, err := app.LoadFileTenants(path, defaultRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(key string) app.Tenant {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", key)
+		return ft.ResolveTenant(r)
+	}
+
+	// A good file replaces the table: a new tenant, a new budget, a key
+	// that moved, and one revoked.
+	rewrite(t, path, `{"tenants": [
+	  {"id": "acme", "api_keys": ["k-acme-1"], "limit": 5},
+	  {"id": "initech", "api_keys": ["k-acme-2", "k-initech"]}
+	]}`)
+	if err := ft.Reload(); err != nil {
+		t.Fatalf("Reload(good file) = %v", err)
+	}
+	check := func(when, key string, want app.Tenant) {
+		t.Helper()
+		if got := req(key); got != want {
+			t.Errorf("%s: key %s resolves to %+v, want %+v", when, key, got, want)
+		}
+	}
+	acme5 := app.Tenant{ID: "acme", Rule: domain.Rule{Limit: 5, Window: time.Minute}}
+	initech := app.Tenant{ID: "initech", Rule: defaultRule}
+	unknown := app.Tenant{ID: domain.Unknown, Rule: defaultRule}
+	check("after good reload", "k-acme-1", acme5)
+	check("after good reload", "k-acme-2", initech)
+	check("after good reload", "k-initech", initech)
+	check("after good reload", "k-globex", unknown)
+	if got, want := ft.Len(), 2; got != want {
+		t.Errorf("Len() = %d, want %d", got, want)
+	}
+
+	// A bad file is rejected and the table stays.
+	rewrite(t, path, `{"tenants": [{"id": "acme", "api_keys": ["k-acme-1"], "limit": 0}]}`)
+	if err := ft.Reload(); err == nil || !strings.Contains(err.Error(), "limit 0") {
+		t.Errorf("Reload(bad file) = %v, want the limit error", err)
+	}
+	check("after bad reload", "k-acme-1", acme5)
+	check("after bad reload", "k-initech", initech)
+}
+
+// rewrite replaces the file at path with content.
+func rewrite(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkFileTenantsResolve is the per-request cost of API-key
+// resolution: one SHA-256 and one map lookup, no allocation.
+func BenchmarkFileTenantsResolve(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "tenants.json")
+	if err := os.WriteFile(path, []byte(twoTenants), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ft, err := app.LoadFileTenants(path, defaultRule)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, h := range []struct{ name, header, value string }{
+		{"bearer", "Authorization", "Bearer k-acme-1"},
+		{"x-api-key", "X-API-Key", "k-globex"},
+		{"unknown", "X-API-Key", "not-a-key"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set(h.header, h.value)
+		b.Run(h.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ft.ResolveTenant(r)
+			}
+		})
+	}
+}
