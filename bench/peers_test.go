@@ -1,0 +1,129 @@
+// Package bench compares tollgate's in-memory fixed window with the
+// fastest in-process Go rate limiters, in one run and the same shapes. It
+// is its own module, so the peers stay out of tollgate's go.mod.
+//
+//	cd bench && go test -run '^$' -bench . -count 10 | tee new.txt
+package bench
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-limiter/memorystore"
+	"golang.org/x/time/rate"
+
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/app"
+	"github.com/tollgate/tollgate/domain"
+)
+
+const (
+	tenants     = 1000
+	parallelism = 32 // × GOMAXPROCS (2 here) = 64 goroutines
+	// The budget is large enough that every decision is an admission:
+	// the peers' deny paths are cheaper than their allow paths.
+	limit  = 1 << 40
+	window = time.Hour
+)
+
+var keys = func() []string {
+	k := make([]string, tenants)
+	for i := range k {
+		k[i] = "rl:tenant-" + strconv.Itoa(i)
+	}
+	return k
+}()
+
+// allowFunc is one decision for key; each peer is wrapped as one.
+type allowFunc func(key string) bool
+
+func tollgate(b *testing.B) allowFunc {
+	c := memory.NewCounter(memory.Options{})
+	b.Cleanup(func() { c.Close() })
+	lim := app.FixedWindowLimiter{Counter: c}
+	rule := domain.Rule{Limit: limit, Window: window}
+	ctx := context.Background()
+	return func(key string) bool {
+		d, _ := lim.Allow(ctx, key, rule)
+		return d.Allowed
+	}
+}
+
+// xrate is golang.org/x/time/rate with one Limiter per key in a sync.Map.
+func xrate(b *testing.B) allowFunc {
+	var m sync.Map
+	every := rate.Limit(float64(limit) / window.Seconds())
+	return func(key string) bool {
+		v, ok := m.Load(key)
+		if !ok {
+			v, _ = m.LoadOrStore(key, rate.NewLimiter(every, limit))
+		}
+		return v.(*rate.Limiter).Allow()
+	}
+}
+
+func goLimiter(b *testing.B) allowFunc {
+	store, err := memorystore.New(&memorystore.Config{Tokens: limit, Interval: window})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Cleanup(func() { store.Close(ctx) })
+	return func(key string) bool {
+		_, _, _, ok, _ := store.Take(ctx, key)
+		return ok
+	}
+}
+
+var limiters = []struct {
+	name string
+	new  func(*testing.B) allowFunc
+}{
+	{"tollgate", tollgate},
+	{"x-time-rate", xrate},
+	{"go-limiter", goLimiter},
+}
+
+// BenchmarkSerial is one goroutine on one hot key.
+func BenchmarkSerial(b *testing.B) {
+	for _, l := range limiters {
+		b.Run(l.name, func(b *testing.B) {
+			allow := l.new(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if !allow("rl:hot") {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParallel is 64 goroutines over 1000 tenants.
+func BenchmarkParallel(b *testing.B) {
+	for _, l := range limiters {
+		b.Run(l.name, func(b *testing.B) {
+			allow := l.new(b)
+			for _, k := range keys { // warm: measure existing keys
+				allow(k)
+			}
+			var seed atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(parallelism)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seed.Add(7919))
+				for pb.Next() {
+					i++
+					if !allow(keys[i%tenants]) {
+						b.Fatal("denied")
+					}
+				}
+			})
+		})
+	}
+}
