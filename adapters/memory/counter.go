@@ -21,7 +21,7 @@ var _ ports.Counter = (*Counter)(nil)
 type Counter struct {
 	clock   clock
 	coarse  *coarseClock // nil with an injected clock
-	keys    sync.Map // string → *counterEntry
+	keys    sync.Map     // string → *counterEntry
 	sweeper *sweeper
 }
 
