@@ -308,3 +308,20 @@ func TestRateLimitPanicsWithoutLimiter(t *testing.T) {
 	}()
 	app.RateLimit(nil, app.HeaderTenants{}, app.RateLimitOptions{})
 }
+
+func TestServerRecoversFromPanics(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	cfg, _ := app.LoadConfig(nil)
+	h := app.NewServer(log, cfg, app.FixedWindowLimiter{Counter: newFakeCounter()},
+		app.HeaderTenants{Header: "X-Tenant-ID", Rule: cfg.Rule()}, nil,
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("kaboom") }))
+	w := serve(h, "acme")
+	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "kaboom") {
+		t.Errorf("panic answered %d %q, want 500 without the panic value", w.Code, w.Body.String())
+	}
+	if got := logLines(t, logs.String(), "handler panic"); len(got) != 1 || got[0]["panic"] != "kaboom" {
+		t.Errorf("panic log lines = %v, want one with panic=kaboom", got)
+	}
+}

@@ -1,11 +1,12 @@
 package app
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/tollgate/tollgate/ports"
 )
@@ -15,7 +16,7 @@ import (
 // handed to upstream, which is the reverse proxy or the echo responder.
 func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantResolver, metrics *Metrics, upstream http.Handler) http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer)
+	r.Use(recoverer(log))
 	r.Use(RateLimit(lim, tenants, RateLimitOptions{
 		KeyPrefix:  cfg.KeyPrefix,
 		FailClosed: cfg.FailMode == FailClosed,
@@ -29,4 +30,28 @@ func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantRe
 // addRoutes is the whole public HTTP surface: everything goes upstream.
 func addRoutes(r chi.Router, upstream http.Handler) {
 	r.Handle("/*", upstream)
+}
+
+// recoverer turns a panic in a handler into a 500 and one JSON log line,
+// instead of a dropped connection and a stack trace on stderr.
+// http.ErrAbortHandler is re-panicked: it is how a handler aborts a
+// response on purpose (the reverse proxy does, when a client goes away).
+func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				v := recover()
+				if v == nil {
+					return
+				}
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("handler panic", "panic", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path,
+					"stack", string(debug.Stack()))
+				writeError(w, r, http.StatusInternalServerError, "internal error")
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
 }
