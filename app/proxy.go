@@ -59,6 +59,9 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 		log = slog.Default()
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// The upstream is the configured URL, never HTTP_PROXY's: a gateway
+	// that honoured the environment would send tenants' traffic elsewhere.
+	transport.Proxy = nil
 	transport.ResponseHeaderTimeout = opts.Timeout
 	transport.MaxIdleConnsPerHost = 256
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext

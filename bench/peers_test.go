@@ -2,7 +2,7 @@
 // fastest in-process Go rate limiters, in one run and the same shapes. It
 // is its own module, so the peers stay out of tollgate's go.mod.
 //
-//	cd bench && go test -run '^$' -bench . -count 10 | tee new.txt
+//	cd bench && go test -run '^$' -bench . -count 10 | tee new.txt && benchstat -col /impl new.txt
 package bench
 
 import (
@@ -91,7 +91,7 @@ var limiters = []struct {
 // BenchmarkSerial is one goroutine on one hot key.
 func BenchmarkSerial(b *testing.B) {
 	for _, l := range limiters {
-		b.Run(l.name, func(b *testing.B) {
+		b.Run("impl="+l.name, func(b *testing.B) {
 			allow := l.new(b)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -106,7 +106,7 @@ func BenchmarkSerial(b *testing.B) {
 // BenchmarkParallel is 64 goroutines over 1000 tenants.
 func BenchmarkParallel(b *testing.B) {
 	for _, l := range limiters {
-		b.Run(l.name, func(b *testing.B) {
+		b.Run("impl="+l.name, func(b *testing.B) {
 			allow := l.new(b)
 			for _, k := range keys { // warm: measure existing keys
 				allow(k)
