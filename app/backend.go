@@ -29,12 +29,27 @@ func newBackend(ctx context.Context, cfg Config, log *slog.Logger) (backend, err
 
 func newMemoryBackend(cfg Config) (backend, error) {
 	opts := memory.Options{}
+	var (
+		lim    ports.Limiter
+		closer io.Closer
+	)
 	switch cfg.Algorithm {
 	case AlgorithmFixedWindow:
 		c := memory.NewCounter(opts)
-		return backend{limiter: FixedWindowLimiter{Counter: c}, pinger: alwaysUp{}, closer: c}, nil
+		lim, closer = FixedWindowLimiter{Counter: c}, c
+	case AlgorithmSlidingLog:
+		l := memory.NewSlidingLog(opts)
+		lim, closer = l, l
+	case AlgorithmSlidingWindow:
+		l := memory.NewSlidingWindow(opts)
+		lim, closer = l, l
+	case AlgorithmTokenBucket:
+		l := memory.NewTokenBucket(opts)
+		lim, closer = l, l
+	default:
+		return backend{}, fmt.Errorf("algorithm %q on the memory store: not implemented", cfg.Algorithm)
 	}
-	return backend{}, fmt.Errorf("algorithm %q on the memory store: not implemented", cfg.Algorithm)
+	return backend{limiter: lim, pinger: alwaysUp{}, closer: closer}, nil
 }
 
 // alwaysUp is the Pinger of a store in process memory.
