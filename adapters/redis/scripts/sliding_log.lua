@@ -15,6 +15,8 @@
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
+-- TIME before writes relies on effects replication: the default since
+-- Redis 5, the only mode since 7 (no redis.replicate_commands needed).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local nowstr = string.format('%d', now)
