@@ -34,6 +34,18 @@ func newClock(now func() time.Time) clock {
 	return clock{origin: now(), now: now}
 }
 
+// read returns the current time, and the same instant as nanoseconds
+// since c's origin. The default keeps the monotonic reading, so wall-clock
+// steps never move a window.
+func (c clock) read() (time.Time, int64) {
+	if c.now == nil {
+		d := time.Since(c.origin)
+		return c.origin.Add(d), int64(d)
+	}
+	t := c.now()
+	return t, int64(t.Sub(c.origin))
+}
+
 // nanos returns the time since c's origin, in nanoseconds.
 func (c clock) nanos() int64 {
 	if c.now == nil {

@@ -1,0 +1,253 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/ports/portstest"
+)
+
+// memoryLimiter is a memory limiter: a ports.Limiter that can be closed
+// and counts its tenants.
+type memoryLimiter interface {
+	ports.Limiter
+	Len() int
+	Close() error
+}
+
+// algorithms are the memory limiters under test, by TOLLGATE_ALGORITHM.
+var algorithms = []struct {
+	name string
+	new  func(memory.Options) memoryLimiter
+}{
+	{"sliding_log", func(o memory.Options) memoryLimiter { return memory.NewSlidingLog(o) }},
+	{"sliding_window", func(o memory.Options) memoryLimiter { return memory.NewSlidingWindow(o) }},
+	{"token_bucket", func(o memory.Options) memoryLimiter { return memory.NewTokenBucket(o) }},
+}
+
+func harness(newLimiter func(memory.Options) memoryLimiter) portstest.LimiterHarness {
+	clk := portstest.NewFakeClock(t0)
+	return portstest.LimiterHarness{
+		New: func(t *testing.T) ports.Limiter {
+			l := newLimiter(memory.Options{Now: clk.Now, SweepInterval: -1})
+			t.Cleanup(func() { l.Close() })
+			return l
+		},
+		Clock:  clk,
+		Window: time.Minute,
+	}
+}
+
+func TestLimiterContract(t *testing.T) {
+	t.Parallel()
+	for _, a := range algorithms {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			portstest.TestLimiter(t, harness(a.new))
+		})
+	}
+}
+
+// TestBoundaryBurst measures what each algorithm admits around a window's
+// edge (the fixed window's is in app, where its limiter lives). README
+// quotes these numbers.
+func TestBoundaryBurst(t *testing.T) {
+	t.Parallel()
+	const limit = 10
+	want := map[string]int64{"sliding_log": limit, "sliding_window": limit, "token_bucket": limit + 1}
+	for _, a := range algorithms {
+		got := portstest.BoundaryBurst(t, harness(a.new), limit)
+		t.Logf("%s: %d admitted across the edge, limit %d", a.name, got, limit)
+		if got != want[a.name] {
+			t.Errorf("%s: BoundaryBurst = %d, want %d", a.name, got, want[a.name])
+		}
+	}
+}
+
+// TestLimiterSweepsIdleTenants floods every limiter with tenants and
+// checks the sweeper returns the memory once their budgets are whole.
+func TestLimiterSweepsIdleTenants(t *testing.T) {
+	t.Parallel()
+	for _, a := range algorithms {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				l := a.new(memory.Options{SweepInterval: time.Second})
+				defer l.Close()
+				// Limit 1: a token bucket is whole again a window on, too.
+				short := domain.Rule{Limit: 1, Window: 5 * time.Second}
+				for i := range 1000 {
+					mustAllow(t, l, "rl:flood-"+strconv.Itoa(i), short)
+				}
+				mustAllow(t, l, "rl:long", domain.Rule{Limit: 3, Window: time.Hour})
+				if got, want := l.Len(), 1001; got != want {
+					t.Fatalf("Len after flood = %d, want %d", got, want)
+				}
+				time.Sleep(3 * time.Second)
+				if got, want := l.Len(), 1001; got != want {
+					t.Errorf("Len before the budgets are whole = %d, want %d", got, want)
+				}
+				// Two windows: a sliding window's count weighs on the next.
+				time.Sleep(8 * time.Second)
+				synctest.Wait()
+				if got, want := l.Len(), 1; got != want {
+					t.Errorf("Len after the budgets are whole and a sweep = %d, want %d", got, want)
+				}
+				if d := mustAllow(t, l, "rl:flood-7", short); !d.Allowed {
+					t.Errorf("a swept tenant: %+v, want a whole budget", d)
+				}
+			})
+		})
+	}
+}
+
+// TestLimiterSweepRacesAllow sweeps while decisions run: no decision may
+// land in a swept entry and be lost.
+func TestLimiterSweepRacesAllow(t *testing.T) {
+	t.Parallel()
+	for _, a := range algorithms {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			clk := portstest.NewFakeClock(t0)
+			l := a.new(memory.Options{Now: clk.Now, SweepInterval: time.Microsecond})
+			defer l.Close()
+			stop := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						clk.Advance(time.Millisecond)
+					}
+				}
+			}()
+			rule := domain.Rule{Limit: 1000, Window: time.Millisecond}
+			for range 2000 {
+				mustAllow(t, l, "churn", rule)
+			}
+			close(stop)
+			// A budget in a window that does not end is exact.
+			hour := domain.Rule{Limit: 10, Window: time.Hour}
+			var admitted atomic.Int64
+			for range 20 {
+				if mustAllow(t, l, "stable", hour).Allowed {
+					admitted.Add(1)
+				}
+			}
+			if got := admitted.Load(); got != 10 {
+				t.Errorf("admitted %d of a live tenant's budget under sweeping, want 10", got)
+			}
+		})
+	}
+}
+
+func TestLimiterAllowDoesNotAllocate(t *testing.T) {
+	for _, a := range algorithms {
+		l := a.new(memory.Options{SweepInterval: -1})
+		rule := domain.Rule{Limit: 100, Window: time.Minute}
+		for range 200 { // the sliding log's ring is grown
+			mustAllow(t, l, "rl:acme", rule)
+		}
+		ctx := context.Background()
+		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, "rl:acme", rule) }); n != 0 {
+			t.Errorf("%s: Allow of a held tenant allocates %v times, want 0", a.name, n)
+		}
+		l.Close()
+	}
+}
+
+func TestLimiterCloseIsIdempotent(t *testing.T) {
+	t.Parallel()
+	for _, a := range algorithms {
+		l := a.new(memory.Options{})
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustAllow(t *testing.T, l ports.Limiter, key string, rule domain.Rule) domain.Decision {
+	t.Helper()
+	d, err := l.Allow(t.Context(), key, rule)
+	if err != nil {
+		t.Fatalf("Allow(%q): %v", key, err)
+	}
+	return d
+}
+
+// fixedWindow is app.FixedWindowLimiter over a Counter, for benchmarks
+// beside the other algorithms (app's limiter is not importable here).
+type fixedWindow struct{ *memory.Counter }
+
+func (f fixedWindow) Allow(ctx context.Context, key string, rule domain.Rule) (domain.Decision, error) {
+	n, left, err := f.Incr(ctx, key, rule.Window)
+	return domain.FixedWindow{}.Decide(n, left, rule), err
+}
+
+// BenchmarkLimiter measures a decision for 1000 tenants, serially and
+// from 64 goroutines, for every algorithm.
+func BenchmarkLimiter(b *testing.B) {
+	benchmarked := append([]struct {
+		name string
+		new  func(memory.Options) memoryLimiter
+	}{{"fixed_window", func(o memory.Options) memoryLimiter { return fixedWindow{memory.NewCounter(o)} }}}, algorithms...)
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "rl:tenant-" + strconv.Itoa(i)
+	}
+	rule := domain.Rule{Limit: 100, Window: time.Minute}
+	for _, a := range benchmarked {
+		b.Run(a.name+"/serial", func(b *testing.B) {
+			l := a.new(memory.Options{})
+			defer l.Close()
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				l.Allow(ctx, keys[i%len(keys)], rule)
+				i++
+			}
+		})
+		b.Run(a.name+"/parallel", func(b *testing.B) {
+			l := a.new(memory.Options{})
+			defer l.Close()
+			ctx := context.Background()
+			var seq atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(32) // 64 goroutines on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seq.Add(7919))
+				for pb.Next() {
+					l.Allow(ctx, keys[i%len(keys)], rule)
+					i++
+				}
+			})
+		})
+	}
+}
+
+func ExampleNewSlidingLog() {
+	l := memory.NewSlidingLog(memory.Options{})
+	defer l.Close()
+	rule := domain.Rule{Limit: 2, Window: time.Minute}
+	for range 3 {
+		d, _ := l.Allow(context.Background(), "rl:acme", rule)
+		fmt.Println(d.Allowed, d.Remaining, d.RetryAfter > 59*time.Second)
+	}
+	// Output:
+	// true 1 false
+	// true 0 false
+	// false 0 true
+}

@@ -1,0 +1,248 @@
+package domain_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+// t0 is aligned to the minute, so sliding windows of a minute start at it.
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// admitStep is one step of a policy test: n requests arrive at t0+at (the
+// last one is checked).
+type admitStep struct {
+	at   time.Duration
+	n    int
+	want domain.Decision
+}
+
+// runAdmit drives admit through steps, as rate's run does.
+func runAdmit(t *testing.T, name string, admit func(time.Time, domain.Rule) domain.Decision, rule domain.Rule, steps []admitStep) {
+	t.Helper()
+	for i, s := range steps {
+		var got domain.Decision
+		for range max(s.n, 1) {
+			got = admit(t0.Add(s.at), rule)
+		}
+		if got != s.want {
+			t.Errorf("step %d: %s(t0+%v) = %+v, want %+v", i, name, s.at, got, s.want)
+		}
+	}
+}
+
+func allowed(limit, remaining int64, reset time.Duration) domain.Decision {
+	return domain.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+}
+
+func denied(limit int64, reset, retry time.Duration) domain.Decision {
+	return domain.Decision{Limit: limit, ResetAfter: reset, RetryAfter: retry}
+}
+
+const ms, s = time.Millisecond, time.Second
+
+func TestSlidingLogAdmit(t *testing.T) {
+	t.Parallel()
+	var l domain.SlidingLog
+	rule := domain.Rule{Limit: 3, Window: time.Minute}
+	runAdmit(t, "Admit", l.Admit, rule, []admitStep{
+		{at: 0, want: allowed(3, 2, 60*s)},
+		{at: 10 * s, want: allowed(3, 1, 60*s)},
+		{at: 20 * s, want: allowed(3, 0, 60*s)},
+		// Full: the oldest (t0) leaves at t0+60s, the newest at t0+80s.
+		{at: 30 * s, want: denied(3, 50*s, 30*s)},
+		{at: 59*s + 999*ms, want: denied(3, 20*s+1*ms, 1*ms)},
+		// Denied requests were not logged: t0 has left, one slot.
+		{at: 60 * s, want: allowed(3, 0, 60*s)},
+		{at: 60 * s, want: denied(3, 60*s, 10*s)},
+		{at: 70 * s, want: allowed(3, 0, 60*s)},
+		{at: 200 * s, want: allowed(3, 2, 60*s)},
+	})
+	if got, want := l.Len(), 1; got != want {
+		t.Errorf("Len = %d, want %d", got, want)
+	}
+}
+
+func TestSlidingLogKeepsAtMostLimit(t *testing.T) {
+	t.Parallel()
+	var l domain.SlidingLog
+	big := domain.Rule{Limit: 100, Window: time.Minute}
+	for i := range 1000 {
+		l.Admit(t0.Add(time.Duration(i)*ms), big)
+		if l.Len() > 100 {
+			t.Fatalf("request %d: Len = %d, want <= 100", i, l.Len())
+		}
+	}
+	// t0 .. t0+99ms were admitted. The limit shrinks to 5: only the
+	// newest 5 count, and the oldest of them (t0+95ms) must leave before
+	// another is admitted.
+	small := domain.Rule{Limit: 5, Window: time.Minute}
+	runAdmit(t, "Admit", l.Admit, small, []admitStep{
+		{at: time.Second, want: denied(5, 59*s+99*ms, 59*s+95*ms)},
+	})
+	if got, want := l.Len(), 5; got != want {
+		t.Errorf("Len after the limit shrank to 5 = %d, want %d", got, want)
+	}
+}
+
+func TestSlidingWindowAdmit(t *testing.T) {
+	t.Parallel()
+	var sw domain.SlidingWindow
+	rule := domain.Rule{Limit: 10, Window: time.Minute}
+	runAdmit(t, "Admit", sw.Admit, rule, []admitStep{
+		{at: 30 * s, n: 10, want: allowed(10, 0, 90*s)},
+		// Full this window; in the next, 10×(1 − u/60s) < 10 once u > 0.
+		{at: 45 * s, want: denied(10, 75*s, 15*s+1)},
+		// Next window: previous = 10, current = 0, estimate exactly 10.
+		{at: 60 * s, want: denied(10, 60*s, 1)},
+		{at: 60*s + 1, want: allowed(10, 0, 120*s-1)},
+		// elapsed 15s: weighted ⌊10 × 45/60⌋ = 7 (7.5), current 1:
+		// estimate 8.5 admits, then 9.5 admits, then 10.5 does not.
+		{at: 75 * s, want: allowed(10, 1, 105*s)},
+		{at: 75 * s, want: allowed(10, 0, 105*s)},
+		// Now 10×(60s − x)/60s + 3 < 10 once x > 18s.
+		{at: 75 * s, want: denied(10, 105*s, 3*s+1)},
+		{at: 78 * s, want: denied(10, 102*s, 1)},
+		{at: 78*s + 1, want: allowed(10, 0, 102*s-1)},
+		// Two windows on, both counts are gone.
+		{at: 180 * s, want: allowed(10, 9, 120*s)},
+	})
+}
+
+func TestDecideSlidingWindow(t *testing.T) {
+	t.Parallel()
+	rule := domain.Rule{Limit: 10, Window: time.Minute}
+	tests := []struct {
+		prev, curr int64
+		elapsed    time.Duration
+		want       domain.Decision
+	}{
+		{0, 0, 0, allowed(10, 9, 120*s)},
+		{0, 0, -s, allowed(10, 9, 120*s)},            // clock stepped back
+		{4, 0, 59 * s, allowed(10, 9, 61*s)},         // weight ⌊4/60⌋ = 0
+		{20, 0, 0, denied(10, 60*s, 30*s+1)},         // 20×(60−x)/60 < 10 once x > 30s
+		{0, 12, 0, denied(10, 120*s, 70*s+1)},        // limit shrank: 12×(60−u)/60 < 10 once u > 10s
+		{9, 9, 59 * s, allowed(10, 0, 61*s)},         // 9×1/60 + 9 < 10
+		{60, 9, 59 * s, denied(10, 61*s, 1)},         // 60×(60s−x)/60s < 1 once x > 59s
+		{1 << 40, 0, 30 * s, denied(10, 30*s, 30*s)}, // no overflow
+	}
+	for i, tt := range tests {
+		if got := domain.DecideSlidingWindow(tt.prev, tt.curr, tt.elapsed, rule); got != tt.want {
+			t.Errorf("step %d: DecideSlidingWindow(%d, %d, %v) = %+v, want %+v", i, tt.prev, tt.curr, tt.elapsed, got, tt.want)
+		}
+	}
+}
+
+func TestTokenBucketAdmit(t *testing.T) {
+	t.Parallel()
+	var b domain.TokenBucket
+	rule := domain.Rule{Limit: 3, Window: time.Minute} // a token every 20s
+	runAdmit(t, "Admit", b.Admit, rule, []admitStep{
+		{at: 0, want: allowed(3, 2, 20*s)},
+		{at: 0, want: allowed(3, 1, 40*s)},
+		{at: 0, want: allowed(3, 0, 60*s)},
+		{at: 0, want: denied(3, 60*s, 20*s)},
+		{at: 19*s + 999*ms, want: denied(3, 40*s+1*ms, 1*ms)},
+		{at: 20 * s, want: allowed(3, 0, 60*s)},
+		// TAT is t0+80s: 1.5 tokens; one is taken, half is left.
+		{at: 50 * s, want: allowed(3, 0, 50*s)},
+		{at: 50 * s, want: denied(3, 50*s, 10*s)},
+		{at: 300 * s, want: allowed(3, 2, 20*s)},
+	})
+}
+
+func TestTokenBucketBurstIsExactlyLimit(t *testing.T) {
+	t.Parallel()
+	for _, rule := range []domain.Rule{
+		{Limit: 7, Window: time.Minute}, // interval does not divide the window
+		{Limit: 1, Window: time.Millisecond},
+		{Limit: 1000, Window: time.Millisecond},
+	} {
+		var b domain.TokenBucket
+		n := 0
+		for b.Admit(t0, rule).Allowed {
+			n++
+		}
+		if int64(n) != rule.Limit {
+			t.Errorf("%+v: burst admitted %d, want %d", rule, n, rule.Limit)
+		}
+		// The denied decision's RetryAfter is exact: admitted then, not before.
+		d := b.Admit(t0, rule)
+		if b2 := b; b2.Admit(t0.Add(d.RetryAfter-1), rule).Allowed {
+			t.Errorf("%+v: admitted 1ns before RetryAfter %v", rule, d.RetryAfter)
+		}
+		if !b.Admit(t0.Add(d.RetryAfter), rule).Allowed {
+			t.Errorf("%+v: denied at RetryAfter %v", rule, d.RetryAfter)
+		}
+	}
+}
+
+// TestRetryAfterIsHonest drives every policy with a client that, when
+// denied, waits exactly RetryAfter and retries: it must be admitted then,
+// and not 1ns earlier.
+func TestRetryAfterIsHonest(t *testing.T) {
+	t.Parallel()
+	rule := domain.Rule{Limit: 7, Window: 10 * time.Second}
+	policies := map[string]func() func(time.Time, domain.Rule) domain.Decision{
+		"sliding_log":    func() func(time.Time, domain.Rule) domain.Decision { return new(domain.SlidingLog).Admit },
+		"sliding_window": func() func(time.Time, domain.Rule) domain.Decision { return new(domain.SlidingWindow).Admit },
+		"token_bucket":   func() func(time.Time, domain.Rule) domain.Decision { return new(domain.TokenBucket).Admit },
+	}
+	for name, newPolicy := range policies {
+		admit := newPolicy()
+		now := t0.Add(3 * time.Second)
+		for i := range 200 {
+			d := admit(now, rule)
+			if !d.Allowed {
+				if d.RetryAfter <= 0 {
+					t.Fatalf("%s: request %d at t0+%v: denied with RetryAfter %v", name, i, now.Sub(t0), d.RetryAfter)
+				}
+				if early := admit(now.Add(d.RetryAfter-1), rule); early.Allowed {
+					t.Fatalf("%s: request %d: admitted 1ns before RetryAfter %v", name, i, d.RetryAfter)
+				}
+				now = now.Add(d.RetryAfter)
+				if again := admit(now, rule); !again.Allowed {
+					t.Fatalf("%s: request %d: denied after waiting RetryAfter %v: %+v", name, i, d.RetryAfter, again)
+				}
+			}
+			now = now.Add(time.Duration(i%5) * 300 * time.Millisecond)
+		}
+	}
+}
+
+func BenchmarkAdmit(b *testing.B) {
+	rule := domain.Rule{Limit: 100, Window: time.Minute}
+	var (
+		l  domain.SlidingLog
+		sw domain.SlidingWindow
+		tb domain.TokenBucket
+	)
+	for name, admit := range map[string]func(time.Time, domain.Rule) domain.Decision{
+		"sliding_log": l.Admit, "sliding_window": sw.Admit, "token_bucket": tb.Admit,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			now := t0
+			for b.Loop() {
+				now = now.Add(time.Millisecond)
+				admit(now, rule)
+			}
+		})
+	}
+}
+
+func ExampleSlidingLog_Admit() {
+	var log domain.SlidingLog
+	rule := domain.Rule{Limit: 2, Window: time.Minute}
+	for _, at := range []time.Duration{0, 10 * time.Second, 30 * time.Second, 60 * time.Second} {
+		d := log.Admit(t0.Add(at), rule)
+		fmt.Printf("t0+%v: allowed=%v remaining=%d retry after %v\n", at, d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	// Output:
+	// t0+0s: allowed=true remaining=1 retry after 0s
+	// t0+10s: allowed=true remaining=0 retry after 0s
+	// t0+30s: allowed=false remaining=0 retry after 30s
+	// t0+1m0s: allowed=true remaining=0 retry after 0s
+}

@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/ports/portstest"
+)
+
+// redisLimiters are the Redis limiters of the sliding_log, sliding_window
+// and token_bucket algorithms.
+//
+// TODO(merge): add fixed_window once adapters/redis/counter.go (issue-3)
+// is in, one entry per redis.Mode:
+//
+//	{"fixed_window/" + mode, func(c goredis.UniversalClient, o redis.Options) ports.Limiter {
+//		return app.FixedWindowLimiter{Counter: redis.NewCounter(c, redis.CounterOptions{Options: o, Mode: mode})}
+//	}},
+//
+// and in TestRedisBoundaryBurst want 2×limit − 1 for it.
+var redisLimiters = []struct {
+	name string
+	new  func(goredis.UniversalClient, redis.Options) ports.Limiter
+}{
+	{"sliding_log", func(c goredis.UniversalClient, o redis.Options) ports.Limiter { return redis.NewSlidingLog(c, o) }},
+	{"sliding_window", func(c goredis.UniversalClient, o redis.Options) ports.Limiter { return redis.NewSlidingWindow(c, o) }},
+	{"token_bucket", func(c goredis.UniversalClient, o redis.Options) ports.Limiter { return redis.NewTokenBucket(c, o) }},
+}
+
+// limiterHarness runs newLimiter on srv in real time: a short window, and
+// slack for the round trips between the test's sleeps and Redis's TIME.
+func limiterHarness(srv *redisServer, newLimiter func(goredis.UniversalClient, redis.Options) ports.Limiter) portstest.LimiterHarness {
+	return portstest.LimiterHarness{
+		New: func(*testing.T) ports.Limiter {
+			return newLimiter(srv.Client, redis.Options{Timeout: 5 * time.Second})
+		},
+		Clock:  portstest.Sleeper{},
+		Window: 600 * time.Millisecond,
+		Slack:  40 * time.Millisecond,
+		TTLs:   func(t *testing.T, key string) map[string]time.Duration { return keyTTLs(t, srv, key) },
+	}
+}
+
+// keyTTLs returns every key that starts with key, and its PTTL.
+func keyTTLs(t *testing.T, srv *redisServer, key string) map[string]time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	pattern := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(key) + "*"
+	ttls := map[string]time.Duration{}
+	iter := srv.Client.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		ttl, err := srv.Client.PTTL(ctx, iter.Val()).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s: %v", iter.Val(), err)
+		}
+		ttls[iter.Val()] = ttl
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("SCAN %s: %v", pattern, err)
+	}
+	return ttls
+}
+
+func TestRedisLimiterContract(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("real time: seconds")
+	}
+	srv := startRedis(t)
+	for _, l := range redisLimiters {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			portstest.TestLimiter(t, limiterHarness(srv, l.new))
+		})
+	}
+}
+
+// TestRedisBoundaryBurst measures what each algorithm admits around a
+// window's edge on Redis time. The sliding log is exact; the others'
+// windows are aligned to the epoch, not to the test, so they vary by a
+// request.
+func TestRedisBoundaryBurst(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("real time: seconds")
+	}
+	srv := startRedis(t)
+	const limit = 10
+	for _, l := range redisLimiters {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			got := portstest.BoundaryBurst(t, limiterHarness(srv, l.new), limit)
+			t.Logf("%s: %d admitted across the edge, limit %d", l.name, got, limit)
+			if l.name == "sliding_log" && got != limit {
+				t.Errorf("BoundaryBurst = %d, want exactly %d", got, limit)
+			}
+			if got > limit+2 {
+				t.Errorf("BoundaryBurst = %d, want about %d", got, limit)
+			}
+		})
+	}
+}
+
+// TestRedisLimiterSurvivesScriptFlush: after SCRIPT FLUSH (or a restart)
+// EVALSHA fails with NOSCRIPT; the limiter falls back to EVAL at once,
+// and the tenant's state is intact.
+func TestRedisLimiterSurvivesScriptFlush(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	rule := domain.Rule{Limit: 5, Window: time.Hour}
+	for _, l := range redisLimiters {
+		lim := l.new(srv.Client, redis.Options{Timeout: 5 * time.Second})
+		key := "it:flush:" + l.name + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		for i := range int64(4) {
+			if i == 2 {
+				if err := srv.Client.ScriptFlush(t.Context()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, err := lim.Allow(t.Context(), key, rule)
+			if err != nil {
+				t.Fatalf("%s: request %d after SCRIPT FLUSH: %v", l.name, i+1, err)
+			}
+			if !d.Allowed || d.Remaining != rule.Limit-i-1 {
+				t.Errorf("%s: request %d: %+v, want allowed, remaining %d", l.name, i+1, d, rule.Limit-i-1)
+			}
+		}
+	}
+}
+
+// TestRedisLimiterOneRoundTrip: every decision is one EVALSHA, and the
+// script's commands are the ones README lists.
+func TestRedisLimiterOneRoundTrip(t *testing.T) {
+	// Not parallel: it reads the server's command statistics.
+	srv := startRedis(t)
+	rule := domain.Rule{Limit: 3, Window: time.Hour}
+	for _, l := range redisLimiters {
+		lim := l.new(srv.Client, redis.Options{Timeout: 5 * time.Second})
+		key := "it:rtt:" + l.name + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		if _, err := lim.Allow(t.Context(), key, rule); err != nil { // loads the script
+			t.Fatal(err)
+		}
+		srv.resetStats(t)
+		const n = 5 // 2 admitted, 3 denied
+		for range n {
+			if _, err := lim.Allow(t.Context(), key, rule); err != nil {
+				t.Fatal(err)
+			}
+		}
+		calls := srv.commandCalls(t)
+		if got := calls["evalsha"]; got != n {
+			t.Errorf("%s: %d decisions ran EVALSHA %d times, want %d; commands %v", l.name, n, got, n, calls)
+		}
+		if got := calls["eval"]; got != 0 {
+			t.Errorf("%s: EVAL ran %d times, want 0", l.name, got)
+		}
+		t.Logf("%s: %d decisions (2 admitted): %v", l.name, n, calls)
+	}
+}
+
+// BenchmarkRedisLimiters measures every algorithm's decision on a real
+// Redis, serially and from 64 goroutines over 1000 tenants, reporting
+// decisions/s and the commands Redis ran per decision.
+func BenchmarkRedisLimiters(b *testing.B) {
+	srv := startRedis(b)
+	opts, err := goredis.ParseURL(srv.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.PoolSize = 64
+	client := goredis.NewClient(opts)
+	b.Cleanup(func() { client.Close() })
+	keys := make([]string, 1000)
+	prefix := "it:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	rule := domain.Rule{Limit: 100, Window: time.Minute}
+	ctx := context.Background()
+	for _, l := range redisLimiters {
+		lim := l.new(client, redis.Options{Timeout: time.Second})
+		if _, err := lim.Allow(ctx, keys[0], rule); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(l.name+"/serial", func(b *testing.B) {
+			srv.resetStats(b)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := lim.Allow(ctx, keys[i%len(keys)], rule); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			reportRedisMetrics(b, srv, 0)
+		})
+		b.Run(l.name+"/parallel", func(b *testing.B) {
+			srv.resetStats(b)
+			var seq atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(32) // 64 goroutines on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seq.Add(7919))
+				for pb.Next() {
+					if _, err := lim.Allow(ctx, keys[i%len(keys)], rule); err != nil {
+						b.Error(err)
+						return
+					}
+					i++
+				}
+			})
+			reportRedisMetrics(b, srv, 0)
+		})
+	}
+}
