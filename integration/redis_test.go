@@ -90,7 +90,7 @@ func pingDocker() error {
 // redisServer is one Redis in a container.
 type redisServer struct {
 	ctr    *tcredis.RedisContainer
-	URL    string         // redis://host:port
+	URL    string          // redis://host:port
 	Client *goredis.Client // a plain client for checks
 }
 
