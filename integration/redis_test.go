@@ -263,3 +263,10 @@ func (s *redisServer) checkTTLs(tb testing.TB, pattern string, maxTTL time.Durat
 	}
 	return n
 }
+
+// withPassword runs Redis with requirepass. Settings go as arguments (the
+// scratch image has no config file; the official image's entrypoint takes
+// arguments too), so the image's own arguments are repeated here.
+func withPassword(pw string) testcontainers.CustomizeRequestOption {
+	return testcontainers.WithCmd("--protected-mode", "no", "--save", "", "--appendonly", "no", "--requirepass", pw)
+}
