@@ -34,6 +34,18 @@ func newCounter(t testing.TB, s *redisServer, mode redis.Mode) *redis.Counter {
 	return c
 }
 
+// forEachMode runs test as a parallel subtest per mode, against srv, with
+// a fresh counter and a key prefix of its own.
+func forEachMode(t *testing.T, srv *redisServer, test func(t *testing.T, c *redis.Counter, prefix string)) {
+	t.Helper()
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			test(t, newCounter(t, srv, mode), uniquePrefix(t))
+		})
+	}
+}
+
 func TestRedisCounterContract(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
@@ -55,35 +67,31 @@ func TestRedisCounterContract(t *testing.T) {
 func TestRedisCounterStorm(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	for _, mode := range modes {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			lim := app.FixedWindowLimiter{Counter: newCounter(t, srv, mode)}
-			prefix := uniquePrefix(t)
-			rule := domain.Rule{Limit: 50, Window: time.Minute}
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for i := range 200 {
-				wg.Go(func() {
-					d, err := lim.Allow(t.Context(), fmt.Sprintf("%stenant-%d", prefix, i%2), rule)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						admitted.Add(1)
-					}
-				})
-			}
-			wg.Wait()
-			if got, want := admitted.Load(), int64(2*50); got != want {
-				t.Errorf("admitted %d of 200 requests over two tenants with limit 50, want %d", got, want)
-			}
-			if n := srv.checkTTLs(t, prefix+"*", 2*rule.Window); n != 2 {
-				t.Errorf("found %d keys under %s*, want 2", n, prefix)
-			}
-		})
-	}
+	forEachMode(t, srv, func(t *testing.T, c *redis.Counter, prefix string) {
+		lim := app.FixedWindowLimiter{Counter: c}
+		rule := domain.Rule{Limit: 50, Window: time.Minute}
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 200 {
+			wg.Go(func() {
+				d, err := lim.Allow(t.Context(), fmt.Sprintf("%stenant-%d", prefix, i%2), rule)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if got, want := admitted.Load(), int64(2*50); got != want {
+			t.Errorf("admitted %d of 200 requests over two tenants with limit 50, want %d", got, want)
+		}
+		if n := srv.checkTTLs(t, prefix+"*", 2*rule.Window); n != 2 {
+			t.Errorf("found %d keys under %s*, want 2", n, prefix)
+		}
+	})
 }
 
 // TestRedisCounterCommandsPerDecision: each decision is INCR, PEXPIRE NX
@@ -126,46 +134,38 @@ func TestRedisCounterCommandsPerDecision(t *testing.T) {
 func TestRedisCounterRepairsKeyWithoutTTL(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	for _, mode := range modes {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			c := newCounter(t, srv, mode)
-			key := uniquePrefix(t) + "immortal"
-			if err := srv.Client.Set(t.Context(), key, 5, 0).Err(); err != nil {
-				t.Fatal(err)
-			}
-			n, left, err := c.Incr(t.Context(), key, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n != 6 || left <= 0 || left > time.Minute {
-				t.Errorf("Incr of a key without TTL = %d, %v; want 6, (0, 1m]", n, left)
-			}
-			if ttl := srv.Client.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > time.Minute {
-				t.Errorf("PTTL after Incr = %v, want (0, 1m]", ttl)
-			}
-		})
-	}
+	forEachMode(t, srv, func(t *testing.T, c *redis.Counter, prefix string) {
+		key := prefix + "immortal"
+		if err := srv.Client.Set(t.Context(), key, 5, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		n, left, err := c.Incr(t.Context(), key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 6 || left <= 0 || left > time.Minute {
+			t.Errorf("Incr of a key without TTL = %d, %v; want 6, (0, 1m]", n, left)
+		}
+		if ttl := srv.Client.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("PTTL after Incr = %v, want (0, 1m]", ttl)
+		}
+	})
 }
 
 // TestRedisCounterWrapsErrors: a store error names the key.
 func TestRedisCounterWrapsErrors(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	for _, mode := range modes {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			c := newCounter(t, srv, mode)
-			key := uniquePrefix(t) + "list"
-			if err := srv.Client.RPush(t.Context(), key, "x").Err(); err != nil {
-				t.Fatal(err)
-			}
-			_, _, err := c.Incr(t.Context(), key, time.Minute)
-			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("redis: incr %q", key)) || !strings.Contains(err.Error(), "WRONGTYPE") {
-				t.Errorf("Incr of a list: err = %v, want redis: incr %q: WRONGTYPE…", err, key)
-			}
-		})
-	}
+	forEachMode(t, srv, func(t *testing.T, c *redis.Counter, prefix string) {
+		key := prefix + "list"
+		if err := srv.Client.RPush(t.Context(), key, "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := c.Incr(t.Context(), key, time.Minute)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("redis: incr %q", key)) || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("Incr of a list: err = %v, want redis: incr %q: WRONGTYPE…", err, key)
+		}
+	})
 }
 
 // TestRedisDetect: Redis 7 gets the pipeline; a counter left in ModeAuto
