@@ -111,7 +111,8 @@ func startRedis(tb testing.TB, opts ...testcontainers.ContainerCustomizer) *redi
 	ctr, err := tcredis.Run(ctx, redisImage(), opts...)
 	testcontainers.CleanupContainer(tb, ctr)
 	if err != nil {
-		tb.Fatalf("start redis (%s): %v", redisImage(), err)
+		tb.Fatalf("start redis (%s): %v\n(without a registry: build a local image with scripts/redis-image.sh and set "+
+			"TOLLGATE_TEST_REDIS_IMAGE=tollgate.local/redis:7, as make test does)", redisImage(), err)
 	}
 	url, err := ctr.ConnectionString(ctx)
 	if err != nil {
