@@ -1,0 +1,56 @@
+# tollgate's build and test entry points. `make test` is what CI runs
+# (.ci/run): on a machine with Docker, apt and no registry, it builds the
+# images it needs, vets, runs every test (integration against real Redis
+# containers included), then the docker-compose smoke test, and always
+# removes the test containers.
+
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+
+# Integration tests: the local Redis image (scripts/redis-image.sh), no
+# reaper (it cannot be pulled), published ports on localhost.
+export TOLLGATE_TEST_REDIS_IMAGE ?= tollgate.local/redis:7
+export TESTCONTAINERS_RYUK_DISABLED := true
+export TESTCONTAINERS_HOST_OVERRIDE ?= localhost
+
+BENCH ?= .
+BENCH_COUNT ?= 5
+BENCH_PKGS ?= ./integration/
+
+.PHONY: test unit vet bench image compose-up compose-down compose-test
+
+## test: images, go vet, all tests with -race, compose smoke test; cleanup always
+test:
+	@status=0; \
+	{ $(MAKE) --no-print-directory image && \
+	  $(MAKE) --no-print-directory vet && \
+	  go test -race -shuffle=on -count=1 ./... && \
+	  scripts/compose-test.sh; } || status=$$?; \
+	scripts/cleanup-containers.sh; \
+	exit $$status
+
+## unit: the tests that need no Docker
+unit:
+	go test -race -shuffle=on -count=1 -short ./...
+
+vet:
+	go vet ./...
+
+## bench: Redis benchmarks (medians: benchstat the output)
+bench: image
+	go test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCH_COUNT) $(BENCH_PKGS)
+
+## image: the Redis and gateway images, built locally
+image:
+	scripts/redis-image.sh >/dev/null
+	scripts/gateway-image.sh >/dev/null
+
+compose-up: image
+	docker-compose -p tollgate -f docker-compose.yml down --remove-orphans
+	docker-compose -p tollgate -f docker-compose.yml up -d
+
+compose-down:
+	docker-compose -p tollgate -f docker-compose.yml down -v --remove-orphans
+
+compose-test:
+	scripts/compose-test.sh

@@ -1,0 +1,380 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/app/apptest"
+)
+
+// startReplica runs one gateway replica on srv with environ added.
+func startReplica(t *testing.T, redisURL string, environ ...string) *apptest.Gateway {
+	t.Helper()
+	return apptest.Start(t, append([]string{
+		"TOLLGATE_STORE=redis",
+		"TOLLGATE_ALGORITHM=fixed_window",
+		"TOLLGATE_REDIS_URL=" + redisURL,
+	}, environ...)...)
+}
+
+var httpClient = &http.Client{
+	Timeout:   10 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+}
+
+// get sends one request as tenant to g's public listener and returns the
+// status and response headers.
+func get(t testing.TB, g *apptest.Gateway, tenant string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, g.Public+"/anything", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Tenant-ID", tenant)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Errorf("GET %s as %s: %v", g.Public, tenant, err)
+		return 0, nil
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// readyz returns the status of g's /readyz.
+func readyz(t testing.TB, g *apptest.Gateway) int {
+	t.Helper()
+	resp, err := httpClient.Get(g.Admin + "/readyz")
+	if err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestReplicasShareOneBudget: two gateways on one Redis spend one budget
+// per tenant, and the budget comes back when the window's key expires.
+func TestReplicasShareOneBudget(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	const window = 500 * time.Millisecond
+	env := []string{"TOLLGATE_LIMIT=3", "TOLLGATE_WINDOW=" + window.String(),
+		"TOLLGATE_KEY_PREFIX=" + uniquePrefix(t), "TOLLGATE_REDIS_TIMEOUT=2s"}
+	a, b := startReplica(t, srv.URL, env...), startReplica(t, srv.URL, env...)
+
+	steps := []struct {
+		gw   *apptest.Gateway
+		name string
+		want int
+	}{
+		{a, "A", 200}, {a, "A", 200}, {b, "B", 200}, {a, "A", 429}, {b, "B", 429},
+	}
+	for i, s := range steps {
+		code, h := get(t, s.gw, "acme")
+		if code != s.want {
+			t.Errorf("step %d: replica %s: status %d, want %d", i, s.name, code, s.want)
+		}
+		if code == 429 && h.Get("Retry-After") == "" {
+			t.Errorf("step %d: 429 without Retry-After", i)
+		}
+	}
+	if code, _ := get(t, b, "globex"); code != 200 {
+		t.Errorf("another tenant on replica B: status %d, want 200", code)
+	}
+
+	time.Sleep(window + 100*time.Millisecond)
+	for _, s := range []struct {
+		gw   *apptest.Gateway
+		name string
+	}{{b, "B"}, {a, "A"}} {
+		if code, _ := get(t, s.gw, "acme"); code != 200 {
+			t.Errorf("after the window, replica %s: status %d, want 200", s.name, code)
+		}
+	}
+}
+
+// TestReplicasStorm: 200 concurrent requests over two replicas with a
+// limit of 50 admit exactly 50, and leave no key without a TTL.
+func TestReplicasStorm(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	prefix := uniquePrefix(t)
+	const window = time.Minute
+	env := []string{"TOLLGATE_LIMIT=50", "TOLLGATE_WINDOW=" + window.String(), "TOLLGATE_KEY_PREFIX=" + prefix,
+		// No store error may blur the count: a generous deadline, and an
+		// error would show as a 503.
+		"TOLLGATE_REDIS_TIMEOUT=5s", "TOLLGATE_FAIL_MODE=closed"}
+	gws := []*apptest.Gateway{startReplica(t, srv.URL, env...), startReplica(t, srv.URL, env...)}
+
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 200 {
+		wg.Go(func() {
+			<-start
+			code, _ := get(t, gws[i%2], "storm")
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	if codes[200] != 50 || codes[429] != 150 {
+		t.Errorf("200 concurrent requests, limit 50: statuses %v, want 50×200 and 150×429", codes)
+	}
+	if n := srv.checkTTLs(t, prefix+"*", 2*window); n != 1 {
+		t.Errorf("found %d keys under %s*, want 1", n, prefix)
+	}
+}
+
+// storeErrorLines returns the timestamps of the gateway's store-error log
+// lines.
+func storeErrorLines(t *testing.T, g *apptest.Gateway) []time.Time {
+	t.Helper()
+	var out []time.Time
+	for _, line := range strings.Split(g.Logs(), "\n") {
+		var m struct {
+			Time time.Time
+			Msg  string
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && strings.HasPrefix(m.Msg, "rate-limit store error") {
+			out = append(out, m.Time)
+		}
+	}
+	return out
+}
+
+// checkLogRate fails t if two store-error lines are less than a second
+// apart.
+func checkLogRate(t *testing.T, name string, g *apptest.Gateway) {
+	t.Helper()
+	lines := storeErrorLines(t, g)
+	if len(lines) == 0 {
+		t.Errorf("%s: no store-error log line during the outage", name)
+	}
+	for i := 1; i < len(lines); i++ {
+		if d := lines[i].Sub(lines[i-1]); d < time.Second {
+			t.Errorf("%s: store-error lines %d and %d are %v apart, want >= 1s", name, i-1, i, d)
+		}
+	}
+}
+
+// outage is a pair of gateways on one Redis, fail open and fail closed,
+// with a short deadline.
+type outage struct {
+	open, closed *apptest.Gateway
+	timeout      time.Duration
+}
+
+func newOutage(t *testing.T, redisURL string) outage {
+	const timeout = 100 * time.Millisecond
+	env := []string{"TOLLGATE_LIMIT=1000", "TOLLGATE_KEY_PREFIX=" + uniquePrefix(t), "TOLLGATE_REDIS_TIMEOUT=" + timeout.String()}
+	return outage{
+		open:    startReplica(t, redisURL, append(env, "TOLLGATE_FAIL_MODE=open")...),
+		closed:  startReplica(t, redisURL, append(env, "TOLLGATE_FAIL_MODE=closed")...),
+		timeout: timeout,
+	}
+}
+
+// maxAnswer is how long a request may take while Redis misbehaves: the
+// deadline plus a little (scheduling, the race detector, a loaded CI).
+func (o outage) maxAnswer() time.Duration { return o.timeout + 300*time.Millisecond }
+
+// duringFailure checks, for about d, that every request is answered in
+// time by the fail mode: open admits without rate-limit headers, closed
+// answers 503 with Retry-After: 1.
+func (o outage) duringFailure(t *testing.T, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for _, c := range []struct {
+			name string
+			gw   *apptest.Gateway
+			want int
+		}{{"fail-open", o.open, 200}, {"fail-closed", o.closed, 503}} {
+			start := time.Now()
+			code, h := get(t, c.gw, "acme")
+			if took := time.Since(start); took > o.maxAnswer() {
+				t.Errorf("%s: answered in %v, want <= %v", c.name, took, o.maxAnswer())
+			}
+			if code != c.want {
+				t.Errorf("%s: status %d, want %d", c.name, code, c.want)
+				continue
+			}
+			if c.want == 503 && h.Get("Retry-After") != "1" {
+				t.Errorf("fail-closed: Retry-After %q, want 1", h.Get("Retry-After"))
+			}
+			if c.want == 200 && h.Get("X-RateLimit-Limit") != "" {
+				t.Errorf("fail-open: rate-limit headers on an unmetered answer")
+			}
+		}
+	}
+}
+
+// decisionsResume waits until both gateways decide again (rate-limit
+// headers), within 10 s.
+func (o outage) decisionsResume(t *testing.T) {
+	t.Helper()
+	for _, g := range []*apptest.Gateway{o.open, o.closed} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			code, h := get(t, g, "acme")
+			if code == 200 && h.Get("X-RateLimit-Limit") != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no decision 10s after Redis came back: last status %d", code)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if code := readyz(t, g); code != 200 {
+			t.Errorf("/readyz after recovery: %d, want 200", code)
+		}
+	}
+}
+
+// TestRedisStoppedAndRestarted: with Redis down the fail modes answer at
+// once, /readyz says 503, and the log gets at most a line a second; when
+// Redis is back on the same address, decisions resume.
+func TestRedisStoppedAndRestarted(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	srv := startRedis(t, withFixedHostPort(port))
+	o := newOutage(t, fmt.Sprintf("redis://127.0.0.1:%d/0", port))
+	o.decisionsResume(t) // healthy first
+
+	srv.stop(t)
+	for _, g := range []*apptest.Gateway{o.open, o.closed} {
+		if code := readyz(t, g); code != 503 {
+			t.Errorf("/readyz with Redis stopped: %d, want 503", code)
+		}
+	}
+	o.duringFailure(t, 2500*time.Millisecond)
+	checkLogRate(t, "fail-open", o.open)
+	checkLogRate(t, "fail-closed", o.closed)
+
+	srv.start(t)
+	o.decisionsResume(t)
+}
+
+// TestRedisPaused: a frozen Redis (connections open, no answers) costs
+// each request at most the deadline; decisions resume after it thaws.
+func TestRedisPaused(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	o := newOutage(t, srv.URL)
+	o.decisionsResume(t)
+
+	srv.pause(t)
+	paused := true
+	defer func() {
+		if paused {
+			srv.unpause(t)
+		}
+	}()
+	o.duringFailure(t, 1500*time.Millisecond)
+	for _, g := range []*apptest.Gateway{o.open, o.closed} {
+		start := time.Now()
+		if code := readyz(t, g); code != 503 {
+			t.Errorf("/readyz with Redis paused: %d, want 503", code)
+		}
+		if took := time.Since(start); took > o.maxAnswer() {
+			t.Errorf("/readyz with Redis paused took %v, want <= %v", took, o.maxAnswer())
+		}
+	}
+	srv.unpause(t)
+	paused = false
+	o.decisionsResume(t)
+}
+
+// TestStartsWithRedisDown: a gateway whose Redis is down at start-up
+// starts anyway, says so, fails by its mode, and decides once Redis is up
+// (detecting the version then).
+func TestStartsWithRedisDown(t *testing.T) {
+	t.Parallel()
+	requireDocker(t)
+	port := freePort(t)
+	o := newOutage(t, fmt.Sprintf("redis://:s3cret-pw@127.0.0.1:%d/0", port))
+	for name, g := range map[string]*apptest.Gateway{"fail-open": o.open, "fail-closed": o.closed} {
+		logs := g.Logs()
+		if !strings.Contains(logs, "redis is not answering; starting anyway") {
+			t.Errorf("%s: no start-up warning about Redis in the logs:\n%s", name, logs)
+		}
+		if strings.Contains(logs, "s3cret-pw") {
+			t.Errorf("%s: the Redis password is in the logs", name)
+		}
+		if code := readyz(t, g); code != 503 {
+			t.Errorf("%s: /readyz with Redis down: %d, want 503", name, code)
+		}
+	}
+	o.duringFailure(t, 300*time.Millisecond)
+
+	startRedis(t, withFixedHostPort(port), withPassword("s3cret-pw"))
+	o.decisionsResume(t)
+}
+
+// TestEveryAlgorithmOnRedisWithTenantBudgets runs the gateway on Redis
+// with each algorithm in turn, API-key tenants with their own budgets, and
+// one key prefix: each tenant spends its own budget under every
+// algorithm, and switching algorithms on a live Redis never meets the
+// previous algorithm's keys (no WRONGTYPE, no store error).
+func TestEveryAlgorithmOnRedisWithTenantBudgets(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	tenants := filepath.Join(t.TempDir(), "tenants.json")
+	if err := os.WriteFile(tenants, []byte(`{"tenants": [
+	  {"id": "acme",   "api_keys": ["k-acme"],   "limit": 2, "window": "1h"},
+	  {"id": "globex", "api_keys": ["k-globex"], "limit": 4, "window": "1h"}
+	]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("it:algos:%d:", time.Now().UnixNano())
+	for _, algo := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
+		g := startReplica(t, srv.URL, "TOLLGATE_ALGORITHM="+algo, "TOLLGATE_KEY_PREFIX="+prefix,
+			"TOLLGATE_TENANTS_FILE="+tenants, "TOLLGATE_LIMIT=1", "TOLLGATE_FAIL_MODE=closed")
+		for _, tt := range []struct {
+			key    string
+			want   []int
+			policy string
+		}{
+			{"k-acme", []int{200, 200, 429}, `"default";q=2;w=3600`},
+			{"k-globex", []int{200, 200, 200, 200, 429}, `"default";q=4;w=3600`},
+			{"", []int{200, 429}, `"default";q=1;w=60`},
+		} {
+			for i, want := range tt.want {
+				req, _ := http.NewRequest(http.MethodGet, g.Public+"/x", nil)
+				if tt.key != "" {
+					req.Header.Set("X-API-Key", tt.key)
+				}
+				resp, err := httpClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("%s, key %q, request %d: status %d, want %d", algo, tt.key, i+1, resp.StatusCode, want)
+				}
+				if got := resp.Header.Get("RateLimit-Policy"); got != tt.policy {
+					t.Errorf("%s, key %q: RateLimit-Policy %q, want %q", algo, tt.key, got, tt.policy)
+				}
+			}
+		}
+		if err := g.Stop(); err != nil {
+			t.Errorf("%s: Run: %v", algo, err)
+		}
+		if strings.Contains(g.Logs(), "WRONGTYPE") || strings.Contains(g.Logs(), "store error") {
+			t.Errorf("%s: store errors in the log:\n%s", algo, g.Logs())
+		}
+	}
+	// Three tenants (unknown included) × four algorithms, each its own key.
+	if n := srv.checkTTLs(t, prefix+"*", 2*time.Hour); n != 12 {
+		t.Errorf("keys written = %d, want 12", n)
+	}
+}

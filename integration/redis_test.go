@@ -1,0 +1,273 @@
+// Package integration proves tollgate against real Redis servers in
+// containers (testcontainers-go). It holds tests and benchmarks only.
+//
+// Without Docker the tests skip with a reason; TOLLGATE_REQUIRE_DOCKER=1
+// (CI) makes that a failure. The image is TOLLGATE_TEST_REDIS_IMAGE,
+// default redis:7; scripts/redis-image.sh builds a local one for machines
+// without a registry.
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+func TestMain(m *testing.M) {
+	// The reaper image cannot be pulled without a registry, and every test
+	// removes its own containers (CleanupContainer; scripts/
+	// cleanup-containers.sh after a crash). Exactly "true": testcontainers
+	// reads the literal.
+	os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	// Inside a container (/.dockerenv), testcontainers otherwise guesses
+	// the host from the default gateway and dials an address that is not
+	// there; published ports are on localhost.
+	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
+		os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
+	}
+	os.Exit(m.Run())
+}
+
+// redisImage is the image the tests run.
+func redisImage() string {
+	if img := os.Getenv("TOLLGATE_TEST_REDIS_IMAGE"); img != "" {
+		return img
+	}
+	return "redis:7"
+}
+
+var (
+	dockerOnce sync.Once
+	dockerErr  error
+)
+
+// requireDocker skips tb under -short or without Docker, and fails it
+// without Docker when TOLLGATE_REQUIRE_DOCKER=1.
+func requireDocker(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("integration: skipped under -short (needs Docker)")
+	}
+	dockerOnce.Do(func() { dockerErr = pingDocker() })
+	if dockerErr == nil {
+		return
+	}
+	if os.Getenv("TOLLGATE_REQUIRE_DOCKER") == "1" {
+		tb.Fatalf("integration: Docker is required (TOLLGATE_REQUIRE_DOCKER=1) but unavailable: %v", dockerErr)
+	}
+	tb.Skipf("integration: Docker unavailable (%v); set TOLLGATE_REQUIRE_DOCKER=1 to fail instead", dockerErr)
+}
+
+func pingDocker() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	defer cli.Close()
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+		return fmt.Errorf("docker ping: %w", err)
+	}
+	return nil
+}
+
+// redisServer is one Redis in a container.
+type redisServer struct {
+	ctr    *tcredis.RedisContainer
+	URL    string          // redis://host:port
+	Client *goredis.Client // a plain client for checks
+}
+
+// startRedis runs a Redis container for the rest of tb, with opts added
+// to the module's. Its client is closed and the container removed at the
+// end.
+func startRedis(tb testing.TB, opts ...testcontainers.ContainerCustomizer) *redisServer {
+	tb.Helper()
+	requireDocker(tb)
+	ctx := context.Background()
+	opts = append([]testcontainers.ContainerCustomizer{
+		// The scratch image has no shell for the internal port check.
+		testcontainers.WithWaitStrategy(
+			wait.ForListeningPort("6379/tcp").SkipInternalCheck().WithStartupTimeout(30*time.Second),
+			wait.ForLog("* Ready to accept connections"),
+		),
+	}, opts...)
+	ctr, err := tcredis.Run(ctx, redisImage(), opts...)
+	testcontainers.CleanupContainer(tb, ctr)
+	if err != nil {
+		tb.Fatalf("start redis (%s): %v\n(without a registry: build a local image with scripts/redis-image.sh and set "+
+			"TOLLGATE_TEST_REDIS_IMAGE=tollgate.local/redis:7, as make test does)", redisImage(), err)
+	}
+	url, err := ctr.ConnectionString(ctx)
+	if err != nil {
+		tb.Fatalf("redis connection string: %v", err)
+	}
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", url, err)
+	}
+	c := goredis.NewClient(opt)
+	tb.Cleanup(func() { c.Close() })
+	return &redisServer{ctr: ctr, URL: url, Client: c}
+}
+
+// withFixedHostPort publishes 6379 on 127.0.0.1:port, so the address
+// survives a stop and start of the container (an ephemeral port changes).
+func withFixedHostPort(port int) testcontainers.CustomizeRequestOption {
+	return testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+		hc.PortBindings = network.PortMap{
+			network.MustParsePort("6379/tcp"): {{HostPort: strconv.Itoa(port)}},
+		}
+	})
+}
+
+// freePort returns a TCP port that was free on loopback a moment ago.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// pause freezes the Redis process (docker pause): connections stay open
+// and nothing answers.
+func (s *redisServer) pause(tb testing.TB) {
+	tb.Helper()
+	s.docker(tb, func(ctx context.Context, cli *testcontainers.DockerClient, id string) error {
+		_, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+		return err
+	})
+}
+
+// unpause thaws a paused Redis.
+func (s *redisServer) unpause(tb testing.TB) {
+	tb.Helper()
+	s.docker(tb, func(ctx context.Context, cli *testcontainers.DockerClient, id string) error {
+		_, err := cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+		return err
+	})
+}
+
+func (s *redisServer) docker(tb testing.TB, do func(context.Context, *testcontainers.DockerClient, string) error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		tb.Fatalf("docker client: %v", err)
+	}
+	defer cli.Close()
+	if err := do(ctx, cli, s.ctr.GetContainerID()); err != nil {
+		tb.Fatalf("docker: %v", err)
+	}
+}
+
+// stop stops the container; the process is gone and connections refused.
+func (s *redisServer) stop(tb testing.TB) {
+	tb.Helper()
+	timeout := 5 * time.Second
+	if err := s.ctr.Stop(context.Background(), &timeout); err != nil {
+		tb.Fatalf("stop redis: %v", err)
+	}
+}
+
+// start starts a stopped container again and waits until it answers on
+// the same URL (the container must publish a fixed host port).
+func (s *redisServer) start(tb testing.TB) {
+	tb.Helper()
+	if err := s.ctr.Start(context.Background()); err != nil {
+		tb.Fatalf("start redis: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Client.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			tb.Fatal("redis not answering 30s after restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// commandCalls returns the calls per command from INFO commandstats,
+// keyed by lower-case name (incr, pexpire, evalsha).
+func (s *redisServer) commandCalls(tb testing.TB) map[string]int64 {
+	tb.Helper()
+	info, err := s.Client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	calls := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		// cmdstat_incr:calls=3,usec=27,usec_per_call=9.00,...
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		calls[name], _ = strconv.ParseInt(n, 10, 64)
+	}
+	return calls
+}
+
+// resetStats zeroes INFO commandstats.
+func (s *redisServer) resetStats(tb testing.TB) {
+	tb.Helper()
+	if err := s.Client.ConfigResetStat(context.Background()).Err(); err != nil {
+		tb.Fatalf("CONFIG RESETSTAT: %v", err)
+	}
+}
+
+// checkTTLs fails tb unless every key matching pattern has a TTL of at
+// most maxTTL, and returns how many keys it checked.
+func (s *redisServer) checkTTLs(tb testing.TB, pattern string, maxTTL time.Duration) int {
+	tb.Helper()
+	ctx := context.Background()
+	n := 0
+	iter := s.Client.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		ttl, err := s.Client.PTTL(ctx, key).Result()
+		if err != nil {
+			tb.Fatalf("PTTL %s: %v", key, err)
+		}
+		switch {
+		case ttl == -2: // expired since SCAN saw it
+			continue
+		case ttl < 0:
+			tb.Errorf("key %s has no TTL: it would count forever", key)
+		case ttl > maxTTL:
+			tb.Errorf("key %s: TTL %v > %v", key, ttl, maxTTL)
+		}
+		n++
+	}
+	if err := iter.Err(); err != nil {
+		tb.Fatalf("SCAN %s: %v", pattern, err)
+	}
+	return n
+}
+
+// withPassword runs Redis with requirepass. Settings go as arguments (the
+// scratch image has no config file; the official image's entrypoint takes
+// arguments too), so the image's own arguments are repeated here.
+func withPassword(pw string) testcontainers.CustomizeRequestOption {
+	return testcontainers.WithCmd("--protected-mode", "no", "--save", "", "--appendonly", "no", "--requirepass", pw)
+}
