@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -207,4 +208,34 @@ func (cs closers) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// validRedisURL reports whether s is a URL the Redis client accepts:
+// redis://, rediss:// or unix://, a port in range, and only options
+// go-redis knows. Config validation calls it, so a bad URL stops the
+// process at start-up (exit 2) rather than when the store is built.
+func validRedisURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if p := u.Port(); p != "" {
+			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+				return false
+			}
+		}
+		if u.Hostname() == "" {
+			return false
+		}
+	case "unix":
+		if u.Path == "" {
+			return false
+		}
+	default:
+		return false
+	}
+	_, err = goredis.ParseURL(s)
+	return err == nil
 }

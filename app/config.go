@@ -219,25 +219,6 @@ func validUpstream(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
-func validRedisURL(s string) bool {
-	u, err := url.Parse(s)
-	if err != nil {
-		return false
-	}
-	switch u.Scheme {
-	case "redis", "rediss":
-		if p := u.Port(); p != "" {
-			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
-				return false
-			}
-		}
-		return u.Hostname() != ""
-	case "unix":
-		return u.Path != ""
-	}
-	return false
-}
-
 // validHeaderName reports whether s is an RFC 9110 token.
 func validHeaderName(s string) bool {
 	if s == "" {

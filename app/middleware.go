@@ -77,6 +77,11 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	t := m.tenants.ResolveTenant(r)
 	start := time.Now()
 	d, err := m.lim.Allow(r.Context(), domain.Key(m.opts.KeyPrefix, t.ID), t.Rule)
+	if err != nil && r.Context().Err() != nil {
+		// The client went away mid-decision: nobody reads an answer, and
+		// it is no store error (it must not fill the metric or the log).
+		return
+	}
 	m.opts.Metrics.observe(d.Allowed, err, time.Since(start))
 	r = r.WithContext(withTenant(r.Context(), t.ID))
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -324,4 +325,51 @@ func TestServerRecoversFromPanics(t *testing.T) {
 	if got := logLines(t, logs.String(), "handler panic"); len(got) != 1 || got[0]["panic"] != "kaboom" {
 		t.Errorf("panic log lines = %v, want one with panic=kaboom", got)
 	}
+}
+
+// TestRateLimitClientGoneIsNoStoreError: a client that disconnects while
+// the store decides is not a store error: no metric, no log line, no
+// answer.
+func TestRateLimitClientGoneIsNoStoreError(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	var logs syncBuffer
+	lim := ports.LimiterFunc(func(ctx context.Context, _ string, _ domain.Rule) (domain.Decision, error) {
+		<-ctx.Done()
+		return domain.Decision{}, ctx.Err()
+	})
+	called := false
+	h := app.RateLimit(lim, app.HeaderTenants{Header: "X-Tenant-ID", Rule: domain.Rule{Limit: 1, Window: time.Minute}},
+		app.RateLimitOptions{FailClosed: true, Log: slog.New(slog.NewJSONHandler(&logs, nil)),
+			Metrics: app.NewMetrics(reg, "fixed_window")})(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx))
+	if called || w.Code != 200 || w.Body.Len() != 0 || len(w.Header()) != 0 {
+		t.Errorf("client gone: handler called %v, wrote %d %q %v; want nothing", called, w.Code, w.Body.String(), w.Header())
+	}
+	if logs.String() != "" {
+		t.Errorf("client gone logged: %s", logs.String())
+	}
+	if got := storeErrors(t, reg); got != 0 {
+		t.Errorf("tollgate_store_errors_total = %v, want 0", got)
+	}
+}
+
+// storeErrors returns tollgate_store_errors_total from reg.
+func storeErrors(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "tollgate_store_errors_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("no tollgate_store_errors_total")
+	return 0
 }

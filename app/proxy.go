@@ -80,9 +80,10 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 			}
 			h.Set(HeaderTenantID, string(TenantFrom(pr.In.Context())))
 		},
-		Transport:     transport,
-		FlushInterval: -1, // stream: flush every write, as for SSE
-		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Transport:      transport,
+		ModifyResponse: dropGatewayHeaders,
+		FlushInterval:  -1, // stream: flush every write, as for SSE
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				// The client went away; nobody reads the answer.
@@ -120,7 +121,29 @@ func looksLikeTenantHeader(name string) bool {
 	return true
 }
 
+// isTimeout reports whether err is the upstream taking too long to answer
+// (504), as opposed to the upstream not being reachable at all (502): a
+// dial that timed out is the latter.
 func isTimeout(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// gatewayHeaders are the headers the gateway owns on a response. An
+// upstream's own values are dropped, so a client never sees two.
+var gatewayHeaders = []string{
+	HeaderRateLimit, HeaderRateLimitPolicy,
+	HeaderXRateLimitLimit, HeaderXRateLimitRemain, HeaderXRateLimitReset,
+}
+
+// dropGatewayHeaders removes the upstream's values of gatewayHeaders.
+func dropGatewayHeaders(resp *http.Response) error {
+	for _, h := range gatewayHeaders {
+		resp.Header.Del(h)
+	}
+	return nil
 }

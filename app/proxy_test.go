@@ -355,3 +355,25 @@ func TestProxyUpstreamErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyDropsUpstreamRateLimitHeaders: the gateway owns the rate-limit
+// headers; an upstream's own values never reach the client beside them.
+func TestProxyDropsUpstreamRateLimitHeaders(t *testing.T) {
+	t.Parallel()
+	up, _ := recordingUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			w.Header().Set(h, "from-upstream")
+		}
+		w.Header().Set("X-Upstream", "kept")
+	})
+	gw, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
+	resp, _ := do(t, http.MethodGet, gw+"/", "", nil)
+	for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+		if got := resp.Header.Values(h); len(got) != 1 || got[0] == "from-upstream" {
+			t.Errorf("%s = %q, want the gateway's one value", h, got)
+		}
+	}
+	if got := resp.Header.Get("X-Upstream"); got != "kept" {
+		t.Errorf("X-Upstream = %q, want kept", got)
+	}
+}

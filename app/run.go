@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -142,7 +143,14 @@ wait:
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
-	if serr := errors.Join(public.Shutdown(sctx), admin.Shutdown(sctx)); serr != nil {
+	// Both listeners close at once; then in-flight requests drain.
+	var wg sync.WaitGroup
+	shutdownErrs := make([]error, 2)
+	for i, srv := range []*http.Server{public, admin} {
+		wg.Go(func() { shutdownErrs[i] = srv.Shutdown(sctx) })
+	}
+	wg.Wait()
+	if serr := errors.Join(shutdownErrs...); serr != nil {
 		log.Error("shutdown", "err", serr)
 	}
 	if err == nil {

@@ -2,14 +2,16 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
@@ -25,6 +27,11 @@ func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"TOLLGATE_WINDOW=soon", "TOLLGATE_STORE=x"}, []string{"TOLLGATE_WINDOW"}},
 		{[]string{"TOLLGATE_STORE=x", "TOLLGATE_FAIL_MODE=x"}, []string{"TOLLGATE_STORE", "TOLLGATE_FAIL_MODE"}},
 		{[]string{"TOLLGATE_REDIS_URL=redis://:pw-secret@host:99999999"}, []string{"TOLLGATE_REDIS_URL"}},
+		// URLs that parse as URLs but not as go-redis options.
+		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@localhost:6379/abc"}, []string{"TOLLGATE_REDIS_URL", "redis://"}},
+		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@localhost:6379/0?foo=bar"}, []string{"TOLLGATE_REDIS_URL"}},
+		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@localhost:6379/0?pool_size=x"}, []string{"TOLLGATE_REDIS_URL"}},
+		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@localhost:6379/0/1"}, []string{"TOLLGATE_REDIS_URL"}},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
@@ -158,24 +165,63 @@ func TestGatewayEndToEnd(t *testing.T) {
 	}
 }
 
-// TestRunGracefulShutdown checks that a stop lets an in-flight request
-// finish and Run return nil.
+// TestRunGracefulShutdown: a stop closes the listener at once, lets the
+// in-flight request finish, and Run returns nil.
 func TestRunGracefulShutdown(t *testing.T) {
 	t.Parallel()
-	g := apptest.Start(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.Public+"/", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		io.WriteString(w, "finished")
+	}))
+	defer up.Close()
+	g := apptest.Start(t, "TOLLGATE_UPSTREAM_URL="+up.URL)
+
+	type result struct {
+		status int
+		body   string
+		err    error
 	}
-	resp.Body.Close()
-	if err := g.Stop(); err != nil {
-		t.Fatalf("Stop: %v", err)
+	inflight := make(chan result, 1)
+	go func() {
+		resp, err := http.Get(g.Public + "/slow")
+		if err != nil {
+			inflight <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		inflight <- result{resp.StatusCode, string(b), err}
+	}()
+	<-arrived
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.Stop() }()
+
+	// New connections are refused while the request is still in flight.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(g.Public, "http://"), time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("listener still accepting 5s after the stop")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := http.Get(g.Public + "/"); err == nil {
-		t.Error("gateway still accepts connections after Stop")
+	select {
+	case err := <-stopped:
+		t.Fatalf("Run returned (%v) before the in-flight request finished", err)
+	default:
+	}
+	close(release)
+	if r := <-inflight; r.err != nil || r.status != 200 || r.body != "finished" {
+		t.Errorf("in-flight request = %d %q %v, want 200 finished", r.status, r.body, r.err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	if !strings.Contains(g.Logs(), `"msg":"stopped"`) {
 		t.Errorf("no stopped line in logs:\n%s", g.Logs())

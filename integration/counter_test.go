@@ -94,8 +94,8 @@ func TestRedisCounterStorm(t *testing.T) {
 	})
 }
 
-// TestRedisCounterCommandsPerDecision: each decision is INCR, PEXPIRE NX
-// and PTTL once (pipeline), or one EVALSHA running INCR and PTTL, with
+// TestRedisCounterCommandsPerDecision: each decision is one MULTI/EXEC
+// of INCR, PEXPIRE NX and PTTL (pipeline), or one EVALSHA running INCR and PTTL, with
 // PEXPIRE only on a window's first hit (script).
 func TestRedisCounterCommandsPerDecision(t *testing.T) {
 	t.Parallel()
@@ -103,7 +103,7 @@ func TestRedisCounterCommandsPerDecision(t *testing.T) {
 	const keys, perKey = 10, 20
 	const decisions = keys * perKey
 	want := map[redis.Mode]map[string]int64{
-		redis.ModePipeline: {"incr": decisions, "pexpire": decisions, "pttl": decisions, "evalsha": 0, "eval": 0},
+		redis.ModePipeline: {"multi": decisions, "incr": decisions, "pexpire": decisions, "pttl": decisions, "exec": decisions, "evalsha": 0, "eval": 0},
 		redis.ModeScript:   {"incr": decisions, "pexpire": keys, "pttl": decisions, "evalsha": decisions, "eval": 0},
 	}
 	for _, mode := range modes { // sequential: they share the stats

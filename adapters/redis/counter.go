@@ -27,8 +27,8 @@ const (
 	// ModeAuto picks the mode from the server's version: [Detect] at
 	// start-up, or lazily (see [NewCounter]).
 	ModeAuto Mode = iota
-	// ModePipeline sends INCR, PEXPIRE … NX and PTTL in one pipeline. It
-	// needs Redis ≥ 7.0 (EXPIRE NX).
+	// ModePipeline sends INCR, PEXPIRE … NX and PTTL in one MULTI/EXEC
+	// pipeline: one round trip. It needs Redis ≥ 7.0 (EXPIRE NX).
 	ModePipeline
 	// ModeScript runs one Lua script (scripts/fixedwindow.lua) with
 	// EVALSHA, falling back to EVAL when the server lacks it. It works on
@@ -135,9 +135,8 @@ func (c *Counter) Incr(ctx context.Context, key string, window time.Duration) (i
 		}
 		return count, time.Duration(ms) * time.Millisecond, nil
 	case pttl < 0:
-		// -2: the window ended between this INCR and the PTTL (the
-		// pipeline is not atomic). The count is the ended window's, and it
-		// has no time left.
+		// -2: cannot follow an atomic INCR, but a store that answers it
+		// is treated as a window with no time left.
 		return count, 0, nil
 	}
 	return count, time.Duration(pttl) * time.Millisecond, nil
@@ -159,19 +158,21 @@ var fixedWindowLua string
 
 var fixedWindowScript = goredis.NewScript(fixedWindowLua)
 
-// incrPipeline sends INCR, PEXPIRE key ms NX and PTTL in one pipeline (one
-// round trip) and returns the count and PTTL reply.
+// incrPipeline sends INCR, PEXPIRE key ms NX and PTTL in one MULTI/EXEC
+// pipeline (one round trip) and returns the count and PTTL reply.
 //
-// A plain pipeline, not MULTI/EXEC: other clients' commands may run
-// between these three, and NX makes that safe. Whoever's PEXPIRE NX
-// reaches a key first after it was created sets the window; every later
-// one, from this replica or another, is a no-op, so the window is never
-// extended; and every INCR is followed by a PEXPIRE NX on the same
-// connection, so a key cannot stay without a TTL past the next increment
-// of it even if a client dies between the two. MULTI would add two
-// commands and buy nothing.
+// NX makes the window right: whoever's PEXPIRE NX reaches a key first
+// after it was created sets the window; every later one, from this
+// replica or another, is a no-op, so the window is never extended.
+// MULTI/EXEC makes the TTL certain: the INCR and its PEXPIRE apply
+// together or not at all, also when the connection breaks mid-write, on a
+// replica after a failover, or on AOF replay after a crash. A plain
+// pipeline could apply the INCR alone, and a tenant that never came back
+// would keep a key without a TTL. On a server without EXPIRE NX the
+// transaction aborts whole (EXECABORT): no INCR without a TTL there
+// either. MULTI and EXEC ride in the same round trip.
 func (c *Counter) incrPipeline(ctx context.Context, key string, ms int64) (count, pttl int64, err error) {
-	pipe := c.client.Pipeline()
+	pipe := c.client.TxPipeline()
 	incr := pipe.Incr(ctx, key)
 	pipe.Do(ctx, "pexpire", key, ms, "nx")
 	ttl := pipe.Do(ctx, "pttl", key)
