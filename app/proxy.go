@@ -20,9 +20,10 @@ type ProxyOptions struct {
 	// Timeout bounds the wait for the upstream's response headers; past
 	// it, the client gets 504. Zero means no limit.
 	Timeout time.Duration
-	// StripAPIKey removes the gateway's API key from the forwarded request
-	// (see [PresentedAPIKey]): set it when tenants are resolved by API key.
-	StripAPIKey bool
+	// StripCredentials, if set, removes the gateway's own credentials
+	// from the forwarded request's headers: [FileTenants.StripCredentials]
+	// when tenants are resolved by API key.
+	StripCredentials func(http.Header)
 	// Log receives one line per failed upstream request. If nil,
 	// slog.Default() is used.
 	Log *slog.Logger
@@ -47,7 +48,7 @@ type ProxyOptions struct {
 //     Proxy-Connection, TE, Trailer, Transfer-Encoding, and Upgrade unless
 //     the client switches protocols) are dropped in both directions, as
 //     RFC 9110 section 7.6.1 requires.
-//   - With opts.StripAPIKey, the gateway's API key is removed.
+//   - With opts.StripCredentials, the gateway's API key is removed.
 //
 // Responses stream: each write of the upstream is flushed to the client at
 // once (server-sent events, long polls). When the upstream cannot be
@@ -75,8 +76,8 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 					delete(h, name)
 				}
 			}
-			if opts.StripAPIKey {
-				stripAPIKey(h)
+			if opts.StripCredentials != nil {
+				opts.StripCredentials(h)
 			}
 			h.Set(HeaderTenantID, string(TenantFrom(pr.In.Context())))
 		},

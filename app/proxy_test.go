@@ -152,7 +152,7 @@ func TestProxyTenantHeaderNotSpoofable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fileGW, _ := proxyGateway(t, up.URL, ft, app.ProxyOptions{StripAPIKey: true})
+	fileGW, _ := proxyGateway(t, up.URL, ft, app.ProxyOptions{StripCredentials: ft.StripCredentials})
 	spoofs := []string{"X-Tenant-ID", "x-tenant-id", "X-TENANT-ID", "X_Tenant_ID", "x_tenant-id"}
 	tests := []struct {
 		name, gw string
@@ -192,7 +192,7 @@ func TestProxyAPIKeyNotForwarded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fileGW, _ := proxyGateway(t, up.URL, ft, app.ProxyOptions{StripAPIKey: true})
+	fileGW, _ := proxyGateway(t, up.URL, ft, app.ProxyOptions{StripCredentials: ft.StripCredentials})
 	headerGW, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
 	tests := []struct {
 		name, gw          string
@@ -205,6 +205,8 @@ func TestProxyAPIKeyNotForwarded(t *testing.T) {
 		{"unknown bearer key stripped too", fileGW, http.Header{"Authorization": {"Bearer wrong"}}, "", ""},
 		{"upstream's bearer kept beside x-api-key", fileGW,
 			http.Header{"X-Api-Key": {"k-acme-1"}, "Authorization": {"Bearer user-token"}}, "Bearer user-token", ""},
+		{"gateway bearer key stripped beside a wrong x-api-key", fileGW,
+			http.Header{"X-Api-Key": {"wrong"}, "Authorization": {"Bearer k-acme-1"}}, "", ""},
 		{"basic auth kept", fileGW, http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}, "Basic dXNlcjpwYXNz", ""},
 		{"header mode forwards both", headerGW,
 			http.Header{"X-Api-Key": {"k"}, "Authorization": {"Bearer t"}}, "Bearer t", "k"},
@@ -339,7 +341,7 @@ func TestProxyUpstreamErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			gw, logs := proxyGateway(t, tt.upstream, ft, app.ProxyOptions{Timeout: 100 * time.Millisecond, StripAPIKey: true})
+			gw, logs := proxyGateway(t, tt.upstream, ft, app.ProxyOptions{Timeout: 100 * time.Millisecond, StripCredentials: ft.StripCredentials})
 			resp, body := do(t, "GET", gw+"/x", "", http.Header{"Accept": {tt.accept}, "X-Api-Key": {"k-acme-1"}})
 			if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != tt.contentType || body != tt.body {
 				t.Errorf("got %d %q %q, want %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body,

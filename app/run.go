@@ -98,9 +98,9 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if cfg.UpstreamURL != "" {
 		target, _ := url.Parse(cfg.UpstreamURL) // validated
 		upstream = NewProxy(target, ProxyOptions{
-			Timeout:     cfg.UpstreamTimeout,
-			StripAPIKey: fileTenants != nil,
-			Log:         log,
+			Timeout:          cfg.UpstreamTimeout,
+			StripCredentials: stripCredentials(fileTenants),
+			Log:              log,
 		})
 	}
 	reg := prometheus.NewRegistry()
@@ -229,4 +229,13 @@ func printUsage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %s%-17s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
 	}
+}
+
+// stripCredentials returns the proxy's credential stripper: the tenants
+// file's, or none in header mode (the header is the edge's, not a secret).
+func stripCredentials(ft *FileTenants) func(http.Header) {
+	if ft == nil {
+		return nil
+	}
+	return ft.StripCredentials
 }

@@ -35,8 +35,8 @@ var apiKeyHeader = http.CanonicalHeaderKey(HeaderAPIKey)
 // default rule. [FileTenants.Reload] swaps in a new table atomically, so a
 // request sees either the old table or the new one, never a mix.
 //
-// The key is taken from X-API-Key when that header is present and not
-// empty, and from Authorization: Bearer otherwise (see [PresentedAPIKey]).
+// The key is looked up from X-API-Key, then from Authorization: Bearer:
+// the first known key names the tenant.
 // Any tenant header a client sends is ignored.
 //
 // FileTenants is safe for concurrent use by multiple goroutines; lookups
@@ -119,42 +119,48 @@ func (f *FileTenants) Path() string { return f.path }
 // presents, or [domain.Unknown] with the fallback rule when r presents no
 // key or one that is not in the table.
 func (f *FileTenants) ResolveTenant(r *http.Request) Tenant {
-	if key, _ := PresentedAPIKey(r.Header); key != "" {
-		var buf [64]byte // on the stack: keys up to 64 bytes hash without allocating
-		if t, ok := f.table.Load().byKey[sha256.Sum256(append(buf[:0], key...))]; ok {
-			return t
-		}
+	table := f.table.Load()
+	if t, ok := table.lookup(r.Header.Get(apiKeyHeader)); ok {
+		return t
+	}
+	if t, ok := table.lookup(bearerToken(r.Header)); ok {
+		return t
 	}
 	return Tenant{ID: domain.Unknown, Rule: f.fallback}
 }
 
-// PresentedAPIKey returns the API key h presents and the header that
-// carries it: X-API-Key when present and not empty, else the token of an
-// Authorization header with the Bearer scheme (case-insensitive). It
-// returns two empty strings when h presents no key.
-//
-// X-API-Key wins because it can only be meant for the gateway, while an
-// Authorization header may carry the upstream's own credentials: a client
-// may send its gateway key in X-API-Key and its user token in
-// Authorization, and the latter then reaches the upstream untouched.
-func PresentedAPIKey(h http.Header) (key, header string) {
-	if k := h.Get(apiKeyHeader); k != "" {
-		return k, HeaderAPIKey
+// lookup returns the tenant whose API key is key.
+func (t *tenantTable) lookup(key string) (Tenant, bool) {
+	if key == "" {
+		return Tenant{}, false
 	}
-	scheme, token, ok := strings.Cut(h.Get(HeaderAuthorization), " ")
-	if token = strings.TrimSpace(token); ok && token != "" && strings.EqualFold(scheme, "Bearer") {
-		return token, HeaderAuthorization
-	}
-	return "", ""
+	var buf [64]byte // on the stack: keys up to 64 bytes hash without allocating
+	tenant, ok := t.byKey[sha256.Sum256(append(buf[:0], key...))]
+	return tenant, ok
 }
 
-// stripAPIKey removes the gateway's credential from h, the headers of a
-// request about to go upstream: every X-API-Key, and Authorization when it
-// is what carried the key (see [PresentedAPIKey]). The key belongs to the
-// gateway; the upstream has no use for it and must not be able to replay it.
-func stripAPIKey(h http.Header) {
-	if _, header := PresentedAPIKey(h); header == HeaderAuthorization {
-		h.Del(HeaderAuthorization)
+// bearerToken returns the token of h's Authorization header when its
+// scheme is Bearer (in any case), else "".
+func bearerToken(h http.Header) string {
+	scheme, token, ok := strings.Cut(h.Get(HeaderAuthorization), " ")
+	if token = strings.TrimSpace(token); ok && strings.EqualFold(scheme, "Bearer") {
+		return token
+	}
+	return ""
+}
+
+// StripCredentials removes the gateway's credentials from h, the headers
+// of a request about to go upstream: every X-API-Key, and a Bearer
+// Authorization that is one of the file's keys or that stood alone as the
+// presented key. The key belongs to the gateway; the upstream has no use
+// for it and must not be able to replay it. An Authorization beside an
+// X-API-Key that is not a gateway key is the upstream's own credential
+// (a user token) and is kept.
+func (f *FileTenants) StripCredentials(h http.Header) {
+	if token := bearerToken(h); token != "" {
+		if _, known := f.table.Load().lookup(token); known || h.Get(apiKeyHeader) == "" {
+			h.Del(HeaderAuthorization)
+		}
 	}
 	h.Del(apiKeyHeader)
 }
