@@ -78,8 +78,8 @@ var accepted = map[string]string{
 	"UPSTREAM_TIMEOUT": "a Go duration > 0, such as 30s",
 	"ALGORITHM":        "fixed_window, sliding_log, sliding_window or token_bucket",
 	"STORE":            "memory or redis",
-	"LIMIT":            "an integer >= 1",
-	"WINDOW":           "a Go duration >= 1ms, such as 1m",
+	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
+	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
 	"FAIL_MODE":        "open or closed",
 	"TENANT_HEADER":    "an HTTP header name",
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
@@ -180,8 +180,10 @@ func (c Config) Validate() error {
 	check(oneOf(c.Algorithm, AlgorithmFixedWindow, AlgorithmSlidingLog, AlgorithmSlidingWindow, AlgorithmTokenBucket),
 		"ALGORITHM", c.Algorithm)
 	check(oneOf(c.Store, StoreMemory, StoreRedis), "STORE", c.Store)
-	check(c.Limit >= 1, "LIMIT", strconv.FormatInt(c.Limit, 10))
-	check(c.Window >= domain.MinWindow, "WINDOW", dur(c.Window))
+	windowOK := c.Window >= domain.MinWindow && c.Window <= domain.MaxWindow
+	check(windowOK, "WINDOW", dur(c.Window))
+	check(c.Limit >= 1 && c.Limit <= domain.MaxLimit && (!windowOK || c.Rule().Validate() == nil),
+		"LIMIT", strconv.FormatInt(c.Limit, 10))
 	check(oneOf(c.FailMode, FailOpen, FailClosed), "FAIL_MODE", c.FailMode)
 	check(validHeaderName(c.TenantHeader), "TENANT_HEADER", c.TenantHeader)
 	check(validRedisURL(c.RedisURL), "REDIS_URL", c.RedisURL)

@@ -61,11 +61,13 @@ func TestLoadConfigErrors(t *testing.T) {
 		wantIn  string // also in the message
 	}{
 		{"TOLLGATE_LIMIT=0", "TOLLGATE_LIMIT", `"0"`},
-		{"TOLLGATE_LIMIT=-3", "TOLLGATE_LIMIT", "integer >= 1"},
+		{"TOLLGATE_LIMIT=-3", "TOLLGATE_LIMIT", "integer from 1"},
+		{"TOLLGATE_LIMIT=1000000001", "TOLLGATE_LIMIT", "1000000000"},
+		{"TOLLGATE_WINDOW=8785h", "TOLLGATE_WINDOW", "366 days"},
 		{"TOLLGATE_LIMIT=ten", "TOLLGATE_LIMIT", `"ten"`},
 		{"TOLLGATE_LIMIT=1.5", "TOLLGATE_LIMIT", "integer"},
-		{"TOLLGATE_WINDOW=0s", "TOLLGATE_WINDOW", ">= 1ms"},
-		{"TOLLGATE_WINDOW=999us", "TOLLGATE_WINDOW", ">= 1ms"},
+		{"TOLLGATE_WINDOW=0s", "TOLLGATE_WINDOW", "from 1ms"},
+		{"TOLLGATE_WINDOW=999us", "TOLLGATE_WINDOW", "from 1ms"},
 		{"TOLLGATE_WINDOW=60", "TOLLGATE_WINDOW", `"60"`},
 		{"TOLLGATE_WINDOW=-1m", "TOLLGATE_WINDOW", "duration"},
 		{"TOLLGATE_ALGORITHM=leaky", "TOLLGATE_ALGORITHM", "sliding_log"},
@@ -104,6 +106,20 @@ func TestLoadConfigEmptyMeansDefault(t *testing.T) {
 	}
 	if cfg.TenantHeader != "X-Tenant-ID" || cfg.KeyPrefix != "rl:" || cfg.Limit != 100 {
 		t.Errorf("LoadConfig with empty values = %+v, want the defaults", cfg)
+	}
+}
+
+// A limit and window that are each in range but together ask for more
+// than a request per microsecond are refused, naming the limit.
+func TestLoadConfigRateTooHigh(t *testing.T) {
+	t.Parallel()
+	_, err := app.LoadConfig([]string{"TOLLGATE_LIMIT=5000", "TOLLGATE_WINDOW=1ms"})
+	var ce *app.ConfigError
+	if !errors.As(err, &ce) || ce.Var != "TOLLGATE_LIMIT" || !strings.Contains(err.Error(), "microsecond") {
+		t.Errorf("LoadConfig(5000 per 1ms) = %v, want a TOLLGATE_LIMIT error about the rate", err)
+	}
+	if _, err := app.LoadConfig([]string{"TOLLGATE_LIMIT=1000", "TOLLGATE_WINDOW=1ms"}); err != nil {
+		t.Errorf("LoadConfig(1000 per 1ms) = %v, want ok", err)
 	}
 }
 

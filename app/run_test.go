@@ -23,7 +23,7 @@ func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
 		environ []string
 		want    []string
 	}{
-		{[]string{"TOLLGATE_LIMIT=0"}, []string{"TOLLGATE_LIMIT", `"0"`, ">= 1"}},
+		{[]string{"TOLLGATE_LIMIT=0"}, []string{"TOLLGATE_LIMIT", `"0"`, "from 1"}},
 		{[]string{"TOLLGATE_WINDOW=soon", "TOLLGATE_STORE=x"}, []string{"TOLLGATE_WINDOW"}},
 		{[]string{"TOLLGATE_STORE=x", "TOLLGATE_FAIL_MODE=x"}, []string{"TOLLGATE_STORE", "TOLLGATE_FAIL_MODE"}},
 		{[]string{"TOLLGATE_REDIS_URL=redis://:pw-secret@host:99999999"}, []string{"TOLLGATE_REDIS_URL"}},

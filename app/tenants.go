@@ -367,16 +367,19 @@ func entryRule(e tenantEntry, fallback domain.Rule) (domain.Rule, error) {
 	rule := fallback
 	if e.Limit != nil {
 		rule.Limit = *e.Limit
-		if rule.Limit < 1 {
-			return rule, fmt.Errorf("limit %d: want an integer >= 1", rule.Limit)
+		if rule.Limit < 1 || rule.Limit > domain.MaxLimit {
+			return rule, fmt.Errorf("limit %d: want an integer from 1 to %d", rule.Limit, domain.MaxLimit)
 		}
 	}
 	if e.Window != nil {
 		w, err := time.ParseDuration(*e.Window)
-		if err != nil || w < domain.MinWindow {
-			return rule, fmt.Errorf("window %q: want a Go duration >= %s, such as \"1m\"", *e.Window, domain.MinWindow)
+		if err != nil || w < domain.MinWindow || w > domain.MaxWindow {
+			return rule, fmt.Errorf("window %q: want a Go duration from %s to %s, such as \"1m\"", *e.Window, domain.MinWindow, domain.MaxWindow)
 		}
 		rule.Window = w
+	}
+	if err := rule.Validate(); err != nil {
+		return rule, err
 	}
 	return rule, nil
 }

@@ -65,6 +65,11 @@ func TestRuleValidate(t *testing.T) {
 		{domain.Rule{Limit: -1, Window: time.Minute}, false},
 		{domain.Rule{Limit: 1, Window: time.Millisecond - 1}, false},
 		{domain.Rule{Limit: 1, Window: 0}, false},
+		{domain.Rule{Limit: domain.MaxLimit, Window: domain.MaxWindow}, true},
+		{domain.Rule{Limit: domain.MaxLimit + 1, Window: domain.MaxWindow}, false},
+		{domain.Rule{Limit: 1, Window: domain.MaxWindow + 1}, false},
+		{domain.Rule{Limit: 1000, Window: time.Millisecond}, true},
+		{domain.Rule{Limit: 1001, Window: time.Millisecond}, false},
 	}
 	for _, tt := range tests {
 		err := tt.rule.Validate()

@@ -79,3 +79,23 @@ func ceilMicros(d domain.Decision) domain.Decision {
 	d.RetryAfter = (d.RetryAfter + time.Microsecond - 1).Truncate(time.Microsecond)
 	return d
 }
+
+// scriptVerdict makes d, the domain's reading of a script's reply, carry
+// the script's own verdict (allowed is its 0 or 1). The script decided and
+// wrote atomically; Go's exact arithmetic only fills in the headers. They
+// agree except where the script's doubles round (limit × window in µs
+// past 2^53), and then what Redis recorded must win: a request the script
+// admitted is counted, one it denied is not.
+func scriptVerdict(d domain.Decision, allowed int64) domain.Decision {
+	if d.Allowed == (allowed == 1) {
+		return d
+	}
+	d.Allowed = allowed == 1
+	if d.Allowed {
+		d.RetryAfter = 0
+	} else {
+		d.Remaining = 0
+		d.RetryAfter = max(d.RetryAfter, time.Microsecond)
+	}
+	return d
+}

@@ -71,6 +71,16 @@ func TestLimiterDecisions(t *testing.T) {
 			domain.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 6 * time.Second}},
 		{"token_bucket", []any{int64(58e6), int64(0)}, nil,
 			domain.Decision{Limit: 10, ResetAfter: 58 * time.Second, RetryAfter: 4 * time.Second}},
+		// Where the script's verdict disagrees with Go's reading of its
+		// reply (its doubles rounded), what Redis recorded wins.
+		{"sliding_window", []any{int64(10), int64(3), int64(15e6), int64(1)}, nil,
+			domain.Decision{Allowed: true, Limit: 10, ResetAfter: 105 * time.Second}},
+		{"sliding_window", []any{int64(10), int64(2), int64(15e6), int64(0)}, nil,
+			domain.Decision{Limit: 10, ResetAfter: 105 * time.Second, RetryAfter: time.Microsecond}},
+		{"token_bucket", []any{int64(58e6), int64(1)}, nil,
+			domain.Decision{Allowed: true, Limit: 10, ResetAfter: 58 * time.Second}},
+		{"token_bucket", []any{int64(0), int64(0)}, nil,
+			domain.Decision{Limit: 10, ResetAfter: 6 * time.Second, RetryAfter: time.Microsecond}},
 	}
 	for i, tt := range tests {
 		for _, l := range limiters {

@@ -33,5 +33,6 @@ func (l *SlidingWindow) Allow(ctx context.Context, key string, rule domain.Rule)
 		return domain.Decision{}, err
 	}
 	// The script decided (r[3]) with the same arithmetic, in µs.
-	return ceilMicros(domain.DecideSlidingWindow(r[0], r[1], usDur(r[2]), atMicros(rule))), nil
+	d := domain.DecideSlidingWindow(r[0], r[1], usDur(r[2]), atMicros(rule))
+	return ceilMicros(scriptVerdict(d, r[3])), nil
 }

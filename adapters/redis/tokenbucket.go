@@ -18,8 +18,9 @@ var _ ports.Limiter = (*TokenBucket)(nil)
 // window). A decision is one script run (EVALSHA): GET, and when admitted
 // SET … PX.
 //
-// The emission interval is window/limit in whole µs (at least 1µs), so
-// the bucket refills at most a million tokens a second.
+// The emission interval is window/limit in whole µs; a valid
+// [domain.Rule] makes that at least 1µs, so the bucket holds at most one
+// window of intervals and its key's TTL is at most one window.
 //
 // TokenBucket is safe for concurrent use by multiple goroutines.
 type TokenBucket struct{ s script }
@@ -31,10 +32,11 @@ func NewTokenBucket(client goredis.Scripter, opts Options) *TokenBucket {
 
 // Allow implements [ports.Limiter] in one round trip.
 func (l *TokenBucket) Allow(ctx context.Context, key string, rule domain.Rule) (domain.Decision, error) {
+	// At least 1µs: a valid rule admits at most one request per µs.
 	interval := max(micros(rule.Window)/rule.Limit, 1)
 	r, err := l.s.run(ctx, key, rule.Limit, interval)
 	if err != nil {
 		return domain.Decision{}, err
 	}
-	return domain.DecideTokenBucket(usDur(r[0]), usDur(interval), rule), nil
+	return scriptVerdict(domain.DecideTokenBucket(usDur(r[0]), usDur(interval), rule), r[1]), nil
 }
