@@ -106,22 +106,39 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 
 // setRateLimitHeaders writes the contract's five rate-limit headers for d
 // under rule at now. Times are rounded up to whole seconds, so a client
-// that waits as told is never early.
+// that waits as told is never early. It runs on every metered request, so
+// it writes canonical keys directly (Header.Set would canonicalize, and
+// allocate, each time) and backs the five values with one slice.
 func setRateLimitHeaders(h http.Header, d domain.Decision, rule domain.Rule, now time.Time) {
 	limit := strconv.FormatInt(d.Limit, 10)
 	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
-	resetIn := domain.CeilSeconds(d.ResetAfter)
 	resetAt := now.Add(d.ResetAfter)
 	resetUnix := resetAt.Unix()
 	if resetAt.Nanosecond() > 0 {
 		resetUnix++
 	}
 	windowSecs := max(domain.CeilSeconds(rule.Window), 1)
-	h.Set(HeaderRateLimitPolicy, `"default";q=`+limit+`;w=`+strconv.FormatInt(windowSecs, 10))
-	h.Set(HeaderRateLimit, `"default";r=`+remaining+`;t=`+strconv.FormatInt(resetIn, 10))
-	h.Set(HeaderXRateLimitLimit, limit)
-	h.Set(HeaderXRateLimitRemain, remaining)
-	h.Set(HeaderXRateLimitReset, strconv.FormatInt(resetUnix, 10))
+	v := [...]string{
+		`"default";q=` + limit + `;w=` + strconv.FormatInt(windowSecs, 10),
+		`"default";r=` + remaining + `;t=` + strconv.FormatInt(domain.CeilSeconds(d.ResetAfter), 10),
+		limit,
+		remaining,
+		strconv.FormatInt(resetUnix, 10),
+	}
+	vals := v[:] // one allocation for the five one-element slices
+	for i, k := range canonicalRateLimitHeaders {
+		h[k] = vals[i : i+1 : i+1]
+	}
+}
+
+// canonicalRateLimitHeaders are the keys setRateLimitHeaders writes, in
+// the order of its values, in http.Header's canonical form.
+var canonicalRateLimitHeaders = [...]string{
+	http.CanonicalHeaderKey(HeaderRateLimitPolicy),
+	http.CanonicalHeaderKey(HeaderRateLimit),
+	http.CanonicalHeaderKey(HeaderXRateLimitLimit),
+	http.CanonicalHeaderKey(HeaderXRateLimitRemain),
+	http.CanonicalHeaderKey(HeaderXRateLimitReset),
 }
 
 // writeError answers status with msg: as {"error": msg} when the client
