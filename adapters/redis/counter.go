@@ -107,8 +107,7 @@ func (c *Counter) Mode() Mode { return Mode(c.mode.Load()) }
 
 // Incr implements [ports.Counter] with one round trip to Redis, bounded by
 // opts.Timeout. A key found without a TTL (PTTL -1: written by someone
-// else, or left by a client that died between INCR and PEXPIRE) is given
-// one at once, at the cost of a second round trip that only such a key
+// else, or by an older gateway without MULTI/EXEC) is given one at once, at the cost of a second round trip that only such a key
 // ever pays.
 func (c *Counter) Incr(ctx context.Context, key string, window time.Duration) (int64, time.Duration, error) {
 	ctx, cancel := c.opts.withTimeout(ctx)
