@@ -55,9 +55,6 @@ func RateLimit(lim ports.Limiter, tenants TenantResolver, opts RateLimitOptions)
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	m := &meter{lim: lim, tenants: tenants, opts: opts}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +79,8 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 		// it is no store error (it must not fill the metric or the log).
 		return
 	}
-	m.opts.Metrics.observe(d.Allowed, err, time.Since(start))
+	end := time.Now() // one read for the duration and, by default, the headers
+	m.opts.Metrics.observe(d.Allowed, err, end.Sub(start))
 	r = r.WithContext(withTenant(r.Context(), t.ID))
 
 	if err != nil {
@@ -95,7 +93,10 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 		next.ServeHTTP(w, r)
 		return
 	}
-	setRateLimitHeaders(w.Header(), d, t.Rule, m.opts.Now())
+	if m.opts.Now != nil {
+		end = m.opts.Now()
+	}
+	setRateLimitHeaders(w.Header(), d, t.Rule, end)
 	if !d.Allowed {
 		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(d.RetryAfter), 1), 10))
 		writeError(w, r, http.StatusTooManyRequests, deniedBody)

@@ -29,12 +29,6 @@ type Rule struct {
 	Window time.Duration
 }
 
-// NewRule returns a validated Rule, or an error wrapping [ErrInvalidRule].
-func NewRule(limit int64, window time.Duration) (Rule, error) {
-	r := Rule{Limit: limit, Window: window}
-	return r, r.Validate()
-}
-
 // Validate returns an error wrapping [ErrInvalidRule] if r's limit is
 // outside [1, MaxLimit], its window outside [MinWindow, MaxWindow], or it
 // admits more than one request per [MinInterval].

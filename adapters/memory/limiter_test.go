@@ -85,9 +85,9 @@ func TestLimiterSweepsIdleTenants(t *testing.T) {
 				// Limit 1: a token bucket is whole again a window on, too.
 				short := domain.Rule{Limit: 1, Window: 5 * time.Second}
 				for i := range 1000 {
-					mustAllow(t, l, "rl:flood-"+strconv.Itoa(i), short)
+					portstest.MustAllow(t, l, "rl:flood-"+strconv.Itoa(i), short)
 				}
-				mustAllow(t, l, "rl:long", domain.Rule{Limit: 3, Window: time.Hour})
+				portstest.MustAllow(t, l, "rl:long", domain.Rule{Limit: 3, Window: time.Hour})
 				if got, want := l.Len(), 1001; got != want {
 					t.Fatalf("Len after flood = %d, want %d", got, want)
 				}
@@ -101,7 +101,7 @@ func TestLimiterSweepsIdleTenants(t *testing.T) {
 				if got, want := l.Len(), 1; got != want {
 					t.Errorf("Len after the budgets are whole and a sweep = %d, want %d", got, want)
 				}
-				if d := mustAllow(t, l, "rl:flood-7", short); !d.Allowed {
+				if d := portstest.MustAllow(t, l, "rl:flood-7", short); !d.Allowed {
 					t.Errorf("a swept tenant: %+v, want a whole budget", d)
 				}
 			})
@@ -132,14 +132,14 @@ func TestLimiterSweepRacesAllow(t *testing.T) {
 			}()
 			rule := domain.Rule{Limit: 1000, Window: time.Millisecond}
 			for range 2000 {
-				mustAllow(t, l, "churn", rule)
+				portstest.MustAllow(t, l, "churn", rule)
 			}
 			close(stop)
 			// A budget in a window that does not end is exact.
 			hour := domain.Rule{Limit: 10, Window: time.Hour}
 			var admitted atomic.Int64
 			for range 20 {
-				if mustAllow(t, l, "stable", hour).Allowed {
+				if portstest.MustAllow(t, l, "stable", hour).Allowed {
 					admitted.Add(1)
 				}
 			}
@@ -155,7 +155,7 @@ func TestLimiterAllowDoesNotAllocate(t *testing.T) {
 		l := a.new(memory.Options{SweepInterval: -1})
 		rule := domain.Rule{Limit: 100, Window: time.Minute}
 		for range 200 { // the sliding log's ring is grown
-			mustAllow(t, l, "rl:acme", rule)
+			portstest.MustAllow(t, l, "rl:acme", rule)
 		}
 		ctx := context.Background()
 		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, "rl:acme", rule) }); n != 0 {
@@ -178,37 +178,13 @@ func TestLimiterCloseIsIdempotent(t *testing.T) {
 	}
 }
 
-func mustAllow(t *testing.T, l ports.Limiter, key string, rule domain.Rule) domain.Decision {
-	t.Helper()
-	d, err := l.Allow(t.Context(), key, rule)
-	if err != nil {
-		t.Fatalf("Allow(%q): %v", key, err)
-	}
-	return d
-}
-
-// fixedWindow is app.FixedWindowLimiter over a Counter, for benchmarks
-// beside the other algorithms (app's limiter is not importable here).
-type fixedWindow struct{ *memory.Counter }
-
-func (f fixedWindow) Allow(ctx context.Context, key string, rule domain.Rule) (domain.Decision, error) {
-	n, left, err := f.Incr(ctx, key, rule.Window)
-	return domain.FixedWindow{}.Decide(n, left, rule), err
-}
-
 // BenchmarkLimiter measures a decision for 1000 tenants, serially and
-// from 64 goroutines, for every algorithm.
+// from 64 goroutines, for every algorithm but the fixed window (its
+// counter is BenchmarkCounterIncr; the whole limiter is in bench/).
 func BenchmarkLimiter(b *testing.B) {
-	benchmarked := append([]struct {
-		name string
-		new  func(memory.Options) memoryLimiter
-	}{{"fixed_window", func(o memory.Options) memoryLimiter { return fixedWindow{memory.NewCounter(o)} }}}, algorithms...)
-	keys := make([]string, 1000)
-	for i := range keys {
-		keys[i] = "rl:tenant-" + strconv.Itoa(i)
-	}
+	keys := benchKeys
 	rule := domain.Rule{Limit: 100, Window: time.Minute}
-	for _, a := range benchmarked {
+	for _, a := range algorithms {
 		b.Run(a.name+"/serial", func(b *testing.B) {
 			l := a.new(memory.Options{})
 			defer l.Close()

@@ -46,13 +46,13 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		l := h.New(t)
 		key := uniqueKey(t, "a")
 		for i := range rule.Limit {
-			d := mustAllow(t, l, key, rule)
+			d := MustAllow(t, l, key, rule)
 			if !d.Allowed || d.Remaining != rule.Limit-i-1 || d.RetryAfter != 0 {
 				t.Errorf("request %d: %+v, want allowed with remaining %d", i+1, d, rule.Limit-i-1)
 			}
 			checkDecision(t, d, rule, h.Slack)
 		}
-		d := mustAllow(t, l, key, rule)
+		d := MustAllow(t, l, key, rule)
 		if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
 			t.Errorf("request %d: %+v, want denied, remaining 0, RetryAfter > 0", rule.Limit+1, d)
 		}
@@ -63,9 +63,9 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		l := h.New(t)
 		a, b := uniqueKey(t, "a"), uniqueKey(t, "b")
 		for range rule.Limit + 2 {
-			mustAllow(t, l, a, rule)
+			MustAllow(t, l, a, rule)
 		}
-		if d := mustAllow(t, l, b, rule); !d.Allowed || d.Remaining != rule.Limit-1 {
+		if d := MustAllow(t, l, b, rule); !d.Allowed || d.Remaining != rule.Limit-1 {
 			t.Errorf("first request of b after a's budget was spent: %+v, want allowed, remaining %d", d, rule.Limit-1)
 		}
 	})
@@ -74,12 +74,12 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		l := h.New(t)
 		key := uniqueKey(t, "a")
 		for range 3 {
-			mustAllow(t, l, key, rule)
+			MustAllow(t, l, key, rule)
 		}
 		h.Clock.Advance(h.Window / 2)
-		d := mustAllow(t, l, key, rule)
+		d := MustAllow(t, l, key, rule)
 		n := int64(0)
-		for mustAllow(t, l, key, rule).Allowed && n <= rule.Limit {
+		for MustAllow(t, l, key, rule).Allowed && n <= rule.Limit {
 			n++
 		}
 		// A real store's time moves during the burst, and some
@@ -94,11 +94,11 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		key := uniqueKey(t, "a")
 		var d domain.Decision
 		for range rule.Limit + 1 {
-			d = mustAllow(t, l, key, rule)
+			d = MustAllow(t, l, key, rule)
 		}
 		h.Clock.Advance(d.ResetAfter + h.Slack)
 		for i := range rule.Limit {
-			if d := mustAllow(t, l, key, rule); !d.Allowed {
+			if d := MustAllow(t, l, key, rule); !d.Allowed {
 				t.Fatalf("request %d after ResetAfter %v: %+v, want allowed", i+1, d.ResetAfter, d)
 			}
 		}
@@ -108,22 +108,22 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		l := h.New(t)
 		key := uniqueKey(t, "a")
 		for range rule.Limit {
-			mustAllow(t, l, key, rule)
+			MustAllow(t, l, key, rule)
 		}
-		d := mustAllow(t, l, key, rule)
+		d := MustAllow(t, l, key, rule)
 		if d.Allowed {
 			t.Fatalf("request after the budget was spent: %+v, want denied", d)
 		}
 		if half := d.RetryAfter / 2; half > 2*h.Slack {
 			h.Clock.Advance(half)
-			if early := mustAllow(t, l, key, rule); early.Allowed {
+			if early := MustAllow(t, l, key, rule); early.Allowed {
 				t.Errorf("admitted halfway through RetryAfter %v", d.RetryAfter)
 			}
 			h.Clock.Advance(d.RetryAfter - half + h.Slack)
 		} else {
 			h.Clock.Advance(d.RetryAfter + h.Slack)
 		}
-		if again := mustAllow(t, l, key, rule); !again.Allowed {
+		if again := MustAllow(t, l, key, rule); !again.Allowed {
 			t.Errorf("denied after waiting RetryAfter %v: %+v", d.RetryAfter, again)
 		}
 		// Waiting the whole seconds that the HTTP layer rounds up to
@@ -131,11 +131,11 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		key = uniqueKey(t, "b")
 		sec := domain.Rule{Limit: 2, Window: max(h.Window, 2*time.Second)}
 		for range sec.Limit {
-			mustAllow(t, l, key, sec)
+			MustAllow(t, l, key, sec)
 		}
-		d = mustAllow(t, l, key, sec)
+		d = MustAllow(t, l, key, sec)
 		h.Clock.Advance(time.Duration(domain.CeilSeconds(d.RetryAfter)) * time.Second)
-		if again := mustAllow(t, l, key, sec); !again.Allowed {
+		if again := MustAllow(t, l, key, sec); !again.Allowed {
 			t.Errorf("denied after waiting Retry-After %ds: %+v", domain.CeilSeconds(d.RetryAfter), again)
 		}
 	})
@@ -175,7 +175,7 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		l := h.New(t)
 		key := uniqueKey(t, "a")
 		for range rule.Limit + 2 {
-			mustAllow(t, l, key, rule)
+			MustAllow(t, l, key, rule)
 		}
 		ttls := h.TTLs(t, key)
 		if len(ttls) == 0 {
@@ -201,12 +201,12 @@ func BoundaryBurst(t *testing.T, h LimiterHarness, limit int64) int64 {
 	key := uniqueKey(t, "edge")
 	rule := domain.Rule{Limit: limit, Window: h.Window}
 	delta := h.Window / 20
-	mustAllow(t, l, key, rule)
+	MustAllow(t, l, key, rule)
 	h.Clock.Advance(h.Window - delta)
 	admitted := int64(0)
 	for range 2 {
 		for range limit {
-			if mustAllow(t, l, key, rule).Allowed {
+			if MustAllow(t, l, key, rule).Allowed {
 				admitted++
 			}
 		}
@@ -232,7 +232,8 @@ func checkDecision(t *testing.T, d domain.Decision, rule domain.Rule, slack time
 	}
 }
 
-func mustAllow(t *testing.T, l ports.Limiter, key string, rule domain.Rule) domain.Decision {
+// MustAllow calls l.Allow and fails t on an error.
+func MustAllow(t *testing.T, l ports.Limiter, key string, rule domain.Rule) domain.Decision {
 	t.Helper()
 	d, err := l.Allow(t.Context(), key, rule)
 	if err != nil {
