@@ -129,7 +129,7 @@ func TestDecideSlidingWindow(t *testing.T) {
 		{1 << 40, 0, 30 * s, denied(10, 30*s, 30*s)}, // no overflow
 	}
 	for i, tt := range tests {
-		if got := domain.DecideSlidingWindow(tt.prev, tt.curr, tt.elapsed, rule); got != tt.want {
+		if got := domain.DecideSlidingWindow(tt.prev, tt.curr, tt.elapsed, 1, rule); got != tt.want {
 			t.Errorf("step %d: DecideSlidingWindow(%d, %d, %v) = %+v, want %+v", i, tt.prev, tt.curr, tt.elapsed, got, tt.want)
 		}
 	}
@@ -207,6 +207,89 @@ func TestRetryAfterIsHonest(t *testing.T) {
 					t.Fatalf("%s: request %d: denied after waiting RetryAfter %v: %+v", name, i, d.RetryAfter, again)
 				}
 			}
+			now = now.Add(time.Duration(i%5) * 300 * time.Millisecond)
+		}
+	}
+}
+
+// state is what every in-process policy state offers a store.
+type state interface {
+	Decide(now time.Time, rule domain.Rule, cost int64) domain.Decision
+	Spend(now time.Time, rule domain.Rule, cost int64)
+}
+
+func newStates() map[string]func() state {
+	return map[string]func() state{
+		"fixed_window":   func() state { return new(domain.FixedWindowCount) },
+		"sliding_log":    func() state { return new(domain.SlidingLog) },
+		"sliding_window": func() state { return new(domain.SlidingWindow) },
+		"token_bucket":   func() state { return new(domain.TokenBucket) },
+	}
+}
+
+// TestCost: a request of cost n spends n units; a denied one spends
+// nothing and says what is left; a cost above the limit is never
+// admitted; Decide alone never spends.
+func TestCost(t *testing.T) {
+	t.Parallel()
+	rule := domain.Rule{Limit: 10, Window: time.Minute}
+	for name, newState := range newStates() {
+		st := newState()
+		for i := range 3 {
+			d := st.Decide(t0, rule, 3)
+			if !d.Allowed || d.Remaining != int64(7-3*i) {
+				t.Errorf("%s: request %d of cost 3: %+v, want allowed, remaining %d", name, i+1, d, 7-3*i)
+			}
+			st.Spend(t0, rule, 3)
+		}
+		d := st.Decide(t0, rule, 3)
+		if d.Allowed || d.Remaining != 1 || d.RetryAfter <= 0 {
+			t.Errorf("%s: cost 3 with 1 left: %+v, want denied, remaining 1, RetryAfter > 0", name, d)
+		}
+		for range 5 { // Decide alone spends nothing
+			if d := st.Decide(t0, rule, 1); !d.Allowed || d.Remaining != 0 {
+				t.Errorf("%s: cost 1 with 1 left: %+v, want allowed, remaining 0", name, d)
+			}
+		}
+		if d := st.Decide(t0, rule, 0); !d.Allowed || d.Remaining != 1 {
+			t.Errorf("%s: peek (cost 0) with 1 left: %+v, want allowed, remaining 1", name, d)
+		}
+		fresh := newState()
+		if d := fresh.Decide(t0, rule, 11); d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 2*rule.Window {
+			t.Errorf("%s: cost 11 over limit 10: %+v, want denied with RetryAfter in (0, 2 windows]", name, d)
+		}
+		if d := fresh.Decide(t0, rule, 10); !d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: cost 10 = limit on a fresh state: %+v, want allowed, remaining 0", name, d)
+		}
+	}
+}
+
+// TestCostRetryAfterIsHonest: a request of cost n denied and retried
+// exactly after its RetryAfter is admitted then, and not 1ns earlier.
+func TestCostRetryAfterIsHonest(t *testing.T) {
+	t.Parallel()
+	rule := domain.Rule{Limit: 9, Window: 10 * time.Second}
+	for name, newState := range newStates() {
+		st := newState()
+		now := t0.Add(3 * time.Second)
+		for i := range 200 {
+			cost := int64(1 + i%4)
+			d := st.Decide(now, rule, cost)
+			if !d.Allowed {
+				if d.RetryAfter <= 0 {
+					t.Fatalf("%s: request %d: denied with RetryAfter %v", name, i, d.RetryAfter)
+				}
+				if early := st.Decide(now.Add(d.RetryAfter-1), rule, cost); early.Allowed && name != "fixed_window" {
+					// A fixed window ends on its own clock: a fresh window
+					// 1ns early is impossible, checked below.
+					t.Fatalf("%s: request %d of cost %d: admitted 1ns before RetryAfter %v", name, i, cost, d.RetryAfter)
+				}
+				now = now.Add(d.RetryAfter)
+				if d = st.Decide(now, rule, cost); !d.Allowed {
+					t.Fatalf("%s: request %d of cost %d: denied after waiting RetryAfter: %+v", name, i, cost, d)
+				}
+			}
+			st.Spend(now, rule, cost)
 			now = now.Add(time.Duration(i%5) * 300 * time.Millisecond)
 		}
 	}

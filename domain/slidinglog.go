@@ -17,20 +17,38 @@ type SlidingLog struct {
 	n    int     // instants held
 }
 
-// Admit decides the request arriving at now under rule, and logs it if it
-// is admitted. An instant leaves the window once window has passed since
-// it: at now = instant + window it no longer counts.
-func (l *SlidingLog) Admit(now time.Time, rule Rule) Decision {
+// Decide decides a request of cost units arriving at now under rule,
+// without logging it: [SlidingLog.Spend] does, once every limit of the
+// request admitted it. An instant leaves the window once window has
+// passed since it: at now = instant + window it no longer counts.
+func (l *SlidingLog) Decide(now time.Time, rule Rule, cost int64) Decision {
 	t := now.UnixNano()
+	// Dropping instants that left the window changes no decision.
 	l.trim(t-int64(rule.Window), int(rule.Limit))
-	var oldest, newest time.Duration
+	var free, newest time.Duration
 	if l.n > 0 {
-		oldest = time.Duration(t - l.at(0))
+		// The instant whose leaving makes room for cost more.
+		k := min(max(int64(l.n)+cost-rule.Limit, 1), int64(l.n))
+		free = time.Duration(t - l.at(int(k-1)))
 		newest = time.Duration(t - l.at(l.n-1))
 	}
-	d := DecideSlidingLog(int64(l.n), oldest, newest, rule)
-	if d.Allowed {
+	return DecideSlidingLog(int64(l.n), free, newest, cost, rule)
+}
+
+// Spend logs cost admitted units at now. It requires a Decide at now
+// that admitted them.
+func (l *SlidingLog) Spend(now time.Time, rule Rule, cost int64) {
+	t := now.UnixNano()
+	for range min(cost, rule.Limit-int64(l.n)) {
 		l.push(t, int(rule.Limit))
+	}
+}
+
+// Admit decides a request of cost 1 at now, and logs it if admitted.
+func (l *SlidingLog) Admit(now time.Time, rule Rule) Decision {
+	d := l.Decide(now, rule, 1)
+	if d.Allowed {
+		l.Spend(now, rule, 1)
 	}
 	return d
 }
@@ -68,27 +86,41 @@ func (l *SlidingLog) push(t int64, limit int) {
 	l.n++
 }
 
-// DecideSlidingLog is the sliding-log policy on a snapshot of a log: count
-// instants were admitted in the window before this request, the oldest of
-// them oldest ago and the newest newest ago (both zero when count is 0).
-// A store that keeps the log elsewhere (Redis) decides with it, so both
-// stores share the arithmetic. The request is admitted when count < limit:
-//   - allowed: Remaining = limit − count − 1, ResetAfter = window (this
-//     request is now the newest);
-//   - denied: RetryAfter = window − oldest, when the oldest leaves;
-//     ResetAfter = window − newest, when the newest leaves.
+// DecideSlidingLog is the sliding-log policy on a snapshot of a log:
+// count instants were admitted in the window before this request (at
+// most the limit), free ago is the instant whose leaving makes room for
+// cost more (the (count+cost−limit)-th oldest; any when there is room)
+// and newest ago the newest (both zero when count is 0). A store that
+// keeps the log elsewhere (Redis) decides with it, so both stores share
+// the arithmetic. The request is admitted when count + cost ≤ limit:
+//   - allowed: Remaining = limit − count − cost, ResetAfter = window
+//     (this request is now the newest; with cost 0, when the newest
+//     leaves);
+//   - denied: Remaining = limit − count, RetryAfter = window − free, when enough have left;
+//     ResetAfter = window − newest, when the newest leaves. A cost above
+//     the limit is never admitted: RetryAfter is then one window.
 //
-// count must not exceed the limit (trim the log first). It does not
-// allocate.
-func DecideSlidingLog(count int64, oldest, newest time.Duration, rule Rule) Decision {
-	if count < rule.Limit {
-		return Decision{Allowed: true, Limit: rule.Limit, Remaining: rule.Limit - count - 1, ResetAfter: rule.Window}
+// It does not allocate.
+func DecideSlidingLog(count int64, free, newest time.Duration, cost int64, rule Rule) Decision {
+	count = min(max(count, 0), rule.Limit)
+	d := Decision{Limit: rule.Limit}
+	if count > 0 {
+		d.ResetAfter = rule.Window - clampAge(newest, rule.Window)
 	}
-	return Decision{
-		Limit:      rule.Limit,
-		ResetAfter: rule.Window - clampAge(newest, rule.Window),
-		RetryAfter: max(rule.Window-clampAge(oldest, rule.Window), time.Nanosecond),
+	if count+cost <= rule.Limit {
+		d.Allowed, d.Remaining = true, rule.Limit-count-cost
+		if cost > 0 {
+			d.ResetAfter = rule.Window
+		}
+		return d
 	}
+	d.Remaining = rule.Limit - count // fewer than cost
+	if cost > rule.Limit {
+		d.RetryAfter = rule.Window
+		return d
+	}
+	d.RetryAfter = max(rule.Window-clampAge(free, rule.Window), time.Nanosecond)
+	return d
 }
 
 // clampAge bounds an age to [0, window]: a clock that stepped back gives a

@@ -25,9 +25,34 @@ type SlidingWindow struct {
 	curr  int64 // requests admitted in the current window
 }
 
-// Admit decides the request arriving at now under rule, and counts it if
-// it is admitted.
+// Decide decides a request of cost units arriving at now under rule,
+// without counting it: [SlidingWindow.Spend] does, once every limit of
+// the request admitted it.
+func (s *SlidingWindow) Decide(now time.Time, rule Rule, cost int64) Decision {
+	t := s.roll(now, rule)
+	// A clock that stepped back keeps the current window, from its start.
+	return DecideSlidingWindow(s.prev, s.curr, time.Duration(max(t-s.start, 0)), cost, rule)
+}
+
+// Spend counts cost admitted units at now. It requires a Decide at now
+// that admitted them.
+func (s *SlidingWindow) Spend(now time.Time, rule Rule, cost int64) {
+	s.roll(now, rule)
+	s.curr += cost
+}
+
+// Admit decides a request of cost 1 at now, and counts it if admitted.
 func (s *SlidingWindow) Admit(now time.Time, rule Rule) Decision {
+	d := s.Decide(now, rule, 1)
+	if d.Allowed {
+		s.Spend(now, rule, 1)
+	}
+	return d
+}
+
+// roll moves the state to the window of now, which changes no decision,
+// and returns now in Unix nanoseconds.
+func (s *SlidingWindow) roll(now time.Time, rule Rule) int64 {
 	t, w := now.UnixNano(), int64(rule.Window)
 	ws := t - mod(t, w)
 	switch {
@@ -37,43 +62,46 @@ func (s *SlidingWindow) Admit(now time.Time, rule Rule) Decision {
 	case ws > s.start:
 		s.start, s.prev, s.curr = ws, 0, 0
 	}
-	// A clock that stepped back keeps the current window, from its start.
-	d := DecideSlidingWindow(s.prev, s.curr, time.Duration(max(t-s.start, 0)), rule)
-	if d.Allowed {
-		s.curr++
-	}
-	return d
+	return t
 }
 
 // DecideSlidingWindow is the sliding-window policy on a snapshot: prev
 // requests were admitted in the previous window, curr in the current one
 // before this request, and elapsed has passed since the current window
-// began. A store that keeps the counts elsewhere (Redis) decides with it,
-// so both stores share the arithmetic. The Decision is exact in
-// nanoseconds:
-//   - Allowed when prev × (window − elapsed)/window + curr < limit;
-//   - Remaining is how many more requests the estimate admits right now:
-//     limit − (curr+1) − ⌊prev × (window − elapsed)/window⌋, at least 0;
+// began; the request spends cost. A store that keeps the counts
+// elsewhere (Redis) decides with it, so both stores share the
+// arithmetic. The Decision is exact in nanoseconds:
+//   - Allowed when prev × (window − elapsed)/window + curr + cost − 1 <
+//     limit (for cost 1: the estimate with this request is within the
+//     limit);
+//   - Remaining is how many more units the estimate admits right now:
+//     limit − (curr+cost) − ⌊prev × (window − elapsed)/window⌋, at least 0;
 //   - RetryAfter is the first instant at which the estimate, with the
-//     counts as they are, falls below the limit: later in this window as
-//     the previous one's weight fades, or in the next one, where this
-//     window's count becomes the previous;
+//     counts as they are, admits cost: later in this window as the
+//     previous one's weight fades, or in the next one, where this
+//     window's count becomes the previous (a cost above the limit is
+//     never admitted: two windows);
 //   - ResetAfter is when the estimate reaches zero: the end of the next
 //     window if the current one has requests, else the end of this one.
 //
 // elapsed is clamped to [0, window). It does not allocate.
-func DecideSlidingWindow(prev, curr int64, elapsed time.Duration, rule Rule) Decision {
-	w, limit := uint64(rule.Window), rule.Limit
+func DecideSlidingWindow(prev, curr int64, elapsed time.Duration, cost int64, rule Rule) Decision {
+	w := uint64(rule.Window)
 	e := uint64(min(max(elapsed, 0), rule.Window-1))
 	prev, curr = max(prev, 0), max(curr, 0)
-	// ⌊prev × (w − e)/w⌋ < limit − curr ⇔ prev × (w − e)/w < limit − curr,
+	// Admitting cost units is admitting one under the limit lim.
+	lim := rule.Limit - cost + 1
+	// ⌊prev × (w − e)/w⌋ < lim − curr ⇔ prev × (w − e)/w < lim − curr,
 	// the right side being an integer.
 	weighted := int64(mulDiv(uint64(prev), w-e, w))
-	d := Decision{Limit: limit}
-	if curr < limit && weighted < limit-curr {
+	d := Decision{Limit: rule.Limit}
+	if curr < lim && weighted < lim-curr {
 		d.Allowed = true
-		curr++
-		d.Remaining = max(limit-curr-weighted, 0)
+		curr += cost
+		d.Remaining = max(rule.Limit-curr-weighted, 0)
+	} else {
+		// Fewer than cost: what a cheaper request could still spend.
+		d.Remaining = max(rule.Limit-curr-weighted, 0)
 	}
 	switch {
 	case curr > 0:
@@ -84,19 +112,22 @@ func DecideSlidingWindow(prev, curr int64, elapsed time.Duration, rule Rule) Dec
 	if d.Allowed {
 		return d
 	}
-	if curr >= limit {
+	switch {
+	case lim <= 0:
+		d.RetryAfter = time.Duration(2*w - e)
+	case curr >= lim:
 		// Not in this window. In the next, curr becomes the previous
-		// count: admitted u into it once curr × (w − u) < limit × w,
-		// that is u > (curr − limit) × w / curr.
-		u := mulDiv(uint64(curr-limit), w, uint64(curr)) + 1
+		// count: admitted u into it once curr × (w − u) < lim × w,
+		// that is u > (curr − lim) × w / curr.
+		u := mulDiv(uint64(curr-lim), w, uint64(curr)) + 1
 		d.RetryAfter = time.Duration(w - e + u)
-		return d
+	default:
+		// Later in this window (prev > 0 here): admitted at elapsed x
+		// once prev × (w − x) < (lim − curr) × w, that is
+		// x > (prev − (lim − curr)) × w / prev. Denial means x > e.
+		x := mulDiv(uint64(prev-(lim-curr)), w, uint64(prev)) + 1
+		d.RetryAfter = time.Duration(x - e)
 	}
-	// Later in this window (prev > 0 here): admitted at elapsed x once
-	// prev × (w − x) < (limit − curr) × w, that is
-	// x > (prev − (limit − curr)) × w / prev. Denial means x > e.
-	x := mulDiv(uint64(prev-(limit-curr)), w, uint64(prev)) + 1
-	d.RetryAfter = time.Duration(x - e)
 	return d
 }
 

@@ -56,12 +56,6 @@ func invalidAt(s string) int {
 	return -1
 }
 
-// Key returns the storage key of tenant t under prefix: exactly
-// prefix + t, for example "rl:acme".
-func Key(prefix string, t TenantID) string {
-	return prefix + string(t)
-}
-
 // tenantByte reports, per byte value, whether it may appear in a tenant id.
 var tenantByte = func() (ok [256]bool) {
 	for c := 'a'; c <= 'z'; c++ {

@@ -59,12 +59,3 @@ func TestParseTenantIDErrorDoesNotEchoInput(t *testing.T) {
 	}
 }
 
-func TestKey(t *testing.T) {
-	t.Parallel()
-	if got, want := domain.Key("rl:", "acme"), "rl:acme"; got != want {
-		t.Errorf("Key = %q, want %q", got, want)
-	}
-	if got, want := domain.Key("rl:", domain.Unknown), "rl:unknown"; got != want {
-		t.Errorf("Key = %q, want %q", got, want)
-	}
-}

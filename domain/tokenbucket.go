@@ -24,36 +24,58 @@ func TokenInterval(rule Rule) time.Duration {
 	return max(rule.Window/time.Duration(rule.Limit), 1)
 }
 
-// Admit decides the request arriving at now under rule, and takes its
-// token if it is admitted.
-func (b *TokenBucket) Admit(now time.Time, rule Rule) Decision {
+// Decide decides a request of cost tokens arriving at now under rule,
+// without taking them: [TokenBucket.Spend] does, once every limit of the
+// request admitted it.
+func (b *TokenBucket) Decide(now time.Time, rule Rule, cost int64) Decision {
+	return DecideTokenBucket(time.Duration(max(b.tat-now.UnixNano(), 0)), TokenInterval(rule), cost, rule)
+}
+
+// Spend takes cost tokens at now. It requires a Decide at now that
+// admitted them.
+func (b *TokenBucket) Spend(now time.Time, rule Rule, cost int64) {
 	t := now.UnixNano()
-	interval := TokenInterval(rule)
-	ahead := max(b.tat-t, 0)
-	d := DecideTokenBucket(time.Duration(ahead), interval, rule)
+	b.tat = max(b.tat, t) + cost*int64(TokenInterval(rule))
+}
+
+// Admit decides a request of cost 1 at now, and takes its token if
+// admitted.
+func (b *TokenBucket) Admit(now time.Time, rule Rule) Decision {
+	d := b.Decide(now, rule, 1)
 	if d.Allowed {
-		b.tat = t + ahead + int64(interval)
+		b.Spend(now, rule, 1)
 	}
 	return d
 }
 
 // DecideTokenBucket is GCRA on a snapshot: the bucket's TAT is ahead of
-// now (zero for a full bucket) and tokens come every interval. A store
-// that keeps TAT elsewhere (Redis) decides with it, with its own interval
-// resolution, so both stores share the arithmetic. With capacity =
-// limit × interval:
-//   - Allowed when ahead + interval ≤ capacity;
+// now (zero for a full bucket), tokens come every interval, and the
+// request takes cost of them. A store that keeps TAT elsewhere (Redis)
+// decides with it, with its own interval resolution, so both stores
+// share the arithmetic. With capacity = limit × interval and TAT' =
+// ahead + cost × interval:
+//   - Allowed when TAT' ≤ capacity;
 //   - Remaining = ⌊(capacity − TAT')/interval⌋, tokens left after this
-//     request, TAT' being ahead after it;
-//   - ResetAfter = TAT', when the bucket is full again;
-//   - RetryAfter = ahead + interval − capacity, when the next token comes.
+//     request (when denied: ⌊(capacity − ahead)/interval⌋, fewer than cost);
+//   - ResetAfter = TAT' (denied: ahead), when the bucket is full again;
+//   - RetryAfter = TAT' − capacity, when cost tokens are there (a cost
+//     above the limit is never admitted: one window).
 //
 // It does not allocate.
-func DecideTokenBucket(ahead, interval time.Duration, rule Rule) Decision {
+func DecideTokenBucket(ahead, interval time.Duration, cost int64, rule Rule) Decision {
 	ahead, interval = max(ahead, 0), max(interval, 1)
 	capacity := interval * time.Duration(rule.Limit)
 	d := Decision{Limit: rule.Limit, ResetAfter: ahead}
-	if next := ahead + interval; next <= capacity {
+	if ahead < capacity {
+		d.Remaining = int64((capacity - ahead) / interval)
+	}
+	if cost > rule.Limit {
+		d.RetryAfter = rule.Window
+		return d
+	}
+	// cost ≤ limit keeps the product within capacity: no overflow.
+	next := ahead + time.Duration(cost)*interval
+	if next <= capacity {
 		d.Allowed, d.ResetAfter = true, next
 		d.Remaining = int64((capacity - next) / interval)
 	} else {

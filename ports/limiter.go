@@ -6,26 +6,49 @@ import (
 	"github.com/tollgate/tollgate/domain"
 )
 
-// Limiter decides whether the request metered under key is admitted by
-// rule. Each call is one request: a decision that admits it also spends
-// from the budget.
+// Limiter decides one request against every limit that applies to it.
+// It is the seam the rate-limit middleware sees; the stores implement it
+// once per algorithm, and layers ([Layer]) wrap it.
 //
-// key is the full storage key (prefix included). rule must be valid; a
-// limiter may treat different rules for one key as a change of budget.
-// An error means the store failed, never "over the limit"; the returned
-// Decision is then the zero value. Implementations are safe for concurrent
-// use by multiple goroutines and make at most one round trip to their
-// store per call.
+// Allow decides req and, when every limit admits it, spends req.Cost from
+// each: all or nothing. The Verdict holds one Decision per limit, in
+// req.Limits' order. A request that any limit denies spends nothing from
+// any limit, with one exception kept from the seed's design: a
+// fixed-window limiter over a [Counter] (one limit, INCR first) counts
+// denied requests that reach the store in their window.
+//
+// req.Limits is not empty, every rule is valid, req.Cost is at least 1,
+// and the keys of one request share a tenant (and so a Redis Cluster
+// slot); a limiter may treat a new rule for a key as a change of budget.
+// An error means the store failed, never "over the limit"; the Verdict is
+// then the zero value. Implementations are safe for concurrent use by
+// multiple goroutines, make at most one round trip to their store per
+// call, and neither keep nor modify req.
 type Limiter interface {
-	Allow(ctx context.Context, key string, rule domain.Rule) (domain.Decision, error)
+	Allow(ctx context.Context, req domain.Request) (domain.Verdict, error)
 }
 
-// LimiterFunc adapts a function to a [Limiter].
-type LimiterFunc func(ctx context.Context, key string, rule domain.Rule) (domain.Decision, error)
+// LimiterFunc adapts a function to a [Limiter]: a fake for tests, or a
+// layer.
+type LimiterFunc func(ctx context.Context, req domain.Request) (domain.Verdict, error)
 
-// Allow calls f(ctx, key, rule).
-func (f LimiterFunc) Allow(ctx context.Context, key string, rule domain.Rule) (domain.Decision, error) {
-	return f(ctx, key, rule)
+// Allow calls f(ctx, req).
+func (f LimiterFunc) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	return f(ctx, req)
+}
+
+// Layer wraps a Limiter in one concern of a decision (a fail mode, a deny
+// cache, a breaker, a local fallback), as net/http middleware wraps a
+// Handler. A layer knows the port, never the store under it.
+type Layer func(Limiter) Limiter
+
+// Chain returns l wrapped in layers, the first of them outermost: a
+// request meets the layers in the order given, then l.
+func Chain(l Limiter, layers ...Layer) Limiter {
+	for i := len(layers) - 1; i >= 0; i-- {
+		l = layers[i](l)
+	}
+	return l
 }
 
 // Pinger reports whether a store answers. Admin readiness checks use it.

@@ -13,15 +13,13 @@ var _ ports.Counter = (*Counter)(nil)
 
 // Counter is the in-memory fixed-window [ports.Counter]. An increment of
 // an existing key takes no lock and does not allocate: a lock-free map
-// lookup, one clock read and one atomic add. For windows of a second or
-// more the clock read is a cached one, at most about a millisecond old.
+// lookup, one clock read and one atomic add.
 //
 // Counter is safe for concurrent use by multiple goroutines. Close stops
 // its sweeper.
 type Counter struct {
 	clock   clock
-	coarse  *coarseClock // nil with an injected clock
-	keys    sync.Map     // string → *counterEntry
+	keys    sync.Map // string → *counterEntry
 	sweeper *sweeper
 }
 
@@ -45,17 +43,17 @@ var swept = new(fixedWindow)
 // NewCounter returns a Counter and starts its sweeper.
 func NewCounter(opts Options) *Counter {
 	c := &Counter{clock: newClock(opts.Now)}
-	c.coarse = startCoarseClock(c.clock)
 	c.sweeper = startSweeper(opts.SweepInterval, c.sweep)
 	return c
 }
 
 // Incr implements [ports.Counter]. It never fails.
 func (c *Counter) Incr(_ context.Context, key string, window time.Duration) (int64, time.Duration, error) {
-	now := c.coarse.nanos(c.clock, window)
+	now := c.clock.nanos()
 	for {
 		v, ok := c.keys.Load(key)
 		if !ok {
+			c.sweeper.saw(window)
 			e := &counterEntry{}
 			e.win.Store(newFixedWindow(now, window))
 			if v, ok = c.keys.LoadOrStore(key, e); !ok {
@@ -103,10 +101,8 @@ func (c *Counter) sweep() {
 	})
 }
 
-// Close stops the sweeper and the clock. It is idempotent and always
-// returns nil.
+// Close stops the sweeper. It is idempotent and always returns nil.
 func (c *Counter) Close() error {
 	c.sweeper.close()
-	c.coarse.close()
 	return nil
 }

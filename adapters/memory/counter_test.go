@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -94,39 +95,70 @@ func TestCounterSweepsExpiredKeys(t *testing.T) {
 }
 
 // TestCounterSweepRacesIncr sweeps while increments run, and checks no
-// increment is lost: each one lands in the live entry.
+// increment is lost: each key has one writer, so every count it gets is
+// the previous one plus one, or 1 once the previous window has ended. An
+// increment that landed in a swept entry would show as a window starting
+// over early.
 func TestCounterSweepRacesIncr(t *testing.T) {
 	t.Parallel()
 	clk := portstest.NewFakeClock(t0)
 	c := memory.NewCounter(memory.Options{Now: clk.Now, SweepInterval: time.Microsecond})
 	defer c.Close()
-	const keys, rounds = 8, 2000
-	var total atomic.Int64
+	const keys, rounds, window = 8, 2000, 3 * time.Millisecond
+	var increments, resets atomic.Int64
 	done := make(chan struct{})
 	for k := range keys {
 		go func() {
 			defer func() { done <- struct{}{} }()
+			var prev int64
+			var earliestEnd time.Time // of the current window
 			for range rounds {
-				// A window shorter than the clock's steps: every
-				// entry is expired by the next step, so the sweeper
-				// is always racing the increments.
-				if _, _, err := c.Incr(context.Background(), "k"+strconv.Itoa(k), time.Nanosecond); err != nil {
+				before := clk.Now()
+				n, _, err := c.Incr(context.Background(), "k"+strconv.Itoa(k), window)
+				after := clk.Now()
+				if err != nil {
 					t.Error(err)
+					return
 				}
-				total.Add(1)
+				switch {
+				case n == prev+1:
+				case n == 1 && !after.Before(earliestEnd):
+					resets.Add(1)
+				default:
+					t.Errorf("key %d: count %d after %d, window ending no sooner than t0+%v, now t0+%v: an increment was lost",
+						k, n, prev, earliestEnd.Sub(t0), after.Sub(t0))
+					return
+				}
+				if n == 1 {
+					earliestEnd = before.Add(window)
+				}
+				prev = n
+				increments.Add(1)
+				runtime.Gosched()
 			}
 		}()
 	}
+	stop := make(chan struct{})
 	go func() {
-		for range rounds {
-			clk.Advance(time.Millisecond)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				clk.Advance(time.Millisecond)
+				runtime.Gosched()
+			}
 		}
 	}()
 	for range keys {
 		<-done
 	}
-	if got := total.Load(); got != keys*rounds {
-		t.Fatalf("increments = %d, want %d", got, keys*rounds)
+	close(stop)
+	if got := increments.Load(); got != keys*rounds {
+		t.Fatalf("increments checked = %d, want %d", got, keys*rounds)
+	}
+	if resets.Load() == 0 {
+		t.Fatal("no window ended during the run: the sweeper raced nothing")
 	}
 	// Counting is exact within a window that does not end.
 	for range 10 {

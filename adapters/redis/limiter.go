@@ -14,49 +14,82 @@ import (
 //go:embed scripts/*.lua
 var scripts embed.FS
 
-// Key suffixes of the limiters: each algorithm's key is the key it is
-// given (prefix + tenant, as the fixed window uses it) plus its suffix.
-// A tenant id holds no ':', so no algorithm's key is ever another's, and
-// switching algorithms on a live Redis never meets a WRONGTYPE.
-const (
-	SlidingLogSuffix    = ":sliding_log"
-	SlidingWindowSuffix = ":sliding_window"
-	TokenBucketSuffix   = ":token_bucket"
-)
-
-// script is what the Redis limiters share: one embedded Lua script that
-// makes a whole decision atomically on one key, run with EVALSHA and a
-// transparent EVAL when Redis lacks it (after SCRIPT FLUSH or a restart).
-type script struct {
-	client  goredis.Scripter
-	lua     *goredis.Script
-	name    string // the algorithm, for errors: "sliding log"
-	suffix  string
-	replies int // integers the script returns
-	opts    Options
+// Options configure a Redis store. The zero value is usable.
+type Options struct {
+	// Timeout is the deadline for the store work of one decision, on top
+	// of the caller's context. Zero means the context's deadline only.
+	Timeout time.Duration
 }
 
-func newScript(client goredis.Scripter, file, name, suffix string, replies int, opts Options) script {
+// script is what the Redis stores share: one embedded Lua script that
+// makes a whole decision atomically over the keys of one request (one
+// tenant, so one Cluster slot), run with EVALSHA and a transparent EVAL
+// when Redis lacks it (after SCRIPT FLUSH or a restart).
+type script struct {
+	client *Client
+	lua    *goredis.Script
+	name   string // the algorithm, for errors: "sliding log"
+	opts   Options
+}
+
+func newScript(c *Client, file, name string, opts Options) script {
 	src, err := scripts.ReadFile("scripts/" + file)
 	if err != nil {
 		panic("redis: missing embedded script " + file) // a build defect
 	}
-	return script{client: client, lua: goredis.NewScript(string(src)), name: name, suffix: suffix, replies: replies, opts: opts}
+	return script{client: c, lua: goredis.NewScript(string(src)), name: name, opts: opts}
 }
 
-// run runs the script on key's derived key with args, within the
-// per-decision timeout, and returns its integer replies.
-func (s *script) run(ctx context.Context, key string, args ...any) ([]int64, error) {
-	ctx, cancel := s.opts.withTimeout(ctx)
-	defer cancel()
-	vals, err := s.lua.Run(ctx, s.client, []string{key + s.suffix}, args...).Int64Slice()
-	if err == nil && len(vals) != s.replies {
-		err = fmt.Errorf("script returned %d values, want %d", len(vals), s.replies)
+// run runs the script on keys with args, within the per-decision
+// timeout, and returns its integer replies, of which there must be want.
+func (s *script) run(ctx context.Context, keys []string, want int, args ...any) ([]int64, error) {
+	if s.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
+	}
+	vals, err := s.lua.Run(ctx, s.client.rdb, keys, args...).Int64Slice()
+	if err == nil && len(vals) != want {
+		err = errReply(len(vals), want)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redis: %s %q: %w", s.name, key, err)
+		return nil, fmt.Errorf("redis: %s %q: %w", s.name, keys[0], err)
 	}
 	return vals, nil
+}
+
+// keysAndArgs returns req's keys, and the script's arguments: the cost,
+// then per limit the values perLimit returns for its rule.
+func keysAndArgs(req domain.Request, perLimit func(domain.Rule) []any) ([]string, []any) {
+	keys := make([]string, len(req.Limits))
+	args := make([]any, 1, 1+3*len(req.Limits))
+	args[0] = req.Cost
+	for i, l := range req.Limits {
+		keys[i] = l.Key
+		args = append(args, perLimit(l.Rule)...)
+	}
+	return keys, args
+}
+
+// settle turns a script's reply into the Verdict: r[0] is 1 when the
+// script admitted the request (and spent from every key), then stride
+// values per limit. decide reads limit i's values at cost; ok, if not
+// nil, returns the script's own verdict for limit i, which wins over Go's
+// reading of its reply where the script's doubles rounded differently.
+func settle(req domain.Request, r []int64, decide func(i int, cost int64) domain.Decision, ok func(i int) bool) (domain.Verdict, error) {
+	v := domain.Settle(nil, len(req.Limits), req.Cost, func(i int, cost int64) domain.Decision {
+		d := decide(i, cost)
+		if ok != nil && cost == req.Cost {
+			d = scriptVerdict(d, ok(i))
+		}
+		return d
+	})
+	if admitted := r[0] == 1; admitted != v.Allowed {
+		// What Redis recorded and Go's reading of it disagree: a
+		// defect, reported rather than guessed at.
+		return domain.Verdict{}, fmt.Errorf("redis: %q: the script's verdict %v disagrees with its reply %v", req.Limits[0].Key, admitted, r)
+	}
+	return v, nil
 }
 
 // micros returns d in whole µs, at least 1: the scripts' resolution.
@@ -81,17 +114,16 @@ func ceilMicros(d domain.Decision) domain.Decision {
 }
 
 // scriptVerdict makes d, the domain's reading of a script's reply, carry
-// the script's own verdict (allowed is its 0 or 1). The script decided and
-// wrote atomically; Go's exact arithmetic only fills in the headers. They
-// agree except where the script's doubles round (limit × window in µs
-// past 2^53), and then what Redis recorded must win: a request the script
-// admitted is counted, one it denied is not.
-func scriptVerdict(d domain.Decision, allowed int64) domain.Decision {
-	if d.Allowed == (allowed == 1) {
+// the script's own verdict for its limit. The script decided and wrote
+// atomically; Go's exact arithmetic only fills in the headers. They agree
+// except where the script's doubles round (limit × window in µs past
+// 2^53), and then what Redis recorded must win.
+func scriptVerdict(d domain.Decision, allowed bool) domain.Decision {
+	if d.Allowed == allowed {
 		return d
 	}
-	d.Allowed = allowed == 1
-	if d.Allowed {
+	d.Allowed = allowed
+	if allowed {
 		d.RetryAfter = 0
 	} else {
 		d.Remaining = 0

@@ -3,8 +3,6 @@ package redis
 import (
 	"context"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -13,26 +11,29 @@ var _ ports.Limiter = (*SlidingWindow)(nil)
 
 // SlidingWindow is the sliding-window [ports.Limiter] on Redis
 // ([domain.SlidingWindow]), windows aligned to the epoch on Redis time. A
-// tenant's key is key + [SlidingWindowSuffix], a hash of the current
-// window's start and the previous and current counts, with a TTL until
-// the next window ends (at most two windows). A decision is one script
-// run (EVALSHA): HMGET, and when admitted HSET and PEXPIRE.
+// limit's key is a hash of its current window's start and the previous
+// and current counts, with a TTL until the next window ends (at most two
+// windows). A decision is one script run (EVALSHA of
+// scripts/sliding_window.lua): HMGET per limit, and when every limit
+// admits, HSET and PEXPIRE for each.
 //
 // SlidingWindow is safe for concurrent use by multiple goroutines.
 type SlidingWindow struct{ s script }
 
-// NewSlidingWindow returns a SlidingWindow over client.
-func NewSlidingWindow(client goredis.Scripter, opts Options) *SlidingWindow {
-	return &SlidingWindow{newScript(client, "sliding_window.lua", "sliding window", SlidingWindowSuffix, 4, opts)}
+// NewSlidingWindow returns a SlidingWindow on c.
+func NewSlidingWindow(c *Client, opts Options) *SlidingWindow {
+	return &SlidingWindow{newScript(c, "sliding_window.lua", "sliding window", opts)}
 }
 
 // Allow implements [ports.Limiter] in one round trip.
-func (l *SlidingWindow) Allow(ctx context.Context, key string, rule domain.Rule) (domain.Decision, error) {
-	r, err := l.s.run(ctx, key, rule.Limit, micros(rule.Window))
+func (l *SlidingWindow) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	keys, args := keysAndArgs(req, func(r domain.Rule) []any { return []any{r.Limit, micros(r.Window)} })
+	r, err := l.s.run(ctx, keys, 1+4*len(keys), args...)
 	if err != nil {
-		return domain.Decision{}, err
+		return domain.Verdict{}, err
 	}
-	// The script decided (r[3]) with the same arithmetic, in µs.
-	d := domain.DecideSlidingWindow(r[0], r[1], usDur(r[2]), atMicros(rule))
-	return ceilMicros(scriptVerdict(d, r[3])), nil
+	return settle(req, r, func(i int, cost int64) domain.Decision {
+		v := r[1+4*i:]
+		return ceilMicros(domain.DecideSlidingWindow(v[0], v[1], usDur(v[2]), cost, atMicros(req.Limits[i].Rule)))
+	}, func(i int) bool { return r[4+4*i] == 1 })
 }

@@ -43,7 +43,7 @@ type CounterHarness struct {
 	Slack time.Duration
 }
 
-var runID atomic.Int64
+var runID atomic.Int64 // makes test keys and tenants unique
 
 // uniqueKey returns a key no other test of this process has used, and
 // that another process running the same tests is unlikely to use.

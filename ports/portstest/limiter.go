@@ -1,6 +1,7 @@
 package portstest
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,60 +27,108 @@ type LimiterHarness struct {
 	// clock between two steps (round trips, scheduling). Zero for fakes,
 	// which makes the checks exact.
 	Slack time.Duration
-	// TTLs, if set, returns every storage key the limiter wrote for key,
-	// with its time to live (negative: none). A store that keeps keys
-	// elsewhere (Redis) sets it; TestLimiter then checks every key
-	// expires within two windows.
-	TTLs func(t *testing.T, key string) map[string]time.Duration
+	// Algorithm names the algorithm, for the shape of the keys the tests
+	// build ([domain.Key]). Empty means fixed window.
+	Algorithm string
+	// CountsDenied is set for the seed's fixed window over a Counter,
+	// which increments before it decides: a denied request is counted in
+	// its window, and only one limit of cost 1 is ever asked of it. The
+	// tests of several limits and of cost are skipped then.
+	CountsDenied bool
+	// TTLs, if set, returns every storage key the limiter wrote for the
+	// tenant whose keys start with prefix, with its time to live
+	// (negative: none). A store that keeps keys elsewhere (Redis) sets
+	// it; TestLimiter then checks every key expires within two windows.
+	TTLs func(t *testing.T, prefix string) map[string]time.Duration
+}
+
+// Tenant returns a tenant id no other test of this process has used, and
+// that another process running the same tests is unlikely to use.
+func Tenant() domain.TenantID {
+	return domain.TenantID(fmt.Sprintf("t%x-%d", time.Now().UnixNano(), runID.Add(1)))
+}
+
+// KeyPrefix is the prefix of every key the conformance tests build.
+const KeyPrefix = "portstest:"
+
+// Request returns a request of tenant on route "default" that spends cost
+// from each of limits, named name[i] with rule rules[i]. The keys are
+// built with [domain.Key] under [KeyPrefix] for h's algorithm.
+func (h LimiterHarness) Request(tenant domain.TenantID, cost int64, limits ...NamedRule) domain.Request {
+	algorithm := h.Algorithm
+	if algorithm == "" {
+		algorithm = domain.AlgorithmFixedWindow
+	}
+	req := domain.Request{Tenant: tenant, Route: "default", Cost: cost}
+	for _, l := range limits {
+		req.Limits = append(req.Limits, domain.Limit{
+			Name: l.Name, Rule: l.Rule, Key: domain.Key(KeyPrefix, tenant, algorithm, "", l.Name),
+		})
+	}
+	return req
+}
+
+// NamedRule is a limit's name and rule, for [LimiterHarness.Request].
+type NamedRule struct {
+	Name string
+	Rule domain.Rule
+}
+
+// single returns a request of cost 1 against the one limit "default".
+func (h LimiterHarness) single(tenant domain.TenantID, rule domain.Rule) domain.Request {
+	return h.Request(tenant, 1, NamedRule{domain.DefaultLimit, rule})
 }
 
 // TestLimiter runs the [ports.Limiter] contract against h, for any
 // algorithm: the budget, tenant isolation, honest Remaining, ResetAfter
-// and RetryAfter, exactness under concurrency, and expiring keys. How an
-// algorithm treats a window's edge differs between algorithms; see
-// [BoundaryBurst].
+// and RetryAfter, exactness under concurrency, several limits decided
+// all or nothing, cost, and expiring keys. How an algorithm treats a
+// window's edge differs between algorithms; see [BoundaryBurst].
 func TestLimiter(t *testing.T, h LimiterHarness) {
 	t.Helper()
 	rule := domain.Rule{Limit: 5, Window: h.Window}
 
 	t.Run("a burst admits exactly the limit", func(t *testing.T) {
 		l := h.New(t)
-		key := uniqueKey(t, "a")
+		req := h.single(Tenant(), rule)
 		for i := range rule.Limit {
-			d := MustAllow(t, l, key, rule)
+			d := MustDecide(t, l, req)
 			if !d.Allowed || d.Remaining != rule.Limit-i-1 || d.RetryAfter != 0 {
 				t.Errorf("request %d: %+v, want allowed with remaining %d", i+1, d, rule.Limit-i-1)
 			}
 			checkDecision(t, d, rule, h.Slack)
 		}
-		d := MustAllow(t, l, key, rule)
-		if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
-			t.Errorf("request %d: %+v, want denied, remaining 0, RetryAfter > 0", rule.Limit+1, d)
+		v := MustAllow(t, l, req)
+		if d := v.Decisions[0]; v.Allowed || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
+			t.Errorf("request %d: %+v, want denied, remaining 0, RetryAfter > 0", rule.Limit+1, v)
 		}
-		checkDecision(t, d, rule, h.Slack)
+		if v.Outcome != domain.OutcomeDenied {
+			t.Errorf("denied verdict's outcome %v, want denied", v.Outcome)
+		}
+		checkDecision(t, v.Decisions[0], rule, h.Slack)
 	})
 
 	t.Run("tenants are independent", func(t *testing.T) {
 		l := h.New(t)
-		a, b := uniqueKey(t, "a"), uniqueKey(t, "b")
+		a, b := h.single(Tenant(), rule), h.single(Tenant(), rule)
 		for range rule.Limit + 2 {
-			MustAllow(t, l, a, rule)
+			MustAllow(t, l, a)
 		}
-		if d := MustAllow(t, l, b, rule); !d.Allowed || d.Remaining != rule.Limit-1 {
+		if d := MustDecide(t, l, b); !d.Allowed || d.Remaining != rule.Limit-1 {
 			t.Errorf("first request of b after a's budget was spent: %+v, want allowed, remaining %d", d, rule.Limit-1)
 		}
 	})
 
 	t.Run("Remaining is what a burst then gets", func(t *testing.T) {
 		l := h.New(t)
-		key := uniqueKey(t, "a")
+		req := h.single(Tenant(), rule)
 		for range 3 {
-			MustAllow(t, l, key, rule)
+			MustAllow(t, l, req)
 		}
 		h.Clock.Advance(h.Window / 2)
-		d := MustAllow(t, l, key, rule)
+		d := MustDecide(t, l, req)
 		n := int64(0)
-		for MustAllow(t, l, key, rule).Allowed && n <= rule.Limit {
+		for MustAllow(t, l, req).Allowed && n <= rule.Limit {
 			n++
 		}
 		// A real store's time moves during the burst, and some
@@ -91,14 +140,14 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 
 	t.Run("the budget is whole again after ResetAfter", func(t *testing.T) {
 		l := h.New(t)
-		key := uniqueKey(t, "a")
+		req := h.single(Tenant(), rule)
 		var d domain.Decision
 		for range rule.Limit + 1 {
-			d = MustAllow(t, l, key, rule)
+			d = MustDecide(t, l, req)
 		}
 		h.Clock.Advance(d.ResetAfter + h.Slack)
 		for i := range rule.Limit {
-			if d := MustAllow(t, l, key, rule); !d.Allowed {
+			if d := MustDecide(t, l, req); !d.Allowed {
 				t.Fatalf("request %d after ResetAfter %v: %+v, want allowed", i+1, d.ResetAfter, d)
 			}
 		}
@@ -106,57 +155,57 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 
 	t.Run("RetryAfter is honest", func(t *testing.T) {
 		l := h.New(t)
-		key := uniqueKey(t, "a")
+		req := h.single(Tenant(), rule)
 		for range rule.Limit {
-			MustAllow(t, l, key, rule)
+			MustAllow(t, l, req)
 		}
-		d := MustAllow(t, l, key, rule)
+		d := MustDecide(t, l, req)
 		if d.Allowed {
 			t.Fatalf("request after the budget was spent: %+v, want denied", d)
 		}
 		if half := d.RetryAfter / 2; half > 2*h.Slack {
 			h.Clock.Advance(half)
-			if early := MustAllow(t, l, key, rule); early.Allowed {
+			if early := MustDecide(t, l, req); early.Allowed {
 				t.Errorf("admitted halfway through RetryAfter %v", d.RetryAfter)
 			}
 			h.Clock.Advance(d.RetryAfter - half + h.Slack)
 		} else {
 			h.Clock.Advance(d.RetryAfter + h.Slack)
 		}
-		if again := MustAllow(t, l, key, rule); !again.Allowed {
+		if again := MustDecide(t, l, req); !again.Allowed {
 			t.Errorf("denied after waiting RetryAfter %v: %+v", d.RetryAfter, again)
 		}
 		// Waiting the whole seconds that the HTTP layer rounds up to
-		// admits too (a fresh key: the budget is spent again first).
-		key = uniqueKey(t, "b")
+		// admits too (a fresh tenant: the budget is spent again first).
 		sec := domain.Rule{Limit: 2, Window: max(h.Window, 2*time.Second)}
+		req = h.single(Tenant(), sec)
 		for range sec.Limit {
-			MustAllow(t, l, key, sec)
+			MustAllow(t, l, req)
 		}
-		d = MustAllow(t, l, key, sec)
+		d = MustDecide(t, l, req)
 		h.Clock.Advance(time.Duration(domain.CeilSeconds(d.RetryAfter)) * time.Second)
-		if again := MustAllow(t, l, key, sec); !again.Allowed {
+		if again := MustDecide(t, l, req); !again.Allowed {
 			t.Errorf("denied after waiting Retry-After %ds: %+v", domain.CeilSeconds(d.RetryAfter), again)
 		}
 	})
 
 	t.Run("concurrent requests admit exactly the limit", func(t *testing.T) {
 		l := h.New(t)
-		key := uniqueKey(t, "a")
 		// A long window: nothing refills while the goroutines run.
 		long := domain.Rule{Limit: 50, Window: time.Hour}
+		req := h.single(Tenant(), long)
 		const goroutines, each = 16, 10
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
 		for range goroutines {
 			wg.Go(func() {
 				for range each {
-					d, err := l.Allow(t.Context(), key, long)
+					v, err := l.Allow(t.Context(), req)
 					if err != nil {
 						t.Error(err)
 						return
 					}
-					if d.Allowed {
+					if v.Allowed {
 						admitted.Add(1)
 					}
 				}
@@ -168,18 +217,95 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		}
 	})
 
+	t.Run("several limits: all or nothing", func(t *testing.T) {
+		if h.CountsDenied {
+			t.Skip("the seed's counter decides one limit")
+		}
+		l := h.New(t)
+		tenant := Tenant()
+		long := time.Hour
+		small := NamedRule{"small", domain.Rule{Limit: 3, Window: long}}
+		big := NamedRule{"big", domain.Rule{Limit: 5, Window: long}}
+		both := h.Request(tenant, 1, small, big)
+		for i := range 3 {
+			v := MustAllow(t, l, both)
+			if !v.Allowed || len(v.Decisions) != 2 || v.Decisions[0].Remaining != int64(2-i) || v.Decisions[1].Remaining != int64(4-i) {
+				t.Fatalf("request %d: %+v, want allowed, remaining %d and %d", i+1, v, 2-i, 4-i)
+			}
+		}
+		for i := range 4 {
+			v := MustAllow(t, l, both)
+			if v.Allowed || v.Decisions[0].Allowed {
+				t.Fatalf("request %d over the small limit: %+v, want denied by it", 4+i, v)
+			}
+			// The big limit admitted but spent nothing.
+			if d := v.Decisions[1]; d.Remaining != 2 {
+				t.Errorf("request %d denied by small: big says %+v, want remaining 2 (nothing spent)", 4+i, d)
+			}
+			if got := v.RetryAfter(); got <= 0 || got > 2*long {
+				t.Errorf("request %d: verdict RetryAfter %v, want in (0, 2h]", 4+i, got)
+			}
+		}
+		// The denials spent nothing from the big limit: two more fit.
+		alone := h.Request(tenant, 1, big)
+		for i := range 2 {
+			if v := MustAllow(t, l, alone); !v.Allowed {
+				t.Fatalf("big alone, request %d: %+v, want allowed (denials must not spend)", i+1, v)
+			}
+		}
+		if v := MustAllow(t, l, alone); v.Allowed {
+			t.Errorf("big alone past its limit: %+v, want denied", v)
+		}
+		if i := (domain.Verdict{Decisions: []domain.Decision{{Remaining: 1}, {Remaining: 0}}}).Tightest(); i != 1 {
+			t.Errorf("Tightest = %d, want 1", i)
+		}
+	})
+
+	t.Run("cost spends units from every limit", func(t *testing.T) {
+		if h.CountsDenied {
+			t.Skip("the seed's counter spends 1")
+		}
+		l := h.New(t)
+		tenant := Tenant()
+		ten := NamedRule{domain.DefaultLimit, domain.Rule{Limit: 10, Window: time.Hour}}
+		for i := range 2 {
+			v := MustAllow(t, l, h.Request(tenant, 4, ten))
+			if d := v.Decisions[0]; !v.Allowed || d.Remaining != int64(6-4*i) {
+				t.Fatalf("cost 4, request %d: %+v, want allowed, remaining %d", i+1, v, 6-4*i)
+			}
+		}
+		v := MustAllow(t, l, h.Request(tenant, 4, ten))
+		if d := v.Decisions[0]; v.Allowed || d.Remaining != 2 || d.RetryAfter <= 0 {
+			t.Errorf("cost 4 with 2 left: %+v, want denied, remaining 2", v)
+		}
+		v = MustAllow(t, l, h.Request(tenant, 2, ten))
+		if d := v.Decisions[0]; !v.Allowed || d.Remaining != 0 {
+			t.Errorf("cost 2 with 2 left: %+v, want allowed, remaining 0", v)
+		}
+		if v := MustAllow(t, l, h.Request(Tenant(), 11, ten)); v.Allowed {
+			t.Errorf("cost 11 over a limit of 10: %+v, want denied", v)
+		}
+	})
+
 	t.Run("every key expires within two windows", func(t *testing.T) {
 		if h.TTLs == nil {
 			t.Skip("the store reports no TTLs")
 		}
 		l := h.New(t)
-		key := uniqueKey(t, "a")
-		for range rule.Limit + 2 {
-			MustAllow(t, l, key, rule)
+		tenant := Tenant()
+		reqs := []domain.Request{h.single(tenant, rule)}
+		if !h.CountsDenied {
+			reqs = append(reqs, h.Request(tenant, 2,
+				NamedRule{"a", rule}, NamedRule{"b", domain.Rule{Limit: 3, Window: h.Window / 2}}))
 		}
-		ttls := h.TTLs(t, key)
-		if len(ttls) == 0 {
-			t.Fatalf("no keys found for %q", key)
+		for _, req := range reqs {
+			for range rule.Limit + 2 {
+				MustAllow(t, l, req)
+			}
+		}
+		ttls := h.TTLs(t, KeyPrefix+"{"+string(tenant)+"}")
+		if len(ttls) < len(reqs) {
+			t.Fatalf("found keys %v for tenant %s, want at least %d", ttls, tenant, len(reqs))
 		}
 		for k, ttl := range ttls {
 			if ttl <= 0 || ttl > 2*h.Window {
@@ -198,15 +324,14 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 func BoundaryBurst(t *testing.T, h LimiterHarness, limit int64) int64 {
 	t.Helper()
 	l := h.New(t)
-	key := uniqueKey(t, "edge")
-	rule := domain.Rule{Limit: limit, Window: h.Window}
+	req := h.single(Tenant(), domain.Rule{Limit: limit, Window: h.Window})
 	delta := h.Window / 20
-	MustAllow(t, l, key, rule)
+	MustAllow(t, l, req)
 	h.Clock.Advance(h.Window - delta)
 	admitted := int64(0)
 	for range 2 {
 		for range limit {
-			if MustAllow(t, l, key, rule).Allowed {
+			if MustAllow(t, l, req).Allowed {
 				admitted++
 			}
 		}
@@ -232,12 +357,30 @@ func checkDecision(t *testing.T, d domain.Decision, rule domain.Rule, slack time
 	}
 }
 
-// MustAllow calls l.Allow and fails t on an error.
-func MustAllow(t *testing.T, l ports.Limiter, key string, rule domain.Rule) domain.Decision {
+// MustAllow calls l.Allow and fails t on an error or a verdict without
+// one decision per limit.
+func MustAllow(t *testing.T, l ports.Limiter, req domain.Request) domain.Verdict {
 	t.Helper()
-	d, err := l.Allow(t.Context(), key, rule)
+	v, err := l.Allow(t.Context(), req)
 	if err != nil {
-		t.Fatalf("Allow(%q): %v", key, err)
+		t.Fatalf("Allow(%s): %v", req.Limits[0].Key, err)
 	}
-	return d
+	if len(v.Decisions) != len(req.Limits) {
+		t.Fatalf("Allow(%s): %d decisions for %d limits", req.Limits[0].Key, len(v.Decisions), len(req.Limits))
+	}
+	allowed := true
+	for _, d := range v.Decisions {
+		allowed = allowed && d.Allowed
+	}
+	if v.Allowed != allowed {
+		t.Fatalf("Allow(%s): verdict %v disagrees with its decisions %+v", req.Limits[0].Key, v.Allowed, v.Decisions)
+	}
+	return v
+}
+
+// MustDecide calls l.Allow on a request of one limit and returns its
+// decision.
+func MustDecide(t *testing.T, l ports.Limiter, req domain.Request) domain.Decision {
+	t.Helper()
+	return MustAllow(t, l, req).Decisions[0]
 }

@@ -1,0 +1,51 @@
+package domain
+
+import "strings"
+
+// Algorithm names, as TOLLGATE_ALGORITHM spells them. They are part of
+// every key but the primary fixed-window one.
+const (
+	AlgorithmFixedWindow   = "fixed_window"
+	AlgorithmSlidingLog    = "sliding_log"
+	AlgorithmSlidingWindow = "sliding_window"
+	AlgorithmTokenBucket   = "token_bucket"
+)
+
+// Key returns the storage key of tenant t's limit named limit, on route
+// (empty for a global limit), under algorithm, with prefix in front. It
+// is the one place that builds keys:
+//
+//	<prefix>{<tenant>}                           fixed window, global limit "default"
+//	<prefix>{<tenant>}:<limit>                   fixed window, another global limit
+//	<prefix>{<tenant>}:<algorithm>               another algorithm, limit "default"
+//	<prefix>{<tenant>}:<algorithm>:<limit>       another algorithm, another limit
+//	<prefix>{<tenant>}[:<algorithm>]:route:<route>:<limit>   a route's own limit
+//
+// The tenant is a Redis Cluster hash tag, so every key of one tenant's
+// decision lives in one slot. Algorithm names hold '_' and limit names
+// never do, and a route's keys have a segment more, so no two
+// (algorithm, route, limit) share a key: switching algorithms on a live
+// store never meets another algorithm's key. t must be valid (see
+// [ParseTenantID]): it holds no '{', '}' or ':'.
+func Key(prefix string, t TenantID, algorithm, route, limit string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(t) + len(algorithm) + len(route) + len(limit) + 12)
+	b.WriteString(prefix)
+	b.WriteByte('{')
+	b.WriteString(string(t))
+	b.WriteByte('}')
+	if algorithm != AlgorithmFixedWindow {
+		b.WriteByte(':')
+		b.WriteString(algorithm)
+	}
+	if route != "" {
+		b.WriteString(":route:")
+		b.WriteString(route)
+		b.WriteByte(':')
+		b.WriteString(limit)
+	} else if limit != DefaultLimit {
+		b.WriteByte(':')
+		b.WriteString(limit)
+	}
+	return b.String()
+}

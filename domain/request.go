@@ -1,0 +1,148 @@
+package domain
+
+import "time"
+
+// DefaultLimit is the name of the one limit that applies when no policy
+// file names others: TOLLGATE_LIMIT per TOLLGATE_WINDOW.
+const DefaultLimit = "default"
+
+// Limit is one budget that applies to a request: its name (as the
+// RateLimit headers show it), its rule, and the storage key its state
+// lives under (built by [Key]).
+type Limit struct {
+	Name string
+	Rule Rule
+	Key  string
+}
+
+// Request is what a limiter decides: one request of Tenant, spending Cost
+// units from every limit in Limits. A Request is a value: a limiter reads
+// it and never keeps or changes it.
+type Request struct {
+	// Tenant is the request's tenant ([Unknown] for unresolved traffic).
+	Tenant TenantID
+	// Route names the route the request matched, [DefaultLimit]'s name
+	// "default" without a policy file. Layers that remember a decision
+	// (the deny cache) key it by tenant and route.
+	Route string
+	// Limits are the limits that apply, in the order the headers list
+	// them. A limiter decides against every one of them.
+	Limits []Limit
+	// Cost is what the request spends from each limit, at least 1. A
+	// request of cost 0 is not metered, and is never put to a limiter.
+	Cost int64
+}
+
+// Outcome is how a request was decided, as the decisions metric labels
+// it. The zero value is [OutcomeAllowed].
+type Outcome uint8
+
+// Outcomes of a decision.
+const (
+	// OutcomeAllowed: every limit admitted the request, on the store.
+	OutcomeAllowed Outcome = iota
+	// OutcomeDenied: a limit denied it, on the store.
+	OutcomeDenied
+	// OutcomeShadowDenied: only limits in shadow mode would have denied
+	// it; it is admitted.
+	OutcomeShadowDenied
+	// OutcomeError: the store failed; the fail mode decided (open admits
+	// without decisions, closed denies without decisions).
+	OutcomeError
+	// OutcomeLocalAllowed: the store failed and the local fallback
+	// admitted it.
+	OutcomeLocalAllowed
+	// OutcomeLocalDenied: the store failed and the local fallback denied
+	// it.
+	OutcomeLocalDenied
+	// OutcomeCachedDenied: denied from the deny cache, without the store.
+	OutcomeCachedDenied
+)
+
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "error", "local_allowed", "local_denied", "cached_denied"}
+
+// Outcomes lists every outcome, for metrics that pre-create their series.
+var Outcomes = []Outcome{OutcomeAllowed, OutcomeDenied, OutcomeShadowDenied, OutcomeError, OutcomeLocalAllowed, OutcomeLocalDenied, OutcomeCachedDenied}
+
+// String returns the outcome's metric label: "allowed", "denied",
+// "shadow_denied", "error", "local_allowed", "local_denied" or
+// "cached_denied".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Verdict is a limiter's answer to a [Request]: one Decision per limit,
+// in the request's order, and whether the request is admitted.
+type Verdict struct {
+	// Allowed reports whether the request is admitted: every limit
+	// admitted it (or the fail mode admits it).
+	Allowed bool
+	// Outcome says how it was decided.
+	Outcome Outcome
+	// Decisions holds one Decision per limit of the request, in its
+	// order. It is nil when no limit decided: a fail mode that admits or
+	// denies without the store. A limit that would have admitted a
+	// request that another limit denied reports what it has left with
+	// nothing spent.
+	Decisions []Decision
+}
+
+// Tightest returns the index in v.Decisions of the most constrained
+// limit: the fewest remaining, and on a tie the later reset. It returns
+// -1 when v has no decisions.
+func (v Verdict) Tightest() int {
+	best := -1
+	for i, d := range v.Decisions {
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := v.Decisions[best]
+		if d.Remaining < b.Remaining || (d.Remaining == b.Remaining && d.ResetAfter > b.ResetAfter) {
+			best = i
+		}
+	}
+	return best
+}
+
+// RetryAfter returns how long until every limit that denied v would
+// admit: the longest RetryAfter of its decisions. It is zero when v is
+// allowed.
+func (v Verdict) RetryAfter() time.Duration {
+	var r time.Duration
+	for _, d := range v.Decisions {
+		if !d.Allowed {
+			r = max(r, d.RetryAfter)
+		}
+	}
+	return r
+}
+
+// Settle makes the verdict of n limits, each decided by decide(i, cost):
+// the request is admitted when every limit admits it at cost. When one
+// denies, nothing is spent anywhere, so each limit that would have
+// admitted is decided again at cost 0, which reports what it has left
+// untouched. The decisions are appended to dst (which may be nil), so a
+// caller with a buffer does not allocate. decide must not change state:
+// the caller spends only when the verdict is allowed.
+func Settle(dst []Decision, n int, cost int64, decide func(i int, cost int64) Decision) Verdict {
+	v := Verdict{Allowed: true, Decisions: dst[:0]}
+	for i := range n {
+		d := decide(i, cost)
+		v.Allowed = v.Allowed && d.Allowed
+		v.Decisions = append(v.Decisions, d)
+	}
+	if v.Allowed {
+		return v
+	}
+	v.Outcome = OutcomeDenied
+	for i, d := range v.Decisions {
+		if d.Allowed {
+			v.Decisions[i] = decide(i, 0)
+		}
+	}
+	return v
+}
