@@ -58,4 +58,3 @@ func TestParseTenantIDErrorDoesNotEchoInput(t *testing.T) {
 		t.Errorf("ParseTenantID(long) error = %v, want one that does not repeat the input", err)
 	}
 }
-

@@ -1,0 +1,48 @@
+// Package layers holds the layers around a decision ([ports.Layer]): the
+// fail mode, and the deny cache, breaker and local fallback that build on
+// it. A layer knows the port, never the store under it; the composition
+// root stacks them in the order a request meets them.
+package layers
+
+import (
+	"context"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// FailOpen returns the layer that admits a request whose decision failed
+// (the store did not answer): a Verdict allowed, without decisions (so
+// without rate-limit headers), with outcome [domain.OutcomeError].
+// onError, if not nil, is told of every such failure; it must be cheap
+// and safe for concurrent use (the gateway counts the error and logs at
+// most one line a second).
+func FailOpen(onError func(error)) ports.Layer {
+	return failMode(true, onError)
+}
+
+// FailClosed is [FailOpen] for the closed fail mode: a failed decision
+// denies, without decisions; the gateway answers 503.
+func FailClosed(onError func(error)) ports.Layer {
+	return failMode(false, onError)
+}
+
+func failMode(admit bool, onError func(error)) ports.Layer {
+	return func(next ports.Limiter) ports.Limiter {
+		return ports.LimiterFunc(func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+			v, err := next.Allow(ctx, req)
+			if err == nil {
+				return v, nil
+			}
+			if ctx.Err() != nil {
+				// The caller went away mid-decision: nobody reads an
+				// answer, and it is no store error.
+				return domain.Verdict{}, err
+			}
+			if onError != nil {
+				onError(err)
+			}
+			return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError}, nil
+		})
+	}
+}
