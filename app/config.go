@@ -11,6 +11,8 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/tollgate/tollgate/adapters"
+	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -19,11 +21,6 @@ const EnvPrefix = "TOLLGATE_"
 
 // Accepted values of the enumerated settings.
 const (
-	AlgorithmFixedWindow   = "fixed_window"
-	AlgorithmSlidingLog    = "sliding_log"
-	AlgorithmSlidingWindow = "sliding_window"
-	AlgorithmTokenBucket   = "token_bucket"
-
 	StoreMemory = "memory"
 	StoreRedis  = "redis"
 
@@ -76,7 +73,7 @@ var accepted = map[string]string{
 	"ADMIN_ADDR":       "a host:port listen address",
 	"UPSTREAM_URL":     "empty, or an absolute http:// or https:// URL",
 	"UPSTREAM_TIMEOUT": "a Go duration > 0, such as 30s",
-	"ALGORITHM":        "fixed_window, sliding_log, sliding_window or token_bucket",
+	"ALGORITHM":        strings.Join(adapters.Names(), ", "),
 	"STORE":            "memory or redis",
 	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
 	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
@@ -177,8 +174,8 @@ func (c Config) Validate() error {
 	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
 	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
 	check(c.UpstreamTimeout > 0, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
-	check(oneOf(c.Algorithm, AlgorithmFixedWindow, AlgorithmSlidingLog, AlgorithmSlidingWindow, AlgorithmTokenBucket),
-		"ALGORITHM", c.Algorithm)
+	_, known := adapters.Lookup(c.Algorithm)
+	check(known, "ALGORITHM", c.Algorithm)
 	check(oneOf(c.Store, StoreMemory, StoreRedis), "STORE", c.Store)
 	windowOK := c.Window >= domain.MinWindow && c.Window <= domain.MaxWindow
 	check(windowOK, "WINDOW", dur(c.Window))
@@ -186,7 +183,7 @@ func (c Config) Validate() error {
 		"LIMIT", strconv.FormatInt(c.Limit, 10))
 	check(oneOf(c.FailMode, FailOpen, FailClosed), "FAIL_MODE", c.FailMode)
 	check(validHeaderName(c.TenantHeader), "TENANT_HEADER", c.TenantHeader)
-	check(validRedisURL(c.RedisURL), "REDIS_URL", c.RedisURL)
+	check(redis.ValidateURL(c.RedisURL) == nil, "REDIS_URL", c.RedisURL)
 	check(c.RedisTimeout > 0, "REDIS_TIMEOUT", dur(c.RedisTimeout))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
@@ -235,8 +232,10 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// MaskURL returns s with any password replaced by "xxxxx". A value that
-// does not parse as a URL is masked whole, since it may still hold one.
+// MaskURL returns s with its secrets replaced by "xxxxx": a password,
+// and a lone user-info field (redis://s3cret@host), which go-redis reads
+// as a password. A value that does not parse as a URL is masked whole,
+// since it may still hold one.
 func MaskURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -245,8 +244,13 @@ func MaskURL(s string) string {
 		}
 		return s
 	}
+	if u.User == nil {
+		return s
+	}
 	if _, ok := u.User.Password(); ok {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	} else {
+		u.User = url.User("xxxxx")
 	}
 	return u.String()
 }

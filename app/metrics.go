@@ -5,27 +5,37 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tollgate/tollgate/domain"
 )
 
 // Metrics are the gateway's Prometheus collectors. None has a per-tenant
 // label: tenants are unbounded, series must not be. A nil *Metrics records
 // nothing.
 type Metrics struct {
-	allowed, denied, failed prometheus.Counter
-	storeErrors             prometheus.Counter
-	duration                prometheus.Observer
+	decisions   [len(outcomeLabels)]prometheus.Counter // by domain.Outcome
+	storeErrors prometheus.Counter
+	duration    prometheus.Observer
 }
+
+// outcomeLabels are the outcome label values, indexed by domain.Outcome.
+var outcomeLabels = func() (l [7]string) {
+	for _, o := range domain.Outcomes {
+		l[o] = o.String()
+	}
+	return l
+}()
 
 // NewMetrics registers the gateway's collectors, and the Go and process
 // collectors, on reg, labelling decisions with algorithm.
 func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_decisions_total",
-		Help: "Rate-limit decisions, by algorithm and outcome (allowed, denied, error).",
+		Help: "Rate-limit decisions, by algorithm and outcome (allowed, denied, shadow_denied, error, local_allowed, local_denied, cached_denied).",
 	}, []string{"algorithm", "outcome"})
 	storeErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tollgate_store_errors_total",
-		Help: "Decisions that failed because the store did not answer.",
+		Help: "Failed store calls, probes included.",
 	})
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tollgate_decision_duration_seconds",
@@ -34,28 +44,27 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 	}, []string{"algorithm"})
 	reg.MustRegister(decisions, storeErrors, duration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Metrics{
-		allowed:     decisions.WithLabelValues(algorithm, "allowed"),
-		denied:      decisions.WithLabelValues(algorithm, "denied"),
-		failed:      decisions.WithLabelValues(algorithm, "error"),
-		storeErrors: storeErrors,
-		duration:    duration.WithLabelValues(algorithm),
+	m := &Metrics{storeErrors: storeErrors, duration: duration.WithLabelValues(algorithm)}
+	for o, label := range outcomeLabels {
+		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
+	return m
 }
 
 // observe records one decision's outcome and duration.
-func (m *Metrics) observe(allowed bool, err error, took time.Duration) {
+func (m *Metrics) observe(o domain.Outcome, took time.Duration) {
 	if m == nil {
 		return
 	}
-	switch {
-	case err != nil:
-		m.failed.Inc()
-		m.storeErrors.Inc()
-	case allowed:
-		m.allowed.Inc()
-	default:
-		m.denied.Inc()
+	if int(o) < len(m.decisions) {
+		m.decisions[o].Inc()
 	}
 	m.duration.Observe(took.Seconds())
+}
+
+// storeError counts one failed store call.
+func (m *Metrics) storeError() {
+	if m != nil {
+		m.storeErrors.Inc()
+	}
 }

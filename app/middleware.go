@@ -29,13 +29,11 @@ const (
 
 // RateLimitOptions are the optional settings of [RateLimit].
 type RateLimitOptions struct {
-	// KeyPrefix prefixes every tenant's key: the key is KeyPrefix+tenant.
+	// KeyPrefix prefixes every key (TOLLGATE_KEY_PREFIX).
 	KeyPrefix string
-	// FailClosed answers 503 on a store error instead of admitting.
-	FailClosed bool
-	// Log receives at most one line per second about store errors. If nil,
-	// slog.Default() is used.
-	Log *slog.Logger
+	// Algorithm names the algorithm, which is part of the keys
+	// ([domain.Key]). Empty means fixed window.
+	Algorithm string
 	// Metrics records every decision. May be nil.
 	Metrics *Metrics
 	// Now returns the current time, for the X-RateLimit-Reset header. If
@@ -44,16 +42,24 @@ type RateLimitOptions struct {
 }
 
 // RateLimit returns middleware that meters every request against its
-// tenant's budget: it resolves the tenant with tenants, asks lim, and either
-// calls next with the rate-limit headers set, or answers 429. On a store
-// error it admits without rate-limit headers, or answers 503 when
-// opts.FailClosed is set. It is plain net/http, usable with any router.
+// tenant's budget: it resolves the tenant with tenants, puts the request
+// to lim, and maps the verdict to HTTP:
+//
+//   - admitted with decisions: next is called, with the rate-limit
+//     headers set;
+//   - denied with decisions: 429, the rate-limit headers and Retry-After;
+//   - admitted without decisions (the fail mode open): next is called
+//     without rate-limit headers;
+//   - denied without decisions (the fail mode closed): 503, Retry-After 1.
+//
+// Store errors never reach it: the fail-mode layer inside lim turns them
+// into verdicts. It is plain net/http, usable with any router.
 func RateLimit(lim ports.Limiter, tenants TenantResolver, opts RateLimitOptions) func(http.Handler) http.Handler {
 	if lim == nil || tenants == nil {
 		panic("app: RateLimit needs a limiter and a tenant resolver")
 	}
-	if opts.Log == nil {
-		opts.Log = slog.Default()
+	if opts.Algorithm == "" {
+		opts.Algorithm = domain.AlgorithmFixedWindow
 	}
 	m := &meter{lim: lim, tenants: tenants, opts: opts}
 	return func(next http.Handler) http.Handler {
@@ -67,66 +73,84 @@ type meter struct {
 	lim     ports.Limiter
 	tenants TenantResolver
 	opts    RateLimitOptions
-	errLog  throttledLog
 }
 
 func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	t := m.tenants.ResolveTenant(r)
+	req := domain.Request{
+		Tenant: t.ID,
+		Route:  domain.DefaultLimit,
+		Cost:   1,
+		Limits: []domain.Limit{{
+			Name: domain.DefaultLimit,
+			Rule: t.Rule,
+			Key:  domain.Key(m.opts.KeyPrefix, t.ID, m.opts.Algorithm, "", domain.DefaultLimit),
+		}},
+	}
 	start := time.Now()
-	d, err := m.lim.Allow(r.Context(), domain.Key(m.opts.KeyPrefix, t.ID), t.Rule)
-	if err != nil && r.Context().Err() != nil {
-		// The client went away mid-decision: nobody reads an answer, and
-		// it is no store error (it must not fill the metric or the log).
+	v, err := m.lim.Allow(r.Context(), req)
+	if err != nil {
+		// Only a client gone mid-decision gets here (the fail mode
+		// answers for the store): nobody reads an answer.
 		return
 	}
 	end := time.Now() // one read for the duration and, by default, the headers
-	m.opts.Metrics.observe(d.Allowed, err, end.Sub(start))
+	m.opts.Metrics.observe(v.Outcome, end.Sub(start))
 	r = r.WithContext(withTenant(r.Context(), t.ID))
 
-	if err != nil {
-		m.errLog.log(m.opts.Log, err, m.opts.FailClosed)
-		if m.opts.FailClosed {
-			w.Header().Set(HeaderRetryAfter, "1")
-			writeError(w, r, http.StatusServiceUnavailable, unavailableBody)
+	if v.Decisions == nil {
+		if v.Allowed {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		w.Header().Set(HeaderRetryAfter, "1")
+		writeError(w, r, http.StatusServiceUnavailable, unavailableBody)
 		return
 	}
 	if m.opts.Now != nil {
 		end = m.opts.Now()
 	}
-	setRateLimitHeaders(w.Header(), d, t.Rule, end)
-	if !d.Allowed {
-		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(d.RetryAfter), 1), 10))
+	setRateLimitHeaders(w.Header(), req.Limits, v, end)
+	if !v.Allowed {
+		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(v.RetryAfter()), 1), 10))
 		writeError(w, r, http.StatusTooManyRequests, deniedBody)
 		return
 	}
 	next.ServeHTTP(w, r)
 }
 
-// setRateLimitHeaders writes the contract's five rate-limit headers for d
-// under rule at now. Times are rounded up to whole seconds, so a client
-// that waits as told is never early. It runs on every metered request, so
-// it writes canonical keys directly (Header.Set would canonicalize, and
-// allocate, each time) and backs the five values with one slice.
-func setRateLimitHeaders(h http.Header, d domain.Decision, rule domain.Rule, now time.Time) {
-	limit := strconv.FormatInt(d.Limit, 10)
-	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
+// setRateLimitHeaders writes the contract's five rate-limit headers for
+// verdict v of limits at now: RateLimit-Policy and RateLimit with one item
+// per limit, X-RateLimit-* for the most constrained one. Times are
+// rounded up to whole seconds, so a client that waits as told is never
+// early. It runs on every metered request, so it writes canonical keys
+// directly (Header.Set would canonicalize, and allocate, each time) and
+// backs the five values with one slice.
+func setRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict, now time.Time) {
+	var policy, state string
+	for i, d := range v.Decisions {
+		if i > 0 {
+			policy += ", "
+			state += ", "
+		}
+		// A limit name is a-z 0-9 -: a valid sf-string as it is.
+		name := limits[i].Name
+		policy += `"` + name + `";q=` + strconv.FormatInt(d.Limit, 10) + ";w=" + strconv.FormatInt(max(domain.CeilSeconds(limits[i].Rule.Window), 1), 10)
+		state += `"` + name + `";r=` + strconv.FormatInt(max(d.Remaining, 0), 10) + ";t=" + strconv.FormatInt(domain.CeilSeconds(d.ResetAfter), 10)
+	}
+	d := v.Decisions[v.Tightest()]
 	resetAt := now.Add(d.ResetAfter)
 	resetUnix := resetAt.Unix()
 	if resetAt.Nanosecond() > 0 {
 		resetUnix++
 	}
-	windowSecs := max(domain.CeilSeconds(rule.Window), 1)
-	v := [...]string{
-		`"default";q=` + limit + `;w=` + strconv.FormatInt(windowSecs, 10),
-		`"default";r=` + remaining + `;t=` + strconv.FormatInt(domain.CeilSeconds(d.ResetAfter), 10),
-		limit,
-		remaining,
+	vals := []string{
+		policy,
+		state,
+		strconv.FormatInt(d.Limit, 10),
+		strconv.FormatInt(max(d.Remaining, 0), 10),
 		strconv.FormatInt(resetUnix, 10),
-	}
-	vals := v[:] // one allocation for the five one-element slices
+	} // one allocation for the five one-element slices
 	for i, k := range canonicalRateLimitHeaders {
 		h[k] = vals[i : i+1 : i+1]
 	}
@@ -168,26 +192,38 @@ func acceptsJSON(r *http.Request) bool {
 	return false
 }
 
-// throttledLog logs store errors at most once per storeErrorLogInterval per
-// process, however many requests fail: during an outage every request
-// fails, and a line per request would flood the log when it matters most.
-// The next line says how many errors it stood for.
+// StoreErrorReporter returns what the fail-mode layer calls on every
+// failed store call: it counts the error and logs at most one line per
+// storeErrorLogInterval per process, however many requests fail. During
+// an outage every request fails, and a line per request would flood the
+// log when it matters most; each line says how many errors it stood for.
+func StoreErrorReporter(log *slog.Logger, metrics *Metrics, failMode string) func(error) {
+	var tl throttledLog
+	msg := "rate-limit store error; failing " + failMode
+	switch failMode {
+	case FailOpen:
+		msg += ": admitting"
+	case FailClosed:
+		msg += ": answering 503"
+	}
+	return func(err error) {
+		metrics.storeError()
+		tl.log(log, msg, err)
+	}
+}
+
+// throttledLog writes at most one line per storeErrorLogInterval.
 type throttledLog struct {
 	last       atomic.Int64 // unix nanos of the last line
 	suppressed atomic.Int64 // errors since the last line
 }
 
-func (l *throttledLog) log(log *slog.Logger, err error, failClosed bool) {
+func (l *throttledLog) log(log *slog.Logger, msg string, err error) {
 	now := time.Now().UnixNano()
 	last := l.last.Load()
 	if now-last < int64(storeErrorLogInterval) || !l.last.CompareAndSwap(last, now) {
 		l.suppressed.Add(1)
 		return
 	}
-	mode := "open: admitting"
-	if failClosed {
-		mode = "closed: answering 503"
-	}
-	log.Error("rate-limit store error; failing "+mode,
-		"err", err, "errors_since_last_line", l.suppressed.Swap(0)+1)
+	log.Error(msg, "err", err, "errors_since_last_line", l.suppressed.Swap(0)+1)
 }

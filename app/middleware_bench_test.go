@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/adapters/fixedwindow"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
@@ -21,10 +21,9 @@ import (
 func BenchmarkRateLimitMiddleware(b *testing.B) {
 	c := memory.NewCounter(memory.Options{})
 	defer c.Close()
-	mw := app.RateLimit(app.FixedWindowLimiter{Counter: c},
+	mw := app.RateLimit(fixedwindow.Limiter{Counter: c},
 		app.HeaderTenants{Header: "X-Tenant-ID", Rule: domain.Rule{Limit: 1 << 40, Window: time.Hour}},
-		app.RateLimitOptions{KeyPrefix: "rl:", Log: slog.New(slog.DiscardHandler),
-			Metrics: app.NewMetrics(prometheus.NewRegistry(), "fixed_window")})
+		app.RateLimitOptions{KeyPrefix: "rl:", Metrics: app.NewMetrics(prometheus.NewRegistry(), "fixed_window")})
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	var seed atomic.Int64
 	b.ReportAllocs()

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tollgate/tollgate/adapters/fixedwindow"
+	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -53,20 +55,27 @@ func (f *fakeCounter) lastKey() string {
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 250_000_000, time.UTC)
 
+// limited are the settings of newLimited: the fail mode and its log.
+type limited struct {
+	failClosed bool
+	log        *slog.Logger
+	metrics    *app.Metrics
+}
+
 // newLimited returns the middleware around a handler that answers 200,
-// over counter, with every tenant on rule.
-func newLimited(counter ports.Counter, rule domain.Rule, opts app.RateLimitOptions) http.Handler {
-	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = "rl:"
+// over the seed's fixed window on counter in the fail-mode layer, as the
+// composition root stacks them, with every tenant on rule.
+func newLimited(counter ports.Counter, rule domain.Rule, opts limited) http.Handler {
+	if opts.log == nil {
+		opts.log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return t0 }
+	mode, layer := app.FailOpen, layers.FailOpen
+	if opts.failClosed {
+		mode, layer = app.FailClosed, layers.FailClosed
 	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	mw := app.RateLimit(app.FixedWindowLimiter{Counter: counter},
-		app.HeaderTenants{Header: "X-Tenant-ID", Rule: rule}, opts)
+	lim := ports.Chain(fixedwindow.Limiter{Counter: counter}, layer(app.StoreErrorReporter(opts.log, opts.metrics, mode)))
+	mw := app.RateLimit(lim, app.HeaderTenants{Header: "X-Tenant-ID", Rule: rule},
+		app.RateLimitOptions{KeyPrefix: "rl:", Metrics: opts.metrics, Now: func() time.Time { return t0 }})
 	return mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("tenant=" + string(app.TenantFrom(r.Context()))))
 	}))
@@ -88,15 +97,15 @@ func serve(h http.Handler, tenant string, header ...string) *httptest.ResponseRe
 func TestRateLimitAllowsUpToTheBudgetThenBlocks(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCounter()
-	h := newLimited(fc, domain.Rule{Limit: 3, Window: time.Minute}, app.RateLimitOptions{})
+	h := newLimited(fc, domain.Rule{Limit: 3, Window: time.Minute}, limited{})
 	want := []int{200, 200, 200, 429, 429}
 	for i, w := range want {
 		if got := serve(h, "acme").Code; got != w {
 			t.Errorf("request %d: status = %d, want %d", i+1, got, w)
 		}
 	}
-	if got := fc.lastKey(); got != "rl:acme" {
-		t.Errorf("key = %q, want rl:acme", got)
+	if got := fc.lastKey(); got != "rl:{acme}" {
+		t.Errorf("key = %q, want rl:{acme}", got)
 	}
 	if got := fc.windows[0]; got != time.Minute {
 		t.Errorf("window = %v, want 1m", got)
@@ -112,19 +121,20 @@ func TestRateLimitKeys(t *testing.T) {
 	tests := []struct {
 		name, header, wantKey, wantTenant string
 	}{
-		{"valid tenant", "acme", "rl:acme", "acme"},
-		{"no header", "", "rl:unknown", "unknown"},
-		{"too long", strings.Repeat("a", 65), "rl:unknown", "unknown"},
-		{"bad bytes", "acme/../x", "rl:unknown", "unknown"},
-		{"spaces", "ac me", "rl:unknown", "unknown"},
-		{"key-like", "rl:acme", "rl:unknown", "unknown"},
-		{"longest valid", strings.Repeat("a", 64), "rl:" + strings.Repeat("a", 64), strings.Repeat("a", 64)},
+		{"valid tenant", "acme", "rl:{acme}", "acme"},
+		{"no header", "", "rl:{unknown}", "unknown"},
+		{"too long", strings.Repeat("a", 65), "rl:{unknown}", "unknown"},
+		{"bad bytes", "acme/../x", "rl:{unknown}", "unknown"},
+		{"spaces", "ac me", "rl:{unknown}", "unknown"},
+		{"key-like", "rl:acme", "rl:{unknown}", "unknown"},
+		{"hash tag", "{acme}", "rl:{unknown}", "unknown"},
+		{"longest valid", strings.Repeat("a", 64), "rl:{" + strings.Repeat("a", 64) + "}", strings.Repeat("a", 64)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			fc := newFakeCounter()
-			h := newLimited(fc, domain.Rule{Limit: 10, Window: time.Minute}, app.RateLimitOptions{})
+			h := newLimited(fc, domain.Rule{Limit: 10, Window: time.Minute}, limited{})
 			w := serve(h, tt.header)
 			if w.Code != 200 {
 				t.Fatalf("status = %d, want 200", w.Code)
@@ -143,7 +153,7 @@ func TestRateLimitHeaders(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCounter()
 	fc.left = 29*time.Second + 100*time.Millisecond
-	h := newLimited(fc, domain.Rule{Limit: 2, Window: time.Minute}, app.RateLimitOptions{})
+	h := newLimited(fc, domain.Rule{Limit: 2, Window: time.Minute}, limited{})
 	// t0 is 12:00:00.25; the reset is at 12:00:29.35, announced as :30.
 	reset := "1795953630"
 	steps := []struct {
@@ -188,7 +198,7 @@ func TestRateLimitPolicyWindowSeconds(t *testing.T) {
 	for _, tt := range tests {
 		fc := newFakeCounter()
 		fc.left = tt.window
-		w := serve(newLimited(fc, domain.Rule{Limit: 5, Window: tt.window}, app.RateLimitOptions{}), "acme")
+		w := serve(newLimited(fc, domain.Rule{Limit: 5, Window: tt.window}, limited{}), "acme")
 		if got := w.Header().Get("RateLimit-Policy"); got != tt.want {
 			t.Errorf("window %v: RateLimit-Policy = %q, want %q", tt.window, got, tt.want)
 		}
@@ -199,7 +209,7 @@ func TestRateLimitRetryAfterAtLeastOneSecond(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCounter()
 	fc.left = 10 * time.Millisecond
-	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Second}, app.RateLimitOptions{})
+	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Second}, limited{})
 	serve(h, "acme")
 	w := serve(h, "acme")
 	if w.Code != 429 || w.Header().Get("Retry-After") != "1" {
@@ -210,7 +220,7 @@ func TestRateLimitRetryAfterAtLeastOneSecond(t *testing.T) {
 func TestRateLimitDeniedBody(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCounter()
-	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, app.RateLimitOptions{})
+	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, limited{})
 	serve(h, "acme")
 
 	w := serve(h, "acme")
@@ -249,9 +259,9 @@ func TestRateLimitStoreErrors(t *testing.T) {
 			fc := newFakeCounter()
 			fc.err = storeErr
 			var logs syncBuffer
-			h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, app.RateLimitOptions{
-				FailClosed: tt.failClosed,
-				Log:        slog.New(slog.NewJSONHandler(&logs, nil)),
+			h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, limited{
+				failClosed: tt.failClosed,
+				log:        slog.New(slog.NewJSONHandler(&logs, nil)),
 			})
 			for i := range 500 {
 				w := serve(h, "acme")
@@ -283,8 +293,8 @@ func TestRateLimitStoreErrorLogIsThrottledConcurrently(t *testing.T) {
 	fc := newFakeCounter()
 	fc.err = errors.New("boom")
 	var logs syncBuffer
-	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, app.RateLimitOptions{
-		Log: slog.New(slog.NewJSONHandler(&logs, nil)),
+	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, limited{
+		log: slog.New(slog.NewJSONHandler(&logs, nil)),
 	})
 	var wg sync.WaitGroup
 	for range 16 {
@@ -315,7 +325,7 @@ func TestServerRecoversFromPanics(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	cfg, _ := app.LoadConfig(nil)
-	h := app.NewServer(log, cfg, app.FixedWindowLimiter{Counter: newFakeCounter()},
+	h := app.NewServer(log, cfg, fixedwindow.Limiter{Counter: newFakeCounter()},
 		app.HeaderTenants{Header: "X-Tenant-ID", Rule: cfg.Rule()}, nil,
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("kaboom") }))
 	w := serve(h, "acme")
@@ -334,14 +344,14 @@ func TestRateLimitClientGoneIsNoStoreError(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	var logs syncBuffer
-	lim := ports.LimiterFunc(func(ctx context.Context, _ string, _ domain.Rule) (domain.Decision, error) {
+	metrics := app.NewMetrics(reg, "fixed_window")
+	lim := ports.Chain(ports.LimiterFunc(func(ctx context.Context, _ domain.Request) (domain.Verdict, error) {
 		<-ctx.Done()
-		return domain.Decision{}, ctx.Err()
-	})
+		return domain.Verdict{}, ctx.Err()
+	}), layers.FailClosed(app.StoreErrorReporter(slog.New(slog.NewJSONHandler(&logs, nil)), metrics, app.FailClosed)))
 	called := false
 	h := app.RateLimit(lim, app.HeaderTenants{Header: "X-Tenant-ID", Rule: domain.Rule{Limit: 1, Window: time.Minute}},
-		app.RateLimitOptions{FailClosed: true, Log: slog.New(slog.NewJSONHandler(&logs, nil)),
-			Metrics: app.NewMetrics(reg, "fixed_window")})(
+		app.RateLimitOptions{Metrics: metrics})(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/adapters/fixedwindow"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
@@ -60,8 +61,8 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		// A budget no run exhausts, so every request is proxied.
 		tenants := app.HeaderTenants{Header: "X-Tenant-ID", Rule: domain.Rule{Limit: 1 << 50, Window: time.Hour}}
 		proxy := app.NewProxy(target, app.ProxyOptions{Timeout: 30 * time.Second, Log: log})
-		benchProxy(b, app.NewServer(log, cfg, app.FixedWindowLimiter{Counter: counter}, tenants,
-			app.NewMetrics(prometheus.NewRegistry(), app.AlgorithmFixedWindow), proxy))
+		benchProxy(b, app.NewServer(log, cfg, fixedwindow.Limiter{Counter: counter}, tenants,
+			app.NewMetrics(prometheus.NewRegistry(), domain.AlgorithmFixedWindow), proxy))
 	})
 }
 

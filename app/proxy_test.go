@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/fixedwindow"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -42,7 +43,7 @@ func recordingUpstream(t *testing.T, handler http.HandlerFunc) (*httptest.Server
 }
 
 // allowAll admits every request: count 1 of a fresh window.
-var allowAll = app.FixedWindowLimiter{Counter: ports.CounterFunc(
+var allowAll = fixedwindow.Limiter{Counter: ports.CounterFunc(
 	func(_ context.Context, _ string, window time.Duration) (int64, time.Duration, error) {
 		return 1, window, nil
 	})}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/adapters"
 )
 
 // ShutdownTimeout is how long in-flight requests may run after a stop
@@ -84,7 +86,9 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		defer signal.Stop(hup)
 	}
 
-	be, err := newBackend(ctx, cfg, log)
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg, cfg.Algorithm)
+	be, err := newBackend(ctx, cfg, StoreErrorReporter(log, metrics, cfg.FailMode), log)
 	if err != nil {
 		return fmt.Errorf("tollgate: %w", err)
 	}
@@ -103,9 +107,6 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			Log:              log,
 		})
 	}
-	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg, cfg.Algorithm)
-
 	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
 	admin := newHTTPServer(NewAdminServer(be.pinger, cfg.RedisTimeout, reg), log)
 	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
@@ -228,6 +229,10 @@ func printUsage(w io.Writer) {
 	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(w, "  %s%-17s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
+	}
+	fmt.Fprintln(w, "Algorithms (TOLLGATE_ALGORITHM), each on both stores:")
+	for _, a := range adapters.Algorithms {
+		fmt.Fprintf(w, "  %-15s %s\n", a.Name, a.Summary)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 )
@@ -32,6 +33,9 @@ func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@localhost:6379/0?foo=bar"}, []string{"TOLLGATE_REDIS_URL"}},
 		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@localhost:6379/0?pool_size=x"}, []string{"TOLLGATE_REDIS_URL"}},
 		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@localhost:6379/0/1"}, []string{"TOLLGATE_REDIS_URL"}},
+		// A lone user-info field is a password to go-redis: masked too.
+		{[]string{"TOLLGATE_REDIS_URL=redis://pw-secret@host:6379/0?dial_timeout=-1s"}, []string{"TOLLGATE_REDIS_URL", "xxxxx@host"}},
+		{[]string{"TOLLGATE_ALGORITHM=leaky_bucket"}, []string{"TOLLGATE_ALGORITHM", "fixed_window, sliding_log, sliding_window, token_bucket"}},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
@@ -67,6 +71,11 @@ func TestRunUnexpectedArgument(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "TOLLGATE_REDIS_TIMEOUT") {
 		t.Errorf("-h output lacks the variables:\n%s", out.String())
+	}
+	for _, a := range adapters.Algorithms {
+		if !strings.Contains(out.String(), a.Name+" ") || !strings.Contains(out.String(), a.Summary) {
+			t.Errorf("-h output lacks algorithm %s from the table:\n%s", a.Name, out.String())
+		}
 	}
 }
 
@@ -223,8 +232,11 @@ func TestRunGracefulShutdown(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if !strings.Contains(g.Logs(), `"msg":"stopped"`) {
-		t.Errorf("no stopped line in logs:\n%s", g.Logs())
+	// The log is read by another goroutine: give it a moment.
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(g.Logs(), `"msg":"stopped"`); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stopped line in logs:\n%s", g.Logs())
+		}
 	}
 }
 

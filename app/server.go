@@ -18,10 +18,9 @@ func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantRe
 	r := chi.NewRouter()
 	r.Use(recoverer(log))
 	r.Use(RateLimit(lim, tenants, RateLimitOptions{
-		KeyPrefix:  cfg.KeyPrefix,
-		FailClosed: cfg.FailMode == FailClosed,
-		Log:        log,
-		Metrics:    metrics,
+		KeyPrefix: cfg.KeyPrefix,
+		Algorithm: cfg.Algorithm,
+		Metrics:   metrics,
 	}))
 	addRoutes(r, upstream)
 	return r

@@ -13,8 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/redis"
-	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -25,7 +25,7 @@ const (
 )
 
 // BenchmarkRedisFixedWindow measures fixed-window decisions on a real
-// Redis over loopback, both modes, serial and with 64 goroutines over
+// Redis over loopback (the seed's counter), serial and with 64 goroutines over
 // 1000 tenants. Besides ns/op and allocs it reports:
 //
 //   - decisions/s;
@@ -45,22 +45,21 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 	b.Cleanup(func() { client.Close() })
 	incrPerSec := redisBenchmarkIncr(b, srv.URL)
 
-	keys := make([]string, benchTenants)
+	rule := domain.Rule{Limit: 1 << 29, Window: time.Minute}
+	keys := make([]domain.Request, benchTenants)
 	for i := range keys {
-		keys[i] = domain.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)))
+		keys[i] = one(domain.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), domain.AlgorithmFixedWindow, "", domain.DefaultLimit), rule)
 	}
-	rule := domain.Rule{Limit: 1 << 40, Window: time.Minute}
-	for _, mode := range modes {
-		c := redis.NewCounter(client, redis.CounterOptions{Options: redis.Options{Timeout: time.Second}, Mode: mode})
-		b.Cleanup(func() { c.Close() })
-		lim := app.FixedWindowLimiter{Counter: c}
+	{
+		mode := "seed"
+		lim := adapters.SeedLimiter(redis.NewCounter(redis.NewClient(client), redis.Options{Timeout: time.Second}))
 
-		b.Run(mode.String()+"/serial", func(b *testing.B) {
+		b.Run(mode+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
 			srv.resetStats(b)
 			i := 0
 			for b.Loop() {
-				if _, err := lim.Allow(context.Background(), keys[i%benchTenants], rule); err != nil {
+				if _, err := lim.Allow(context.Background(), keys[i%benchTenants]); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -68,7 +67,7 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 			reportRedisMetrics(b, srv, 0)
 		})
 
-		b.Run(mode.String()+"/parallel", func(b *testing.B) {
+		b.Run(mode+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism((benchGoroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			srv.resetStats(b)
@@ -76,7 +75,7 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					if _, err := lim.Allow(context.Background(), keys[i%benchTenants], rule); err != nil {
+					if _, err := lim.Allow(context.Background(), keys[i%benchTenants]); err != nil {
 						b.Error(err)
 						return
 					}

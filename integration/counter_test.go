@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,16 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/redis"
-	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
 )
-
-// modes are the two ways the fixed window reaches Redis; every counter
-// test runs on both against the same server.
-var modes = []redis.Mode{redis.ModePipeline, redis.ModeScript}
 
 var prefixID atomic.Int64
 
@@ -27,39 +22,26 @@ func uniquePrefix(t testing.TB) string {
 	return fmt.Sprintf("it:%d:%s:", prefixID.Add(1), strings.ReplaceAll(t.Name(), "/", "."))
 }
 
-func newCounter(t testing.TB, s *redisServer, mode redis.Mode) *redis.Counter {
-	t.Helper()
-	c := redis.NewCounter(s.Client, redis.CounterOptions{Options: redis.Options{Timeout: 5 * time.Second}, Mode: mode})
-	t.Cleanup(func() { c.Close() })
-	return c
+func newCounter(s *redisServer) *redis.Counter {
+	return redis.NewCounter(redis.NewClient(s.Client), redis.Options{Timeout: 5 * time.Second})
 }
 
-// forEachMode runs test as a parallel subtest per mode, against srv, with
-// a fresh counter and a key prefix of its own.
+// forEachMode runs test against srv with a fresh counter and a key
+// prefix of its own.
 func forEachMode(t *testing.T, srv *redisServer, test func(t *testing.T, c *redis.Counter, prefix string)) {
 	t.Helper()
-	for _, mode := range modes {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			test(t, newCounter(t, srv, mode), uniquePrefix(t))
-		})
-	}
+	test(t, newCounter(srv), uniquePrefix(t))
 }
 
 func TestRedisCounterContract(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	for _, mode := range modes {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			portstest.TestCounter(t, portstest.CounterHarness{
-				New:    func(t *testing.T) ports.Counter { return newCounter(t, srv, mode) },
-				Clock:  portstest.Sleeper{},
-				Window: 400 * time.Millisecond,
-				Slack:  50 * time.Millisecond,
-			})
-		})
-	}
+	portstest.TestCounter(t, portstest.CounterHarness{
+		New:    func(t *testing.T) ports.Counter { return newCounter(srv) },
+		Clock:  portstest.Sleeper{},
+		Window: 400 * time.Millisecond,
+		Slack:  50 * time.Millisecond,
+	})
 }
 
 // TestRedisCounterStorm: concurrent decisions on one key admit exactly
@@ -68,13 +50,13 @@ func TestRedisCounterStorm(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
 	forEachMode(t, srv, func(t *testing.T, c *redis.Counter, prefix string) {
-		lim := app.FixedWindowLimiter{Counter: c}
+		lim := adapters.SeedLimiter(c)
 		rule := domain.Rule{Limit: 50, Window: time.Minute}
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
 		for i := range 200 {
 			wg.Go(func() {
-				d, err := lim.Allow(t.Context(), fmt.Sprintf("%stenant-%d", prefix, i%2), rule)
+				d, err := lim.Allow(t.Context(), one(fmt.Sprintf("%stenant-%d", prefix, i%2), rule))
 				if err != nil {
 					t.Error(err)
 					return
@@ -94,21 +76,17 @@ func TestRedisCounterStorm(t *testing.T) {
 	})
 }
 
-// TestRedisCounterCommandsPerDecision: each decision is one MULTI/EXEC
-// of INCR, PEXPIRE NX and PTTL (pipeline), or one EVALSHA running INCR and PTTL, with
-// PEXPIRE only on a window's first hit (script).
+// TestRedisCounterCommandsPerDecision: each decision is one EVALSHA
+// running INCR and PTTL, with PEXPIRE only on a window's first hit.
 func TestRedisCounterCommandsPerDecision(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t) // its own server: CONFIG RESETSTAT is global
 	const keys, perKey = 10, 20
 	const decisions = keys * perKey
-	want := map[redis.Mode]map[string]int64{
-		redis.ModePipeline: {"multi": decisions, "incr": decisions, "pexpire": decisions, "pttl": decisions, "exec": decisions, "evalsha": 0, "eval": 0},
-		redis.ModeScript:   {"incr": decisions, "pexpire": keys, "pttl": decisions, "evalsha": decisions, "eval": 0},
-	}
-	for _, mode := range modes { // sequential: they share the stats
-		t.Run(mode.String(), func(t *testing.T) {
-			c := newCounter(t, srv, mode)
+	want := map[string]int64{"incr": decisions, "pexpire": keys, "pttl": decisions, "evalsha": decisions, "eval": 0}
+	{
+		{
+			c := newCounter(srv)
 			prefix := uniquePrefix(t)
 			if _, _, err := c.Incr(t.Context(), prefix+"warm-up", time.Minute); err != nil {
 				t.Fatal(err) // loads the script; not counted
@@ -120,12 +98,12 @@ func TestRedisCounterCommandsPerDecision(t *testing.T) {
 				}
 			}
 			got := srv.commandCalls(t)
-			for cmd, n := range want[mode] {
+			for cmd, n := range want {
 				if got[cmd] != n {
 					t.Errorf("%d decisions on %d keys: %s called %d times, want %d (all: %v)", decisions, keys, cmd, got[cmd], n, got)
 				}
 			}
-		})
+		}
 	}
 }
 
@@ -166,41 +144,4 @@ func TestRedisCounterWrapsErrors(t *testing.T) {
 			t.Errorf("Incr of a list: err = %v, want redis: incr %q: WRONGTYPE…", err, key)
 		}
 	})
-}
-
-// TestRedisDetect: Redis 7 gets the pipeline; a counter left in ModeAuto
-// (start-up detection failed) runs the script and switches once it has
-// detected the server after its first success.
-func TestRedisDetect(t *testing.T) {
-	t.Parallel()
-	srv := startRedis(t)
-	mode, err := redis.Detect(t.Context(), srv.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode != redis.ModePipeline {
-		t.Errorf("Detect on %s = %v, want pipeline", redisImage(), mode)
-	}
-
-	c := newCounter(t, srv, redis.ModeAuto)
-	key := uniquePrefix(t) + "a"
-	for i := int64(1); ; i++ {
-		n, _, err := c.Incr(t.Context(), key, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != i {
-			t.Fatalf("Incr %d = %d while switching modes", i, n)
-		}
-		if c.Mode() == redis.ModePipeline {
-			break
-		}
-		if i > 500 {
-			t.Fatalf("counter still in mode %v after %d increments", c.Mode(), i)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if ttl := srv.Client.PTTL(context.Background(), key).Val(); ttl <= 0 {
-		t.Errorf("PTTL = %v after the switch, want > 0", ttl)
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // The stores run against a real Redis in integration/; these are the
@@ -67,3 +69,41 @@ func TestWindowMillis(t *testing.T) {
 }
 
 func durationNS(n int64) time.Duration { return time.Duration(n) }
+
+func TestOpenOptions(t *testing.T) {
+	t.Parallel()
+	const timeout = 40 * time.Millisecond
+	c, err := Open("redis://:pw@redis:6379/2", ClientOptions{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	o := c.rdb.(*goredis.Client).Options()
+	if !o.ContextTimeoutEnabled {
+		t.Error("ContextTimeoutEnabled = false: deadlines would be ignored")
+	}
+	if o.MaxRetries != 0 { // -1 normalised: no retry, so no double-counted INCR
+		t.Errorf("MaxRetries = %d, want 0 after normalisation of -1", o.MaxRetries)
+	}
+	if o.ReadTimeout != timeout || o.WriteTimeout != timeout {
+		t.Errorf("Read/WriteTimeout = %v/%v, want %v", o.ReadTimeout, o.WriteTimeout, timeout)
+	}
+	if o.DialTimeout < timeout || o.PoolSize < 64 || o.MinIdleConns < 1 {
+		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 64, >= 1", o.DialTimeout, o.PoolSize, o.MinIdleConns)
+	}
+	if o.Password != "pw" || o.DB != 2 {
+		t.Errorf("password/db from the URL not applied: %q/%d", o.Password, o.DB)
+	}
+	// Settings in the URL's query win.
+	c2, err := Open("redis://redis:6379/0?pool_size=7&max_retries=2", ClientOptions{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if o := c2.rdb.(*goredis.Client).Options(); o.PoolSize != 7 || o.MaxRetries != 2 {
+		t.Errorf("URL pool_size=7&max_retries=2: got %d, %d", o.PoolSize, o.MaxRetries)
+	}
+	if _, err := Open("redis://h:6379/0?dial_timeout=-1s", ClientOptions{}); err == nil {
+		t.Error("Open with a negative dial_timeout: no error")
+	}
+}

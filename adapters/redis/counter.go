@@ -42,7 +42,15 @@ func (c *Counter) Incr(ctx context.Context, key string, window time.Duration) (i
 	if err != nil {
 		return 0, 0, err
 	}
-	return r[0], time.Duration(max(r[1], 0)) * time.Millisecond, nil
+	return r[0], leftOf(r[1], window), nil
+}
+
+// leftOf returns the time left in a window from its key's PTTL in ms. A
+// key outlives its PTTL by up to a millisecond (Redis expires it once
+// its clock in ms is past the expiry), so a client told PTTL could come
+// back a millisecond early: one is added, within the window.
+func leftOf(pttl int64, window time.Duration) time.Duration {
+	return min(time.Duration(max(pttl, 0)+1)*time.Millisecond, window)
 }
 
 // windowMillis returns window in whole milliseconds, rounded up, at least 1.

@@ -34,9 +34,9 @@ func (l *FixedWindow) Allow(ctx context.Context, req domain.Request) (domain.Ver
 		return domain.Verdict{}, err
 	}
 	return settle(req, r, func(i int, cost int64) domain.Decision {
-		left := time.Duration(r[2+2*i]) * time.Millisecond
-		if r[2+2*i] < 0 {
-			left = 0 // no window running
+		var left time.Duration // 0: no window running
+		if r[2+2*i] >= 0 {
+			left = leftOf(r[2+2*i], req.Limits[i].Rule.Window)
 		}
 		return domain.DecideFixedWindow(r[1+2*i], left, cost, req.Limits[i].Rule)
 	}, nil)

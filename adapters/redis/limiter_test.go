@@ -81,11 +81,11 @@ func TestLimiterDecisions(t *testing.T) {
 		want     domain.Decision
 	}{
 		{"fixed_window", []any{int64(1), int64(3), int64(20e3)}, []any{int64(1), int64(10), int64(60e3)},
-			domain.Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: 20 * time.Second}},
+			domain.Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: 20*time.Second + time.Millisecond}},
 		{"fixed_window", []any{int64(1), int64(0), int64(-2)}, nil,
 			domain.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Minute}},
 		{"fixed_window", []any{int64(0), int64(10), int64(5e3)}, nil,
-			domain.Decision{Limit: 10, ResetAfter: 5 * time.Second, RetryAfter: 5 * time.Second}},
+			domain.Decision{Limit: 10, ResetAfter: 5*time.Second + time.Millisecond, RetryAfter: 5*time.Second + time.Millisecond}},
 		{"sliding_log", []any{int64(1), int64(3), int64(20e6), int64(1e6)}, []any{int64(1), int64(10), int64(60e6), int64(60e3)},
 			domain.Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: time.Minute}},
 		{"sliding_log", []any{int64(0), int64(10), int64(45e6), int64(5e6)}, nil,
