@@ -35,6 +35,7 @@ unit:
 
 vet:
 	go vet ./...
+	cd bench && go vet ./...
 
 ## bench: Redis benchmarks (medians: benchstat the output)
 bench: image

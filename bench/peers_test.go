@@ -17,7 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/tollgate/tollgate/adapters/memory"
-	"github.com/tollgate/tollgate/app"
+	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -44,12 +44,13 @@ type allowFunc func(key string) bool
 func tollgate(b *testing.B) allowFunc {
 	c := memory.NewCounter(memory.Options{})
 	b.Cleanup(func() { c.Close() })
-	lim := app.FixedWindowLimiter{Counter: c}
+	lim := adapters.SeedLimiter(c)
 	rule := domain.Rule{Limit: limit, Window: window}
 	ctx := context.Background()
 	return func(key string) bool {
-		d, _ := lim.Allow(ctx, key, rule)
-		return d.Allowed
+		v, _ := lim.Allow(ctx, domain.Request{Tenant: "bench", Route: "default", Cost: 1,
+			Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}}})
+		return v.Allowed
 	}
 }
 
