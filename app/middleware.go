@@ -108,7 +108,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 // setRateLimitHeaders writes the contract's five rate-limit headers for d
 // under rule at now. Times are rounded up to whole seconds, so a client
 // that waits as told is never early. It runs on every metered request, so
-// it writes canonical keys directly (Header.Set would canonicalize, and
+// it writes the keys directly (Header.Set would canonicalize, and
 // allocate, each time) and backs the five values with one slice.
 func setRateLimitHeaders(h http.Header, d domain.Decision, rule domain.Rule, now time.Time) {
 	limit := strconv.FormatInt(d.Limit, 10)
@@ -127,19 +127,23 @@ func setRateLimitHeaders(h http.Header, d domain.Decision, rule domain.Rule, now
 		strconv.FormatInt(resetUnix, 10),
 	}
 	vals := v[:] // one allocation for the five one-element slices
-	for i, k := range canonicalRateLimitHeaders {
+	for i, k := range rateLimitHeaderKeys {
 		h[k] = vals[i : i+1 : i+1]
 	}
 }
 
-// canonicalRateLimitHeaders are the keys setRateLimitHeaders writes, in
-// the order of its values, in http.Header's canonical form.
-var canonicalRateLimitHeaders = [...]string{
-	http.CanonicalHeaderKey(HeaderRateLimitPolicy),
-	http.CanonicalHeaderKey(HeaderRateLimit),
-	http.CanonicalHeaderKey(HeaderXRateLimitLimit),
-	http.CanonicalHeaderKey(HeaderXRateLimitRemain),
-	http.CanonicalHeaderKey(HeaderXRateLimitReset),
+// rateLimitHeaderKeys are the keys setRateLimitHeaders writes, in the
+// order of its values, spelled as the draft and existing clients spell
+// them (RateLimit, X-RateLimit-Limit), not in http.Header's canonical
+// form (Ratelimit, X-Ratelimit-Limit): net/http writes a map key to the
+// wire as it is, and some clients compare names case-sensitively.
+// Header.Get does not find these keys; index the map with them.
+var rateLimitHeaderKeys = [...]string{
+	HeaderRateLimitPolicy,
+	HeaderRateLimit,
+	HeaderXRateLimitLimit,
+	HeaderXRateLimitRemain,
+	HeaderXRateLimitReset,
 }
 
 // writeError answers status with msg: as {"error": msg} when the client

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -141,10 +142,26 @@ var gatewayHeaders = []string{
 	HeaderXRateLimitLimit, HeaderXRateLimitRemain, HeaderXRateLimitReset,
 }
 
-// dropGatewayHeaders removes the upstream's values of gatewayHeaders.
+// dropGatewayHeaders removes the upstream's values of gatewayHeaders, in
+// any spelling: the gateway writes RateLimit and RateLimit-Policy with
+// the draft's case, so a canonical Ratelimit from the upstream would
+// otherwise travel beside them as a second field.
 func dropGatewayHeaders(resp *http.Response) error {
-	for _, h := range gatewayHeaders {
-		resp.Header.Del(h)
+	for name := range resp.Header {
+		if isGatewayHeader(name) {
+			delete(resp.Header, name)
+		}
 	}
 	return nil
+}
+
+// isGatewayHeader reports whether name is one of gatewayHeaders, in any
+// case.
+func isGatewayHeader(name string) bool {
+	for _, h := range gatewayHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
 }
