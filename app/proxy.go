@@ -69,6 +69,12 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// ReverseProxy drops a query it cannot parse (/a?b=%zz) from
+			// pr.Out before Rewrite; the contract keeps the query as the
+			// client sent it. The gateway never interprets the query, so
+			// forwarding it raw gives the upstream exactly what the client
+			// meant, not a reading of it.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			h := pr.Out.Header

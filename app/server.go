@@ -27,9 +27,16 @@ func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantRe
 	return r
 }
 
-// addRoutes is the whole public HTTP surface: everything goes upstream.
+// addRoutes is the whole public HTTP surface: everything goes upstream,
+// whatever its method. chi routes only the methods it knows (and those
+// registered with the global chi.RegisterMethod), answering 405 to the
+// rest; a gateway must proxy any RFC 9110 token (PROPFIND, PURGE, a
+// lowercase "get"), so the not-found and method-not-allowed handlers are
+// the upstream too.
 func addRoutes(r chi.Router, upstream http.Handler) {
 	r.Handle("/*", upstream)
+	r.NotFound(upstream.ServeHTTP)
+	r.MethodNotAllowed(upstream.ServeHTTP)
 }
 
 // recoverer turns a panic in a handler into a 500 and one JSON log line,
