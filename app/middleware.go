@@ -81,6 +81,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	}
 	end := time.Now() // one read for the duration and, by default, the headers
 	m.opts.Metrics.observe(d.Allowed, err, end.Sub(start))
+	setOutcome(r.Context(), t.ID, outcomeOf(d.Allowed, err))
 	r = r.WithContext(withTenant(r.Context(), t.ID))
 
 	if err != nil {

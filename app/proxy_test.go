@@ -21,6 +21,7 @@ import (
 type received struct {
 	method, path, query, host, body string
 	header                          http.Header
+	escaped                         string // the path as sent: URL.EscapedPath
 }
 
 // recordingUpstream starts an upstream that records each request and
@@ -30,7 +31,7 @@ func recordingUpstream(t *testing.T, handler http.HandlerFunc) (*httptest.Server
 	got := make(chan received, 16)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		got <- received{r.Method, r.URL.Path, r.URL.RawQuery, r.Host, string(body), r.Header.Clone()}
+		got <- received{r.Method, r.URL.Path, r.URL.RawQuery, r.Host, string(body), r.Header.Clone(), r.URL.EscapedPath()}
 		if handler == nil {
 			_, _ = io.WriteString(w, "ok")
 			return

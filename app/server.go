@@ -11,12 +11,19 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// NewServer returns the public listener's handler: every request is
-// metered by lim against its tenant's budget (resolved by tenants), then
-// handed to upstream, which is the reverse proxy or the echo responder.
+// NewServer returns the public listener's handler: every request's path
+// is normalised (a path that climbs above "/" is 400, see
+// [domain.NormalizePath]), then the request is metered by lim against its
+// tenant's budget (resolved by tenants), then handed to upstream, which is
+// the reverse proxy or the echo responder. With cfg.AccessLog, one line
+// per request goes to log's handler.
 func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantResolver, metrics *Metrics, upstream http.Handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(recoverer(log))
+	if cfg.AccessLog {
+		r.Use(accessLog(log.Handler(), nil))
+	}
+	r.Use(normalizePath)
 	r.Use(RateLimit(lim, tenants, RateLimitOptions{
 		KeyPrefix:  cfg.KeyPrefix,
 		FailClosed: cfg.FailMode == FailClosed,
