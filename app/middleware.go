@@ -87,6 +87,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		m.errLog.log(m.opts.Log, err, m.opts.FailClosed)
 		if m.opts.FailClosed {
+			abandonBody(w, r)
 			w.Header().Set(HeaderRetryAfter, "1")
 			writeError(w, r, http.StatusServiceUnavailable, unavailableBody)
 			return
@@ -99,6 +100,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	}
 	setRateLimitHeaders(w.Header(), d, t.Rule, end)
 	if !d.Allowed {
+		abandonBody(w, r)
 		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(d.RetryAfter), 1), 10))
 		writeError(w, r, http.StatusTooManyRequests, deniedBody)
 		return

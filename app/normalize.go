@@ -28,6 +28,7 @@ func normalizePath(next http.Handler) http.Handler {
 		escaped := r.URL.EscapedPath()
 		norm, err := domain.NormalizePath(escaped)
 		if err != nil {
+			abandonBody(w, r)
 			writeError(w, r, http.StatusBadRequest, invalidPathBody)
 			return
 		}

@@ -88,11 +88,27 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 			}
 			h.Set(HeaderTenantID, string(TenantFrom(pr.In.Context())))
 		},
-		Transport:      transport,
-		ModifyResponse: dropGatewayHeaders,
-		FlushInterval:  -1, // stream: flush every write, as for SSE
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Transport: transport,
+		ModifyResponse: func(resp *http.Response) error {
+			if bodyTimedOut(resp.Request) {
+				// The upstream answered a body cut short: that answer is
+				// to a request the client never finished sending.
+				resp.Body.Close()
+				return errBodyIdle
+			}
+			return dropGatewayHeaders(resp)
+		},
+		FlushInterval: -1, // stream: flush every write, as for SSE
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if bodyTimedOut(r) {
+				// The client's body stalled (see bodyIdleTimeout), not the
+				// upstream; the read error also canceled r's context.
+				log.Info("request body idle timeout", "method", r.Method, "path", r.URL.Path)
+				w.Header().Set("Connection", "close")
+				writeError(w, r, http.StatusRequestTimeout, "request body timed out")
+				return
+			}
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				// The client went away; nobody reads the answer.
 				log.Debug("client canceled proxied request", "method", r.Method, "path", r.URL.Path)

@@ -24,6 +24,7 @@ func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantRe
 		r.Use(accessLog(log.Handler(), nil))
 	}
 	r.Use(normalizePath)
+	r.Use(bodyIdleTimeout(BodyIdleTimeout))
 	r.Use(RateLimit(lim, tenants, RateLimitOptions{
 		KeyPrefix:  cfg.KeyPrefix,
 		FailClosed: cfg.FailMode == FailClosed,
