@@ -62,6 +62,8 @@ type Config struct {
 	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"50ms"`
 	// KeyPrefix prefixes every key the gateway writes.
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"rl:"`
+	// AccessLog writes one JSON line per request on stderr.
+	AccessLog bool `env:"ACCESS_LOG" envDefault:"false"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
 }
@@ -83,6 +85,7 @@ var accepted = map[string]string{
 	"REDIS_URL":        "a redis://, rediss:// or unix:// URL",
 	"REDIS_TIMEOUT":    "a Go duration > 0, such as 50ms",
 	"KEY_PREFIX":       "any string",
+	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
 	"LOG_LEVEL":        "debug, info, warn or error",
 }
 

@@ -96,6 +96,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	}
 	end := time.Now() // one read for the duration and, by default, the headers
 	m.opts.Metrics.observe(v.Outcome, end.Sub(start))
+	setOutcome(r.Context(), t.ID, v.Outcome.String())
 	r = r.WithContext(withTenant(r.Context(), t.ID))
 
 	if v.Decisions == nil {
@@ -103,6 +104,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 			next.ServeHTTP(w, r)
 			return
 		}
+		abandonBody(w, r)
 		w.Header().Set(HeaderRetryAfter, "1")
 		writeError(w, r, http.StatusServiceUnavailable, unavailableBody)
 		return
@@ -112,6 +114,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	}
 	setRateLimitHeaders(w.Header(), req.Limits, v, end)
 	if !v.Allowed {
+		abandonBody(w, r)
 		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(v.RetryAfter()), 1), 10))
 		writeError(w, r, http.StatusTooManyRequests, deniedBody)
 		return
@@ -123,7 +126,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 // verdict v of limits at now: RateLimit-Policy and RateLimit with one item
 // per limit, X-RateLimit-* for the most constrained one. Times are
 // rounded up to whole seconds, so a client that waits as told is never
-// early. It runs on every metered request, so it writes canonical keys
+// early. It runs on every metered request, so it writes the keys
 // directly (Header.Set would canonicalize, and allocate, each time) and
 // backs the five values with one slice.
 func setRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict, now time.Time) {
@@ -151,19 +154,23 @@ func setRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict,
 		strconv.FormatInt(max(d.Remaining, 0), 10),
 		strconv.FormatInt(resetUnix, 10),
 	} // one allocation for the five one-element slices
-	for i, k := range canonicalRateLimitHeaders {
+	for i, k := range rateLimitHeaderKeys {
 		h[k] = vals[i : i+1 : i+1]
 	}
 }
 
-// canonicalRateLimitHeaders are the keys setRateLimitHeaders writes, in
-// the order of its values, in http.Header's canonical form.
-var canonicalRateLimitHeaders = [...]string{
-	http.CanonicalHeaderKey(HeaderRateLimitPolicy),
-	http.CanonicalHeaderKey(HeaderRateLimit),
-	http.CanonicalHeaderKey(HeaderXRateLimitLimit),
-	http.CanonicalHeaderKey(HeaderXRateLimitRemain),
-	http.CanonicalHeaderKey(HeaderXRateLimitReset),
+// rateLimitHeaderKeys are the keys setRateLimitHeaders writes, in the
+// order of its values, spelled as the draft and existing clients spell
+// them (RateLimit, X-RateLimit-Limit), not in http.Header's canonical
+// form (Ratelimit, X-Ratelimit-Limit): net/http writes a map key to the
+// wire as it is, and some clients compare names case-sensitively.
+// Header.Get does not find these keys; index the map with them.
+var rateLimitHeaderKeys = [...]string{
+	HeaderRateLimitPolicy,
+	HeaderRateLimit,
+	HeaderXRateLimitLimit,
+	HeaderXRateLimitRemain,
+	HeaderXRateLimitReset,
 }
 
 // writeError answers status with msg: as {"error": msg} when the client

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -68,6 +69,12 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// ReverseProxy drops a query it cannot parse (/a?b=%zz) from
+			// pr.Out before Rewrite; the contract keeps the query as the
+			// client sent it. The gateway never interprets the query, so
+			// forwarding it raw gives the upstream exactly what the client
+			// meant, not a reading of it.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			h := pr.Out.Header
@@ -81,11 +88,27 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 			}
 			h.Set(HeaderTenantID, string(TenantFrom(pr.In.Context())))
 		},
-		Transport:      transport,
-		ModifyResponse: dropGatewayHeaders,
-		FlushInterval:  -1, // stream: flush every write, as for SSE
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Transport: transport,
+		ModifyResponse: func(resp *http.Response) error {
+			if bodyTimedOut(resp.Request) {
+				// The upstream answered a body cut short: that answer is
+				// to a request the client never finished sending.
+				resp.Body.Close()
+				return errBodyIdle
+			}
+			return dropGatewayHeaders(resp)
+		},
+		FlushInterval: -1, // stream: flush every write, as for SSE
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if bodyTimedOut(r) {
+				// The client's body stalled (see bodyIdleTimeout), not the
+				// upstream; the read error also canceled r's context.
+				log.Info("request body idle timeout", "method", r.Method, "path", r.URL.Path)
+				w.Header().Set("Connection", "close")
+				writeError(w, r, http.StatusRequestTimeout, "request body timed out")
+				return
+			}
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				// The client went away; nobody reads the answer.
 				log.Debug("client canceled proxied request", "method", r.Method, "path", r.URL.Path)
@@ -141,10 +164,26 @@ var gatewayHeaders = []string{
 	HeaderXRateLimitLimit, HeaderXRateLimitRemain, HeaderXRateLimitReset,
 }
 
-// dropGatewayHeaders removes the upstream's values of gatewayHeaders.
+// dropGatewayHeaders removes the upstream's values of gatewayHeaders, in
+// any spelling: the gateway writes RateLimit and RateLimit-Policy with
+// the draft's case, so a canonical Ratelimit from the upstream would
+// otherwise travel beside them as a second field.
 func dropGatewayHeaders(resp *http.Response) error {
-	for _, h := range gatewayHeaders {
-		resp.Header.Del(h)
+	for name := range resp.Header {
+		if isGatewayHeader(name) {
+			delete(resp.Header, name)
+		}
 	}
 	return nil
+}
+
+// isGatewayHeader reports whether name is one of gatewayHeaders, in any
+// case.
+func isGatewayHeader(name string) bool {
+	for _, h := range gatewayHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
 }

@@ -22,6 +22,7 @@ import (
 type received struct {
 	method, path, query, host, body string
 	header                          http.Header
+	escaped                         string // the path as sent: URL.EscapedPath
 }
 
 // recordingUpstream starts an upstream that records each request and
@@ -31,7 +32,7 @@ func recordingUpstream(t *testing.T, handler http.HandlerFunc) (*httptest.Server
 	got := make(chan received, 16)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		got <- received{r.Method, r.URL.Path, r.URL.RawQuery, r.Host, string(body), r.Header.Clone()}
+		got <- received{r.Method, r.URL.Path, r.URL.RawQuery, r.Host, string(body), r.Header.Clone(), r.URL.EscapedPath()}
 		if handler == nil {
 			_, _ = io.WriteString(w, "ok")
 			return
@@ -378,5 +379,46 @@ func TestProxyDropsUpstreamRateLimitHeaders(t *testing.T) {
 	}
 	if got := resp.Header.Get("X-Upstream"); got != "kept" {
 		t.Errorf("X-Upstream = %q, want kept", got)
+	}
+}
+
+// TestProxyKeepsAnyMethod: any RFC 9110 token method reaches the upstream
+// as sent, not a 405 from the router after the budget was spent.
+func TestProxyKeepsAnyMethod(t *testing.T) {
+	t.Parallel()
+	up, got := recordingUpstream(t, nil)
+	gw, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
+	for _, method := range []string{"PROPFIND", "PURGE", "REPORT", "MKCOL", "get", "X-Custom.1"} {
+		resp, body := do(t, method, gw+"/dav/x", "", nil)
+		if resp.StatusCode != http.StatusOK || body != "ok" {
+			t.Errorf("%s: %d %q, want the upstream's 200 ok", method, resp.StatusCode, body)
+			continue
+		}
+		if r := <-got; r.method != method || r.path != "/dav/x" {
+			t.Errorf("%s: upstream got %s %s, want %s /dav/x", method, r.method, r.path, method)
+		}
+	}
+}
+
+// TestProxyKeepsRawQuery: a query the gateway cannot parse is forwarded
+// as sent, not dropped (ReverseProxy's Rewrite mode strips it).
+func TestProxyKeepsRawQuery(t *testing.T) {
+	t.Parallel()
+	up, got := recordingUpstream(t, nil)
+	tests := []struct{ upstream, query, want string }{
+		{up.URL, "b=%zz", "b=%zz"},
+		{up.URL, "a=1;b=2", "a=1;b=2"},
+		{up.URL, "x=%41&y", "x=%41&y"},
+		{up.URL + "/api?from=gw", "b=%zz", "from=gw&b=%zz"},
+	}
+	for _, tt := range tests {
+		gw, _ := proxyGateway(t, tt.upstream, nil, app.ProxyOptions{})
+		if resp, _ := do(t, http.MethodGet, gw+"/a?"+tt.query, "", nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("?%s: status %d, want 200", tt.query, resp.StatusCode)
+			continue
+		}
+		if r := <-got; r.query != tt.want {
+			t.Errorf("?%s via %s: upstream got query %q, want %q", tt.query, tt.upstream, r.query, tt.want)
+		}
 	}
 }

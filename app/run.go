@@ -55,9 +55,10 @@ func ExitCode(err error) int {
 // on stderr. A bad setting or tenants file returns an *ExitError with Code
 // 2 whose message is one line naming the variable or file.
 //
-// With a tenants file, Run also handles SIGHUP for as long as it runs: it
-// reloads the file (see [FileTenants.Reload]) and logs the outcome; a bad
-// file leaves the tenants as they were.
+// Run handles SIGHUP for as long as it runs: with a tenants file it
+// reloads the file (see [FileTenants.Reload]) and logs the outcome, a bad
+// file leaving the tenants as they were; without one it logs the signal
+// and ignores it.
 func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
 		if a := args[1]; a == "-h" || a == "-help" || a == "--help" {
@@ -77,14 +78,12 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
 	}
-	var hup chan os.Signal // nil, so never ready, without a tenants file
-	if fileTenants != nil {
-		// Notify before serving: from here on SIGHUP reloads rather than
-		// kills the process.
-		hup = make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-	}
+	// Notify before serving, with or without a tenants file: from here on
+	// SIGHUP reloads, or is logged and ignored, and never kills the
+	// process (its default action).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg, cfg.Algorithm)
@@ -139,6 +138,10 @@ wait:
 			log.Info("shutting down", "grace", ShutdownTimeout.String())
 			break wait
 		case <-hup:
+			if fileTenants == nil {
+				log.Info("SIGHUP ignored: no tenants file")
+				continue
+			}
 			reloadTenants(fileTenants, log)
 		}
 	}

@@ -11,12 +11,20 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// NewServer returns the public listener's handler: every request is
-// metered by lim against its tenant's budget (resolved by tenants), then
-// handed to upstream, which is the reverse proxy or the echo responder.
+// NewServer returns the public listener's handler: every request's path
+// is normalised (a path that climbs above "/" is 400, see
+// [domain.NormalizePath]), then the request is metered by lim against its
+// tenant's budget (resolved by tenants), then handed to upstream, which is
+// the reverse proxy or the echo responder. With cfg.AccessLog, one line
+// per request goes to log's handler.
 func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantResolver, metrics *Metrics, upstream http.Handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(recoverer(log))
+	if cfg.AccessLog {
+		r.Use(accessLog(log.Handler(), nil))
+	}
+	r.Use(normalizePath)
+	r.Use(bodyIdleTimeout(BodyIdleTimeout))
 	r.Use(RateLimit(lim, tenants, RateLimitOptions{
 		KeyPrefix: cfg.KeyPrefix,
 		Algorithm: cfg.Algorithm,
@@ -26,9 +34,16 @@ func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantRe
 	return r
 }
 
-// addRoutes is the whole public HTTP surface: everything goes upstream.
+// addRoutes is the whole public HTTP surface: everything goes upstream,
+// whatever its method. chi routes only the methods it knows (and those
+// registered with the global chi.RegisterMethod), answering 405 to the
+// rest; a gateway must proxy any RFC 9110 token (PROPFIND, PURGE, a
+// lowercase "get"), so the not-found and method-not-allowed handlers are
+// the upstream too.
 func addRoutes(r chi.Router, upstream http.Handler) {
 	r.Handle("/*", upstream)
+	r.NotFound(upstream.ServeHTTP)
+	r.MethodNotAllowed(upstream.ServeHTTP)
 }
 
 // recoverer turns a panic in a handler into a 500 and one JSON log line,

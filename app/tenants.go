@@ -79,7 +79,8 @@ type tenantTable struct {
 // The file is rejected, with a *[TenantsFileError] that names the problem
 // and never an API key, when it does not parse (the error gives the
 // line:column), has an unknown field or trailing data, lists no tenants,
-// or a tenant has an invalid id (see [domain.ParseTenantID]), the reserved
+// repeats a member name in an object or spells a field in another case
+// ("ID"), or a tenant has an invalid id (see [domain.ParseTenantID]), the reserved
 // id "unknown", an id or API key already used, no API key, an empty key or
 // one with bytes outside printable ASCII or spaces, a limit below 1, or a
 // window that is not a Go duration of at least 1ms.
@@ -226,8 +227,9 @@ func readTenantsFile(path string, fallback domain.Rule) (*tenantTable, error) {
 	return t, nil
 }
 
-// decodeTenants parses data strictly: no unknown field, nothing after the
-// object. On error it also returns the byte offset the error is at, or -1.
+// decodeTenants parses data strictly: no unknown field, no member repeated
+// in an object, no field name in another case ([checkStrictJSON]), nothing
+// after the object. On error it also returns the byte offset the error is at, or -1.
 func decodeTenants(data []byte) (tenantsFile, int64, error) {
 	var doc tenantsFile
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -243,6 +245,11 @@ func decodeTenants(data []byte) (tenantsFile, int64, error) {
 			off := dec.InputOffset()
 			off += int64(len(data[off:]) - len(bytes.TrimLeft(data[off:], " \t\r\n")))
 			return doc, off + 1, errors.New("unexpected data after the top-level object")
+		}
+		// encoding/json keeps the last of repeated members and matches
+		// names case-insensitively; the file must say what it means.
+		if err := checkStrictJSON(data, reflect.TypeFor[tenantsFile]()); err != nil {
+			return doc, strictOffset(err), err
 		}
 		return doc, -1, nil
 	case errors.Is(err, io.EOF):

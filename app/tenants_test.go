@@ -85,6 +85,18 @@ var badTenantsFiles = []struct {
 	{"unknown field", "{\"tenants\": [\n  {\"id\": \"acme\", \"api_keys\": [\"SECRET1\"],\n   \"limt\": 10}]}", `3:4: json: unknown field "limt"`},
 	{"trailing data", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}]} {}`, "1:56: unexpected data after the top-level object"},
 	{"not an object", `[]`, "got a JSON array, want an object"},
+	{"tenants twice", "{\"tenants\": [{\"id\": \"acme\", \"api_keys\": [\"SECRET1\"]}],\n \"tenants\": [{\"id\": \"globex\", \"api_keys\": [\"SECRET2\"]}]}",
+		`2:2: tenants: repeated member "tenants"`},
+	{"id twice", "{\"tenants\": [\n  {\"id\": \"acme\", \"api_keys\": [\"SECRET1\"], \"id\": \"globex\"}]}",
+		`2:43: tenants[0].id: repeated member "id"`},
+	{"key list twice", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}, {"id": "b", "api_keys": ["SECRET2"], "api_keys": ["SECRET3"]}]}`,
+		`tenants[1].api_keys: repeated member "api_keys"`},
+	{"field in another case", "{\"tenants\": [\n  {\"ID\": \"acme\", \"api_keys\": [\"SECRET1\"]}]}",
+		`2:4: tenants[0].ID: unknown field "ID" (field names are case-sensitive: want "id")`},
+	{"top-level field in another case", `{"Tenants": [{"id": "acme", "api_keys": ["SECRET1"]}]}`,
+		`1:2: Tenants: unknown field "Tenants" (field names are case-sensitive: want "tenants")`},
+	{"limit in another case", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "Limit": 5}]}`,
+		`tenants[0].Limit: unknown field "Limit"`},
 	{"no tenants", `{"tenants": []}`, "no tenants"},
 	{"no tenants field", `{}`, "no tenants"},
 	{"duplicate id", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}, {"id": "acme", "api_keys": ["SECRET2"]}]}`,
@@ -221,6 +233,19 @@ func TestFileTenantsReload(t *testing.T) {
 	}
 	check("after bad reload", "k-acme-1", acme5)
 	check("after bad reload", "k-initech", initech)
+
+	// So is one that encoding/json alone would accept: a repeated id,
+	// whose last value would win, and a field in another case.
+	for _, bad := range []string{
+		`{"tenants": [{"id": "acme", "id": "hooli", "api_keys": ["k-acme-1"]}]}`,
+		`{"tenants": [{"ID": "hooli", "api_keys": ["k-acme-1"]}]}`,
+	} {
+		rewrite(t, path, bad)
+		if err := ft.Reload(); err == nil {
+			t.Errorf("Reload(%s) = nil, want an error", bad)
+		}
+		check("after a lax reload", "k-acme-1", acme5)
+	}
 }
 
 // rewrite replaces the file at path with content.

@@ -16,8 +16,8 @@ import (
 	"github.com/sethvargo/go-limiter/memorystore"
 	"golang.org/x/time/rate"
 
-	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters"
+	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 )
 
