@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -74,16 +75,16 @@ var accepted = map[string]string{
 	"LISTEN_ADDR":      "a host:port listen address",
 	"ADMIN_ADDR":       "a host:port listen address",
 	"UPSTREAM_URL":     "empty, or an absolute http:// or https:// URL",
-	"UPSTREAM_TIMEOUT": "a Go duration > 0, such as 30s",
+	"UPSTREAM_TIMEOUT": "a Go duration from 1ms to 24h, such as 30s",
 	"ALGORITHM":        strings.Join(adapters.Names(), ", "),
 	"STORE":            "memory or redis",
 	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
 	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
 	"FAIL_MODE":        "open or closed",
-	"TENANT_HEADER":    "an HTTP header name",
+	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
 	"REDIS_URL":        "a redis://, rediss:// or unix:// URL",
-	"REDIS_TIMEOUT":    "a Go duration > 0, such as 50ms",
+	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 50ms",
 	"KEY_PREFIX":       "any string",
 	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
 	"LOG_LEVEL":        "debug, info, warn or error",
@@ -176,7 +177,7 @@ func (c Config) Validate() error {
 	check(validAddr(c.ListenAddr), "LISTEN_ADDR", c.ListenAddr)
 	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
 	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
-	check(c.UpstreamTimeout > 0, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
+	check(c.UpstreamTimeout >= time.Millisecond && c.UpstreamTimeout <= 24*time.Hour, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
 	_, known := adapters.Lookup(c.Algorithm)
 	check(known, "ALGORITHM", c.Algorithm)
 	check(oneOf(c.Store, StoreMemory, StoreRedis), "STORE", c.Store)
@@ -185,9 +186,9 @@ func (c Config) Validate() error {
 	check(c.Limit >= 1 && c.Limit <= domain.MaxLimit && (!windowOK || c.Rule().Validate() == nil),
 		"LIMIT", strconv.FormatInt(c.Limit, 10))
 	check(oneOf(c.FailMode, FailOpen, FailClosed), "FAIL_MODE", c.FailMode)
-	check(validHeaderName(c.TenantHeader), "TENANT_HEADER", c.TenantHeader)
+	check(validHeaderName(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
 	check(redis.ValidateURL(c.RedisURL) == nil, "REDIS_URL", c.RedisURL)
-	check(c.RedisTimeout > 0, "REDIS_TIMEOUT", dur(c.RedisTimeout))
+	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
 	return errors.Join(errs...)
@@ -219,6 +220,16 @@ func validAddr(a string) bool {
 func validUpstream(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// reservedHeader are the headers that frame, route or hop a request:
+// a tenant id in one of them would be read from what the HTTP layer owns
+// (Host is also not in r.Header at all, so every request would be
+// unknown).
+var reservedHeader = map[string]bool{
+	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true,
+	"Te": true, "Trailer": true, "Upgrade": true, "Keep-Alive": true, "Proxy-Connection": true,
+	"Content-Type": true, "Expect": true,
 }
 
 // validHeaderName reports whether s is an RFC 9110 token.
