@@ -192,3 +192,38 @@ func ExampleCounter() {
 	// 2 true
 	// 3 true
 }
+
+// TestSweepFollowsTheWindow: a flood of distinct tenants on a 2 s window
+// is swept within a few windows (not the 10 s default interval), and the
+// heap it took comes back.
+func TestSweepFollowsTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := memory.NewCounter(memory.Options{})
+		defer c.Close()
+		heap := func() uint64 {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			return ms.HeapInuse
+		}
+		before := heap()
+		const tenants = 200_000
+		for i := range tenants {
+			c.Incr(t.Context(), "rl:{flood-"+strconv.Itoa(i)+"}", 2*time.Second)
+		}
+		flooded := heap()
+		if c.Len() != tenants {
+			t.Fatalf("Len after flood = %d, want %d", c.Len(), tenants)
+		}
+		time.Sleep(3 * 2 * time.Second) // three windows
+		synctest.Wait()
+		if got := c.Len(); got != 0 {
+			t.Errorf("Len three windows after the flood = %d, want 0", got)
+		}
+		after := heap()
+		t.Logf("heap in use: %d MB before, %d MB flooded, %d MB three windows on", before>>20, flooded>>20, after>>20)
+		if grown := flooded - before; after > before+grown/4 {
+			t.Errorf("heap in use %d B three windows on, want it back near %d B (flood took %d B)", after, before, grown)
+		}
+	})
+}
