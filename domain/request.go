@@ -125,11 +125,10 @@ func (v Verdict) RetryAfter() time.Duration {
 // the request is admitted when every limit admits it at cost. When one
 // denies, nothing is spent anywhere, so each limit that would have
 // admitted is decided again at cost 0, which reports what it has left
-// untouched. The decisions are appended to dst (which may be nil), so a
-// caller with a buffer does not allocate. decide must not change state:
-// the caller spends only when the verdict is allowed.
-func Settle(dst []Decision, n int, cost int64, decide func(i int, cost int64) Decision) Verdict {
-	v := Verdict{Allowed: true, Decisions: dst[:0]}
+// untouched. decide must not change state: the caller spends only when
+// the verdict is allowed. The verdict's decisions are its one allocation.
+func Settle(n int, cost int64, decide func(i int, cost int64) Decision) Verdict {
+	v := Verdict{Allowed: true, Decisions: make([]Decision, 0, n)}
 	for i := range n {
 		d := decide(i, cost)
 		v.Allowed = v.Allowed && d.Allowed

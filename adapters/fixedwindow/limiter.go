@@ -37,10 +37,8 @@ func (l Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict,
 	if err != nil {
 		return domain.Verdict{}, fmt.Errorf("fixed window: %w", err)
 	}
-	d := domain.FixedWindow{}.Decide(count, left, lim.Rule)
-	v := domain.Verdict{Allowed: d.Allowed, Decisions: []domain.Decision{d}}
-	if !d.Allowed {
-		v.Outcome = domain.OutcomeDenied
-	}
-	return v, nil
+	// Counted already: a denied request has nothing to give back.
+	return domain.Settle(1, req.Cost, func(int, int64) domain.Decision {
+		return domain.FixedWindow{}.Decide(count, left, lim.Rule)
+	}), nil
 }

@@ -58,8 +58,7 @@ func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
 
 // Allow implements [ports.Limiter]. It fails only on a malformed request
 // (more than 16 limits, or two with one key). For keys it already holds,
-// it takes their mutexes and does not allocate (a request of several
-// limits allocates its verdict's decisions).
+// it takes their mutexes and allocates only its verdict's decisions.
 func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
 	n := len(req.Limits)
 	if n > maxLimits {
@@ -105,18 +104,7 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		decide := func(i int, cost int64) domain.Decision {
 			return P(&entries[i].state).Decide(now, req.Limits[i].Rule, cost)
 		}
-		var v domain.Verdict
-		if n == 1 {
-			// One limit: no second look is needed, nor a slice of
-			// decisions beyond the verdict's own.
-			d := decide(0, req.Cost)
-			v = domain.Verdict{Allowed: d.Allowed, Decisions: []domain.Decision{d}}
-			if !d.Allowed {
-				v.Outcome = domain.OutcomeDenied
-			}
-		} else {
-			v = domain.Settle(nil, n, req.Cost, decide)
-		}
+		v := domain.Settle(n, req.Cost, decide)
 		for i := range n {
 			e := entries[i]
 			if v.Allowed {
