@@ -13,11 +13,18 @@ export TOLLGATE_TEST_REDIS_IMAGE ?= tollgate.local/redis:7
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE ?= localhost
 
+# One id per make run, on every container the tests start, so that the
+# cleanup removes this run's containers and nothing else.
+ifndef TOLLGATE_TEST_RUN
+TOLLGATE_TEST_RUN := $(shell od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+endif
+export TOLLGATE_TEST_RUN
+
 BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench image compose-up compose-down compose-test
+.PHONY: test unit vet bench image compose-up compose-down compose-test clean
 
 ## test: images, go vet, all tests with -race, compose smoke test; cleanup always
 test:
@@ -55,3 +62,11 @@ compose-down:
 
 compose-test:
 	scripts/compose-test.sh
+
+## clean: remove this project's test containers (any run), compose stacks and local images
+clean:
+	TOLLGATE_TEST_RUN= scripts/cleanup-containers.sh
+	-docker-compose -p tollgate -f docker-compose.yml down -v --remove-orphans 2>/dev/null
+	-docker-compose -p tollgate-ci -f docker-compose.yml down -v --remove-orphans 2>/dev/null
+	-docker image rm tollgate.local/redis:7 tollgate.local/tollgate:dev 2>/dev/null
+	go clean -testcache

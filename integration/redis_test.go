@@ -102,6 +102,7 @@ func startRedis(tb testing.TB, opts ...testcontainers.ContainerCustomizer) *redi
 	requireDocker(tb)
 	ctx := context.Background()
 	opts = append([]testcontainers.ContainerCustomizer{
+		testcontainers.WithLabels(containerLabels()),
 		// The scratch image has no shell for the internal port check.
 		testcontainers.WithWaitStrategy(
 			wait.ForListeningPort("6379/tcp").SkipInternalCheck().WithStartupTimeout(30*time.Second),
@@ -125,6 +126,18 @@ func startRedis(tb testing.TB, opts ...testcontainers.ContainerCustomizer) *redi
 	c := goredis.NewClient(opt)
 	tb.Cleanup(func() { c.Close() })
 	return &redisServer{ctr: ctr, URL: url, Client: c}
+}
+
+// containerLabels marks a test container as this project's, and as this
+// run's when TOLLGATE_TEST_RUN is set (make test sets it), so that
+// scripts/cleanup-containers.sh removes only what this run started and
+// never another project's or a concurrent run's containers.
+func containerLabels() map[string]string {
+	labels := map[string]string{"tollgate.test": "true"}
+	if run := os.Getenv("TOLLGATE_TEST_RUN"); run != "" {
+		labels["tollgate.test.run"] = run
+	}
+	return labels
 }
 
 // withFixedHostPort publishes 6379 on 127.0.0.1:port, so the address

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PROJECT=tollgate-ci
+PROJECT=${TOLLGATE_COMPOSE_PROJECT:-tollgate-ci}
 log() { printf 'compose-test: %s\n' "$*" >&2; }
 
 # Install a missing tool from Debian's packages: need COMMAND PACKAGE.
