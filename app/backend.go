@@ -81,14 +81,20 @@ func (alwaysUp) Ping(context.Context) error { return nil }
 // enough that a gateway whose Redis is unreachable still starts promptly.
 const redisStartupTimeout = 2 * time.Second
 
-// checkRedis asks Redis for its version and logs whether it answered. A
-// gateway whose Redis is down still starts: the fail mode covers that,
-// and /readyz says so. The URL is logged with its secrets masked;
+// checkRedis opens and verifies the connections the decisions will use
+// (redis.Client.Warm: a burst right after start-up finds them open), asks
+// Redis for its version and logs whether it answered. A gateway whose
+// Redis is down still starts: the fail mode covers that, and /readyz says
+// so until the connections are up. The URL is logged with its secrets masked;
 // go-redis errors never contain them.
 func checkRedis(ctx context.Context, client *redis.Client, cfg Config, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, max(redisStartupTimeout, cfg.RedisTimeout))
 	defer cancel()
-	version, err := client.Version(ctx)
+	err := client.Warm(ctx)
+	var version string
+	if err == nil {
+		version, err = client.Version(ctx)
+	}
 	if err != nil {
 		log.Warn("redis is not answering; starting anyway (TOLLGATE_FAIL_MODE applies until it does)",
 			"redis_url", MaskURL(cfg.RedisURL), "err", err)

@@ -39,6 +39,9 @@ func TestValidateURL(t *testing.T) {
 		"http://h:6379":                            false,
 		"unix://":                                  false,
 		"redis://s3cret@h:6379/0?dial_timeout=-1s": false,
+		"redis://h:6379/0?max_retries=-1":          true,
+		"redis://h:6379/0?max_retries=0":           false, // go-redis: 0 is its default, 3
+		"redis://h:6379/0?max_retries=2":           false,
 	} {
 		err := ValidateURL(url)
 		if (err == nil) != ok {
@@ -88,20 +91,24 @@ func TestOpenOptions(t *testing.T) {
 	if o.ReadTimeout != timeout || o.WriteTimeout != timeout {
 		t.Errorf("Read/WriteTimeout = %v/%v, want %v", o.ReadTimeout, o.WriteTimeout, timeout)
 	}
-	if o.DialTimeout < timeout || o.PoolSize < 64 || o.MinIdleConns < 1 {
-		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 64, >= 1", o.DialTimeout, o.PoolSize, o.MinIdleConns)
+	if o.DialTimeout < timeout || o.PoolSize < 16 || o.MinIdleConns <= DefaultLanes {
+		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 16, > %d (the lanes, and a spare)",
+			o.DialTimeout, o.PoolSize, o.MinIdleConns, DefaultLanes)
 	}
 	if o.Password != "pw" || o.DB != 2 {
 		t.Errorf("password/db from the URL not applied: %q/%d", o.Password, o.DB)
 	}
-	// Settings in the URL's query win.
-	c2, err := Open("redis://redis:6379/0?pool_size=7&max_retries=2", ClientOptions{Timeout: timeout})
+	// Settings in the URL's query win, but for retries.
+	c2, err := Open("redis://redis:6379/0?pool_size=7&max_retries=-1", ClientOptions{Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	if o := c2.rdb.(*goredis.Client).Options(); o.PoolSize != 7 || o.MaxRetries != 2 {
-		t.Errorf("URL pool_size=7&max_retries=2: got %d, %d", o.PoolSize, o.MaxRetries)
+	if o := c2.rdb.(*goredis.Client).Options(); o.PoolSize != 7 || o.MaxRetries != 0 {
+		t.Errorf("URL pool_size=7&max_retries=-1: got %d, %d", o.PoolSize, o.MaxRetries)
+	}
+	if _, err := Open("redis://h:6379/0?max_retries=3", ClientOptions{}); err == nil {
+		t.Error("Open with max_retries=3: no error (a retried batch counts twice)")
 	}
 	if _, err := Open("redis://h:6379/0?dial_timeout=-1s", ClientOptions{}); err == nil {
 		t.Error("Open with a negative dial_timeout: no error")

@@ -23,11 +23,13 @@ type Options struct {
 
 // script is what the Redis stores share: one embedded Lua script that
 // makes a whole decision atomically over the keys of one request (one
-// tenant, so one Cluster slot), run with EVALSHA and a transparent EVAL
-// when Redis lacks it (after SCRIPT FLUSH or a restart).
+// tenant, so one Cluster slot), run with EVALSHA through the client's
+// coalescer (concurrent decisions share round trips) and a transparent
+// EVAL when Redis lacks it (after SCRIPT FLUSH or a restart).
 type script struct {
 	client *Client
-	lua    *goredis.Script
+	src    string
+	sha    string // SHA-1 of src, in hex: EVALSHA's name for it
 	name   string // the algorithm, for errors: "sliding log"
 	opts   Options
 }
@@ -37,7 +39,7 @@ func newScript(c *Client, file, name string, opts Options) script {
 	if err != nil {
 		panic("redis: missing embedded script " + file) // a build defect
 	}
-	return script{client: c, lua: goredis.NewScript(string(src)), name: name, opts: opts}
+	return script{client: c, src: string(src), sha: goredis.NewScript(string(src)).Hash(), name: name, opts: opts}
 }
 
 // run runs the script on keys with args, within the per-decision
@@ -48,7 +50,18 @@ func (s *script) run(ctx context.Context, keys []string, want int, args ...any) 
 		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
 		defer cancel()
 	}
-	vals, err := s.lua.Run(ctx, s.client.rdb, keys, args...).Int64Slice()
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", s.sha, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := goredis.NewCmd(ctx, cmdArgs...)
+	err := s.client.eval(ctx, cmd, s.src)
+	var vals []int64
+	if err == nil {
+		vals, err = cmd.Int64Slice()
+	}
 	if err == nil && len(vals) != want {
 		err = errReply(len(vals), want)
 	}

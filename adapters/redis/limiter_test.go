@@ -14,11 +14,11 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// fakeRedis answers every script run with reply (or err), and records
-// the keys and arguments it was given. Behaviour against a real Redis is
-// tested in integration/.
+// fakeRedis answers every script run (an EVALSHA through Process) with
+// reply (or err), and records the keys and arguments it was given.
+// Behaviour against a real Redis is tested in integration/.
 type fakeRedis struct {
-	goredis.UniversalClient // nil: methods other than EvalSha panic
+	goredis.UniversalClient // nil: methods other than Process panic
 	reply                   []any
 	err                     error
 	keys                    []string
@@ -26,16 +26,22 @@ type fakeRedis struct {
 	deadline                bool
 }
 
-func (f *fakeRedis) EvalSha(ctx context.Context, _ string, keys []string, args ...any) *goredis.Cmd {
-	f.keys, f.args = keys, args
+func (f *fakeRedis) Process(ctx context.Context, c goredis.Cmder) error {
+	cmd := c.(*goredis.Cmd)
+	a := cmd.Args() // evalsha, sha, numkeys, keys..., args...
+	n := a[2].(int)
+	f.keys = nil
+	for _, k := range a[3 : 3+n] {
+		f.keys = append(f.keys, k.(string))
+	}
+	f.args = a[3+n:]
 	_, f.deadline = ctx.Deadline()
-	cmd := goredis.NewCmd(ctx)
 	if f.err != nil {
 		cmd.SetErr(f.err)
 	} else {
 		cmd.SetVal(f.reply)
 	}
-	return cmd
+	return cmd.Err()
 }
 
 var limiters = []struct {

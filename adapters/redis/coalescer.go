@@ -1,0 +1,265 @@
+package redis
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// coalescer makes concurrent decisions share round trips. Each decision
+// is one atomic unit (one EVALSHA of its algorithm's script), and a few
+// lanes carry them to Redis: a lane is one round trip in flight, on one
+// pooled connection.
+//
+//   - A caller that finds a lane free and nobody queued runs its own
+//     command on it, on its own context: a lone caller pays nothing for
+//     the coalescing, not even a goroutine hand-off.
+//   - Otherwise it queues, and waits for its result or its context,
+//     whichever comes first: a queued caller whose deadline passes
+//     returns at once, and its command is dropped if it was not sent.
+//   - When a lane's round trip ends and callers are queued, the lane
+//     goes to a flusher goroutine, which sends everything queued (up to
+//     maxBatch) as one pipeline, and again while callers keep queueing.
+//     Batches fill from the queue that builds up while the lanes are
+//     busy: no timer, no waiting for a batch to fill.
+//
+// A batch is never retried: a script that ran but whose reply was lost
+// would count twice. Its commands fail with the batch's error, and the
+// fail mode decides. Only a NOSCRIPT reply (the script cache was
+// flushed: the script did not run) is re-sent, as EVAL with the source,
+// which also reloads the cache.
+//
+// It works on any go-redis UniversalClient: on a ClusterClient a
+// pipeline splits by slot and node, so each node still gets one round
+// trip per batch.
+type coalescer struct {
+	rdb      goredis.UniversalClient
+	lanes    int
+	maxBatch int
+
+	mu    sync.Mutex // guards queue, busy
+	queue []*call
+	busy  int // lanes in use: running a caller's command or held by a flusher
+
+	kick chan struct{} // hands a held lane to a flusher; capacity lanes
+	stop chan struct{} // closed by close
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// call is one queued command and its waiter.
+type call struct {
+	ctx   context.Context
+	cmd   *goredis.Cmd
+	src   string       // the script, for the NOSCRIPT fallback
+	state atomic.Int32 // callQueued, callSent or callAbandoned
+	done  chan struct{}
+}
+
+const (
+	callQueued    = iota
+	callSent      // taken into a batch: the flusher completes it
+	callAbandoned // its caller gave up first: the flusher skips it
+)
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func newCoalescer(rdb goredis.UniversalClient, lanes, maxBatch int) *coalescer {
+	c := &coalescer{
+		rdb:      rdb,
+		lanes:    lanes,
+		maxBatch: maxBatch,
+		kick:     make(chan struct{}, lanes),
+		stop:     make(chan struct{}),
+	}
+	c.wg.Add(lanes)
+	for range lanes {
+		go c.flusher()
+	}
+	return c
+}
+
+// eval runs cmd (an EVALSHA of the script src) and returns its error;
+// the reply is cmd's. It returns by ctx's deadline at the latest.
+func (c *coalescer) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
+	c.mu.Lock()
+	if c.busy < c.lanes && len(c.queue) == 0 {
+		c.busy++
+		c.mu.Unlock()
+		c.direct(ctx, cmd, src)
+		c.release()
+		return cmd.Err()
+	}
+	k := callPool.Get().(*call)
+	k.ctx, k.cmd, k.src = ctx, cmd, src
+	k.state.Store(callQueued)
+	c.queue = append(c.queue, k)
+	c.mu.Unlock()
+
+	select {
+	case <-k.done:
+		k.ctx, k.cmd, k.src = nil, nil, ""
+		callPool.Put(k)
+		return cmd.Err()
+	case <-ctx.Done():
+		if k.state.CompareAndSwap(callQueued, callAbandoned) {
+			// Never sent, and the flusher will not touch it: it is
+			// safe to leave to the collector (not the pool: the queue
+			// may still hold the pointer).
+			return ctx.Err()
+		}
+		// Sent: the reply may still come; the flusher fills cmd and
+		// signals done, which nobody reads.
+		return ctx.Err()
+	}
+}
+
+// direct runs one command on the caller's own context, on a lane the
+// caller holds.
+func (c *coalescer) direct(ctx context.Context, cmd *goredis.Cmd, src string) {
+	_ = c.rdb.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		retry := evalOf(ctx, cmd, src)
+		_ = c.rdb.Process(ctx, retry)
+		adopt(cmd, retry)
+	}
+}
+
+// release gives back a lane, or hands it to a flusher when callers are
+// queued: whoever holds a lane checks the queue before letting it go, so
+// a queued caller is never left without one.
+func (c *coalescer) release() {
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.busy--
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.kick <- struct{}{} // at most lanes held lanes: never blocks
+}
+
+// flusher sends the queue's batches on the lanes it is handed.
+func (c *coalescer) flusher() {
+	defer c.wg.Done()
+	var batch []*call
+	for {
+		select {
+		case <-c.kick:
+		case <-c.stop:
+			return
+		}
+		for {
+			c.mu.Lock()
+			if len(c.queue) == 0 {
+				c.busy--
+				c.mu.Unlock()
+				break
+			}
+			n := min(len(c.queue), c.maxBatch)
+			batch = append(batch[:0], c.queue[:n]...)
+			rest := copy(c.queue, c.queue[n:])
+			clear(c.queue[rest:])
+			c.queue = c.queue[:rest]
+			c.mu.Unlock()
+			c.send(batch)
+			clear(batch)
+		}
+	}
+}
+
+// send runs batch as one pipeline. Callers whose context ended while
+// they were queued are skipped. The pipeline's deadline is the latest of
+// its callers' (each caller still returns by its own), or none when one
+// has none: the connection's read and write timeouts bound it then.
+func (c *coalescer) send(batch []*call) {
+	live := batch[:0]
+	var latest time.Time
+	unbounded := false
+	for _, k := range batch {
+		if k.ctx.Err() != nil || !k.state.CompareAndSwap(callQueued, callSent) {
+			continue // its caller returned (or is returning) ctx.Err()
+		}
+		live = append(live, k)
+		if d, ok := k.ctx.Deadline(); !ok {
+			unbounded = true
+		} else if d.After(latest) {
+			latest = d
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx := context.Background()
+	if !unbounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	c.pipeline(ctx, live, func(k *call) *goredis.Cmd { return k.cmd })
+
+	// NOSCRIPT: the script did not run; send it again with its source.
+	var missing []*call
+	for _, k := range live {
+		if isNoScript(k.cmd.Err()) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		retries := make(map[*call]*goredis.Cmd, len(missing))
+		c.pipeline(ctx, missing, func(k *call) *goredis.Cmd {
+			r := evalOf(ctx, k.cmd, k.src)
+			retries[k] = r
+			return r
+		})
+		for k, r := range retries {
+			adopt(k.cmd, r)
+		}
+	}
+	for _, k := range live {
+		k.done <- struct{}{}
+	}
+}
+
+// pipeline sends cmdOf(k) for every k in one pipeline (one round trip
+// per node). Errors land on each command.
+func (c *coalescer) pipeline(ctx context.Context, ks []*call, cmdOf func(*call) *goredis.Cmd) {
+	if len(ks) == 1 {
+		_ = c.rdb.Process(ctx, cmdOf(ks[0]))
+		return
+	}
+	pipe := c.rdb.Pipeline()
+	for _, k := range ks {
+		_ = pipe.Process(ctx, cmdOf(k))
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// close stops the flushers. Calls still queued keep waiting for their
+// contexts; the gateway closes the client only after its requests.
+func (c *coalescer) close() {
+	c.once.Do(func() {
+		close(c.stop)
+		c.wg.Wait()
+	})
+}
+
+// isNoScript reports whether err is Redis's NOSCRIPT: the script cache
+// does not hold the script (SCRIPT FLUSH, a restart, a failover).
+func isNoScript(err error) bool { return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// evalOf returns the EVAL of src with evalsha's keys and arguments.
+func evalOf(ctx context.Context, evalsha *goredis.Cmd, src string) *goredis.Cmd {
+	args := append([]any(nil), evalsha.Args()...)
+	args[0], args[1] = "eval", src
+	return goredis.NewCmd(ctx, args...)
+}
+
+// adopt gives cmd the reply (or error) of retry.
+func adopt(cmd, retry *goredis.Cmd) {
+	cmd.SetErr(retry.Err())
+	cmd.SetVal(retry.Val())
+}
