@@ -65,8 +65,6 @@ const (
 	callAbandoned // its caller gave up first: the flusher skips it
 )
 
-var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
-
 func newCoalescer(rdb goredis.UniversalClient, lanes, maxBatch int) *coalescer {
 	c := &coalescer{
 		rdb:      rdb,
@@ -93,26 +91,18 @@ func (c *coalescer) eval(ctx context.Context, cmd *goredis.Cmd, src string) erro
 		c.release()
 		return cmd.Err()
 	}
-	k := callPool.Get().(*call)
-	k.ctx, k.cmd, k.src = ctx, cmd, src
-	k.state.Store(callQueued)
+	k := &call{ctx: ctx, cmd: cmd, src: src, done: make(chan struct{}, 1)}
 	c.queue = append(c.queue, k)
 	c.mu.Unlock()
 
 	select {
 	case <-k.done:
-		k.ctx, k.cmd, k.src = nil, nil, ""
-		callPool.Put(k)
 		return cmd.Err()
 	case <-ctx.Done():
-		if k.state.CompareAndSwap(callQueued, callAbandoned) {
-			// Never sent, and the flusher will not touch it: it is
-			// safe to leave to the collector (not the pool: the queue
-			// may still hold the pointer).
-			return ctx.Err()
-		}
-		// Sent: the reply may still come; the flusher fills cmd and
-		// signals done, which nobody reads.
+		// If it was not sent yet, the flusher skips it. If it was, the
+		// reply may still come: the flusher fills cmd and signals done,
+		// which nobody reads.
+		k.state.CompareAndSwap(callQueued, callAbandoned)
 		return ctx.Err()
 	}
 }

@@ -1,0 +1,268 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// fakeWire is a UniversalClient whose round trips the test holds and
+// releases: every Process and every pipeline's Exec is one trip,
+// recorded as the commands' names and first keys, and it blocks until
+// the test sends on gate (when gate is not nil) or the trip's context
+// ends. reply answers each command.
+type fakeWire struct {
+	goredis.UniversalClient // nil: other methods panic
+
+	gate  chan error // a trip waits for a value: nil lets it answer, an error fails the whole trip
+	reply func(cmd *goredis.Cmd)
+
+	mu    sync.Mutex
+	trips [][]string // guarded by mu
+	ctxs  []bool     // per trip: whether its context had a deadline
+}
+
+func (f *fakeWire) Process(ctx context.Context, cmd goredis.Cmder) error {
+	f.trip(ctx, []goredis.Cmder{cmd})
+	return cmd.Err()
+}
+
+func (f *fakeWire) Pipeline() goredis.Pipeliner { return &fakePipe{wire: f} }
+
+func (f *fakeWire) trip(ctx context.Context, cmds []goredis.Cmder) {
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = fmt.Sprint(c.Args()[0], " ", c.Args()[3])
+	}
+	_, hasDeadline := ctx.Deadline()
+	f.mu.Lock()
+	f.trips = append(f.trips, names)
+	f.ctxs = append(f.ctxs, hasDeadline)
+	f.mu.Unlock()
+	var err error
+	if f.gate != nil {
+		select {
+		case err = <-f.gate:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	for _, c := range cmds {
+		if err != nil {
+			c.SetErr(err)
+		} else {
+			f.reply(c.(*goredis.Cmd))
+		}
+	}
+}
+
+// recorded returns the trips so far, each sorted: callers started
+// together queue in any order.
+func (f *fakeWire) recorded() [][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([][]string, len(f.trips))
+	for i, tr := range f.trips {
+		out[i] = slices.Sorted(slices.Values(tr))
+	}
+	return out
+}
+
+type fakePipe struct {
+	goredis.Pipeliner
+	wire *fakeWire
+	cmds []goredis.Cmder
+}
+
+func (p *fakePipe) Process(_ context.Context, cmd goredis.Cmder) error {
+	p.cmds = append(p.cmds, cmd)
+	return nil
+}
+
+func (p *fakePipe) Exec(ctx context.Context) ([]goredis.Cmder, error) {
+	p.wire.trip(ctx, p.cmds)
+	return p.cmds, nil
+}
+
+// echo answers an EVALSHA or EVAL with its first key.
+func echo(cmd *goredis.Cmd) { cmd.SetVal(cmd.Args()[3]) }
+
+func evalsha(ctx context.Context, key string) *goredis.Cmd {
+	return goredis.NewCmd(ctx, "evalsha", "sha", 1, key)
+}
+
+// start runs eval(key) in a goroutine and returns where its error goes.
+func start(c *coalescer, ctx context.Context, key string) (*goredis.Cmd, <-chan error) {
+	cmd := evalsha(ctx, key)
+	done := make(chan error, 1)
+	go func() { done <- c.eval(ctx, cmd, "src") }()
+	return cmd, done
+}
+
+// TestCoalescerLoneCaller: a caller alone goes out at once, as one
+// command (no pipeline) on its own context.
+func TestCoalescerLoneCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo}
+		c := newCoalescer(f, 2, 16)
+		defer c.close()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		cmd := evalsha(ctx, "k1")
+		if err := c.eval(ctx, cmd, "src"); err != nil || cmd.Val() != "k1" {
+			t.Fatalf("eval = %v, %v; want k1", cmd.Val(), err)
+		}
+		if got := f.recorded(); len(got) != 1 || len(got[0]) != 1 || !f.ctxs[0] {
+			t.Errorf("trips %v (deadlines %v): want one trip of one command on the caller's deadline", got, f.ctxs)
+		}
+	})
+}
+
+// TestCoalescerSharesRoundTrips: callers that arrive while every lane is
+// busy leave together in the next round trip, each with its own reply.
+func TestCoalescerSharesRoundTrips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo, gate: make(chan error)}
+		c := newCoalescer(f, 1, 64)
+		defer c.close()
+		ctx := t.Context()
+		_, first := start(c, ctx, "k0")
+		synctest.Wait() // k0 holds the one lane
+		cmds := make([]*goredis.Cmd, 10)
+		dones := make([]<-chan error, 10)
+		for i := range cmds {
+			cmds[i], dones[i] = start(c, ctx, fmt.Sprintf("k%d", i+1))
+		}
+		synctest.Wait() // all ten queued
+		f.gate <- nil   // k0 answers; the lane goes to a flusher
+		synctest.Wait()
+		f.gate <- nil // the batch answers
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range dones {
+			if err := <-d; err != nil || cmds[i].Val() != fmt.Sprintf("k%d", i+1) {
+				t.Errorf("caller %d: %v, %v", i+1, cmds[i].Val(), err)
+			}
+		}
+		if got := f.recorded(); len(got) != 2 || len(got[1]) != 10 {
+			t.Errorf("trips %v: want k0 alone, then the ten queued callers in one pipeline", got)
+		}
+	})
+}
+
+// TestCoalescerQueuedDeadline: a queued caller whose deadline passes
+// returns at once with its context's error, and its command is never
+// sent.
+func TestCoalescerQueuedDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo, gate: make(chan error)}
+		c := newCoalescer(f, 1, 64)
+		defer c.close()
+		_, first := start(c, t.Context(), "slow")
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		t0 := time.Now()
+		_, queued := start(c, ctx, "late")
+		_, kept := start(c, t.Context(), "kept")
+		if err := <-queued; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("queued caller past its deadline: %v, want context.DeadlineExceeded", err)
+		}
+		if waited := time.Since(t0); waited != 50*time.Millisecond {
+			t.Errorf("queued caller returned after %v, want its 50ms deadline", waited)
+		}
+		f.gate <- nil // "slow" answers at last
+		synctest.Wait()
+		f.gate <- nil
+		<-first
+		<-kept
+		if got := f.recorded(); !slices.Equal(got[len(got)-1], []string{"evalsha kept"}) {
+			t.Errorf("trips %v: the expired caller's command was sent", got)
+		}
+	})
+}
+
+// TestCoalescerNeverRetries: a batch whose round trip fails fails every
+// caller in it, once: nothing is sent again.
+func TestCoalescerNeverRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo, gate: make(chan error)}
+		c := newCoalescer(f, 1, 64)
+		defer c.close()
+		_, first := start(c, t.Context(), "k0")
+		synctest.Wait()
+		var dones []<-chan error
+		for i := range 5 {
+			_, d := start(c, t.Context(), fmt.Sprint("k", i+1))
+			dones = append(dones, d)
+		}
+		synctest.Wait()
+		f.gate <- nil
+		synctest.Wait()
+		lost := errors.New("read tcp: connection reset by peer")
+		f.gate <- lost
+		<-first
+		for i, d := range dones {
+			if err := <-d; !errors.Is(err, lost) {
+				t.Errorf("caller %d: %v, want the batch's error", i+1, err)
+			}
+		}
+		synctest.Wait()
+		if got := f.recorded(); len(got) != 2 {
+			t.Errorf("trips %v: want 2 (a failed batch is never sent again)", got)
+		}
+	})
+}
+
+// TestCoalescerNoScript: after SCRIPT FLUSH, EVALSHA answers NOSCRIPT
+// (the script did not run): the commands go again as EVAL, in one round
+// trip for the whole batch, and their callers get EVAL's replies.
+func TestCoalescerNoScript(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{gate: make(chan error), reply: func(cmd *goredis.Cmd) {
+			if cmd.Args()[0] == "evalsha" {
+				cmd.SetErr(goredis.ErrNoScript)
+				return
+			}
+			echo(cmd)
+		}}
+		c := newCoalescer(f, 1, 64)
+		defer c.close()
+		lone, first := start(c, t.Context(), "k0")
+		synctest.Wait()
+		f.gate <- nil // k0: NOSCRIPT
+		synctest.Wait()
+		var cmds []*goredis.Cmd
+		var dones []<-chan error
+		for i := range 3 {
+			cmd, d := start(c, t.Context(), fmt.Sprint("k", i+1))
+			cmds, dones = append(cmds, cmd), append(dones, d)
+		}
+		synctest.Wait()
+		f.gate <- nil // k0's EVAL answers
+		synctest.Wait()
+		f.gate <- nil // the batch: NOSCRIPT
+		synctest.Wait()
+		f.gate <- nil // the batch's EVALs
+		if err := <-first; err != nil || lone.Val() != "k0" {
+			t.Errorf("lone caller after NOSCRIPT: %v, %v", lone.Val(), err)
+		}
+		for i, d := range dones {
+			if err := <-d; err != nil || cmds[i].Val() != fmt.Sprint("k", i+1) {
+				t.Errorf("caller %d after NOSCRIPT: %v, %v", i+1, cmds[i].Val(), err)
+			}
+		}
+		want := [][]string{{"evalsha k0"}, {"eval k0"}, {"evalsha k1", "evalsha k2", "evalsha k3"}, {"eval k1", "eval k2", "eval k3"}}
+		if got := f.recorded(); !slices.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("trips %v, want %v", got, want)
+		}
+	})
+}

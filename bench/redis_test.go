@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	sredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/tollgate/tollgate/adapters"
+	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/domain"
+)
+
+// The Redis benchmarks run against one local redis-server on loopback,
+// named by TOLLGATE_BENCH_REDIS (host:port); `make bench` starts one and
+// sets it. Without it they skip.
+//
+//	BenchmarkRedis/g=64/impl=tollgate-fixed_window
+//
+// is 64 goroutines over 1000 tenants deciding on tollgate's fixed
+// window (the gateway's default: the seed's counter). Besides ns/op and
+// allocations each reports decisions/s, p50-µs and p99-µs (the latency of
+// one decision, as its caller sees it) and errors/op.
+
+// redisGoroutines are the concurrent callers of BenchmarkRedis.
+var redisGoroutines = []int{1, 64, 512}
+
+// redisTimeout is the per-decision deadline: the gateway's default.
+const redisTimeout = 50 * time.Millisecond
+
+func redisAddr(b *testing.B) string {
+	addr := os.Getenv("TOLLGATE_BENCH_REDIS")
+	if addr == "" {
+		b.Skip("TOLLGATE_BENCH_REDIS (host:port of a local redis-server) not set: `make bench` starts one")
+	}
+	return addr
+}
+
+// decideFunc is one decision for tenant i; each limiter is wrapped as one.
+type decideFunc func(ctx context.Context, i int) error
+
+// peerClient is a plain go-redis client for the peers and the INCR
+// floor, with a connection per goroutine: each in-flight call holds one.
+func peerClient(b *testing.B, addr string, goroutines int) *goredis.Client {
+	rdb := goredis.NewClient(&goredis.Options{
+		Addr:                  addr,
+		PoolSize:              goroutines + 8,
+		MinIdleConns:          min(goroutines, 64),
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	})
+	b.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// tollgateRedis returns tollgate's algo on a client opened as the
+// gateway opens it (redis.Open), with batching.
+func tollgateRedis(algo string, batching redis.Batching) func(*testing.B, string, int) decideFunc {
+	return func(b *testing.B, addr string, _ int) decideFunc {
+		c, err := redis.Open("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Batching: batching})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		if err := c.Warm(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		row, ok := adapters.Lookup(algo)
+		if !ok {
+			b.Fatalf("no algorithm %s", algo)
+		}
+		opts := redis.Options{Timeout: redisTimeout}
+		lim := row.Redis(c, opts)
+		if row.RedisCounter != nil {
+			lim = adapters.SeedLimiter(row.RedisCounter(c, opts)) // the gateway's default
+		}
+		rule := domain.Rule{Limit: limit, Window: window}
+		reqs := make([]domain.Request, tenants)
+		for i := range reqs {
+			t := domain.TenantID("tenant-" + strconv.Itoa(i))
+			reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, Limits: []domain.Limit{{
+				Name: domain.DefaultLimit, Rule: rule, Key: domain.Key("bench:", t, algo, "", domain.DefaultLimit),
+			}}}
+		}
+		return func(ctx context.Context, i int) error {
+			v, err := lim.Allow(ctx, reqs[i])
+			if err == nil && !v.Allowed {
+				err = fmt.Errorf("tenant %d denied", i)
+			}
+			return err
+		}
+	}
+}
+
+// ulule is github.com/ulule/limiter/v3 on its Redis store: fixed window,
+// one Lua script per decision.
+func ulule(b *testing.B, addr string, goroutines int) decideFunc {
+	store, err := sredis.NewStoreWithOptions(peerClient(b, addr, goroutines), limiter.StoreOptions{Prefix: "bench-ulule"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim := limiter.New(store, limiter.Rate{Period: window, Limit: limit})
+	return func(ctx context.Context, i int) error {
+		c, err := lim.Get(ctx, keys[i])
+		if err == nil && c.Reached {
+			err = fmt.Errorf("tenant %d denied", i)
+		}
+		return err
+	}
+}
+
+// redisRate is github.com/go-redis/redis_rate/v10: GCRA, one Lua script
+// per decision.
+func redisRate(b *testing.B, addr string, goroutines int) decideFunc {
+	lim := redis_rate.NewLimiter(peerClient(b, addr, goroutines))
+	l := redis_rate.Limit{Rate: 1 << 30, Burst: 1 << 30, Period: time.Second}
+	return func(ctx context.Context, i int) error {
+		r, err := lim.Allow(ctx, keys[i], l)
+		if err == nil && r.Allowed == 0 {
+			err = fmt.Errorf("tenant %d denied", i)
+		}
+		return err
+	}
+}
+
+// bareIncr is one INCR per decision on a plain go-redis client: no TTL,
+// no decision, the floor of one round trip each.
+func bareIncr(b *testing.B, addr string, goroutines int) decideFunc {
+	rdb := peerClient(b, addr, goroutines)
+	return func(ctx context.Context, i int) error { return rdb.Incr(ctx, keys[i]).Err() }
+}
+
+var redisLimiters = []struct {
+	name string
+	new  func(*testing.B, string, int) decideFunc
+}{
+	{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchCoalesce)},
+	{"tollgate-sliding_log", tollgateRedis(domain.AlgorithmSlidingLog, redis.BatchCoalesce)},
+	{"tollgate-sliding_window", tollgateRedis(domain.AlgorithmSlidingWindow, redis.BatchCoalesce)},
+	{"tollgate-token_bucket", tollgateRedis(domain.AlgorithmTokenBucket, redis.BatchCoalesce)},
+	{"tollgate-fixed_window-autopipeline", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchAutoPipeline)},
+	{"tollgate-fixed_window-unbatched", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchNone)},
+	{"ulule-limiter", ulule},
+	{"redis_rate", redisRate},
+	{"go-redis-incr", bareIncr},
+}
+
+// BenchmarkRedis is every Redis limiter at 1, 64 and 512 goroutines over
+// 1000 tenants, on one local Redis.
+func BenchmarkRedis(b *testing.B) {
+	addr := redisAddr(b)
+	for _, g := range redisGoroutines {
+		for _, l := range redisLimiters {
+			b.Run(fmt.Sprintf("g=%d/impl=%s", g, l.name), func(b *testing.B) {
+				decide := l.new(b, addr, g)
+				runRedis(b, g, decide)
+			})
+		}
+	}
+}
+
+// runRedis runs decide from g goroutines for b.N decisions in all, each
+// under the per-decision timeout, and reports decisions/s, the p50 and
+// p99 of one decision's latency, and errors per decision.
+func runRedis(b *testing.B, g int, decide decideFunc) {
+	ctx := context.Background()
+	for i := range tenants { // warm: the keys exist, the scripts are loaded
+		if err := decide(ctx, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		lats    []time.Duration
+		errs    atomic.Int64
+		seed    atomic.Int64
+		lastErr atomic.Value
+	)
+	one := func(i int, lat *[]time.Duration) {
+		t0 := time.Now()
+		dctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		err := decide(dctx, i)
+		cancel()
+		*lat = append(*lat, time.Since(t0))
+		if err != nil {
+			errs.Add(1)
+			lastErr.Store(err.Error())
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if g == 1 {
+		lat := make([]time.Duration, 0, b.N)
+		i := 0
+		for range b.N {
+			one(i%tenants, &lat)
+			i += 7
+		}
+		lats = lat
+	} else {
+		b.SetParallelism((g + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seed.Add(7919))
+			lat := make([]time.Duration, 0, 1024)
+			for pb.Next() {
+				i++
+				one(i%tenants, &lat)
+			}
+			mu.Lock()
+			lats = append(lats, lat...)
+			mu.Unlock()
+		})
+	}
+	b.StopTimer()
+	slices.Sort(lats)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	if len(lats) > 0 {
+		b.ReportMetric(float64(lats[len(lats)/2])/1e3, "p50-µs")
+		b.ReportMetric(float64(lats[len(lats)*99/100])/1e3, "p99-µs")
+	}
+	b.ReportMetric(float64(errs.Load())/float64(b.N), "errors/op")
+	if n := errs.Load(); n > 0 {
+		b.Logf("%d of %d decisions failed; last: %v", n, b.N, lastErr.Load())
+	}
+}
