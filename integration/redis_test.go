@@ -128,6 +128,24 @@ func startRedis(tb testing.TB, opts ...testcontainers.ContainerCustomizer) *redi
 	return &redisServer{ctr: ctr, URL: url, Client: c}
 }
 
+// directURL returns the URL of the container's own address on Docker's
+// bridge, bypassing the port proxy; tb fails when the host cannot reach
+// it.
+func (s *redisServer) directURL(tb testing.TB) string {
+	tb.Helper()
+	ip, err := s.ctr.ContainerIP(context.Background())
+	if err != nil || ip == "" {
+		tb.Fatalf("redis container IP: %q, %v", ip, err)
+	}
+	addr := net.JoinHostPort(ip, "6379")
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		tb.Fatalf("the container's address %s is not reachable from here: %v", addr, err)
+	}
+	c.Close()
+	return "redis://" + addr + "/0"
+}
+
 // containerLabels marks a test container as this project's, and as this
 // run's when TOLLGATE_TEST_RUN is set (make test sets it), so that
 // scripts/cleanup-containers.sh removes only what this run started and

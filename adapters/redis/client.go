@@ -13,6 +13,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // ClientOptions configure [Open] and [NewClientWith]. The zero value is
@@ -145,8 +146,11 @@ func ValidateURL(s string) error {
 //
 //   - ContextTimeoutEnabled: without it go-redis ignores context
 //     deadlines, and the per-decision timeout would not bound a decision.
-//   - Read/WriteTimeout = opts.Timeout, so even a call without a deadline
-//     cannot hang on a stalled Redis.
+//   - Read/WriteTimeout = 2 × opts.Timeout, so even a call without a
+//     deadline cannot hang on a stalled Redis. Every decision has its
+//     own deadline (opts.Timeout); a shared pipeline may run up to one
+//     timeout past its latest caller's (see the coalescer), so that a
+//     reply already on the wire is not lost to a flusher scheduled late.
 //   - MaxRetries: none, whatever the URL says (ValidateURL refuses a
 //     max_retries that would retry). A retried script whose first attempt
 //     ran (reply lost to a timeout) counts the request twice, and a
@@ -183,12 +187,18 @@ func Open(rawURL string, opts ClientOptions) (*Client, error) {
 	set("min_idle_conns", func() { opt.MinIdleConns = lanes + 1 })
 	opt.MaxRetries = -1
 	if opts.Timeout > 0 {
-		set("read_timeout", func() { opt.ReadTimeout = opts.Timeout })
-		set("write_timeout", func() { opt.WriteTimeout = opts.Timeout })
+		set("read_timeout", func() { opt.ReadTimeout = 2 * opts.Timeout })
+		set("write_timeout", func() { opt.WriteTimeout = 2 * opts.Timeout })
 		set("dial_timeout", func() { opt.DialTimeout = max(2*opts.Timeout, time.Second) })
 	}
 	opt.ContextTimeoutEnabled = true
 	opt.DialerRetries = 1
+	// A new connection says HELLO and nothing more: no CLIENT SETINFO,
+	// no maintenance-notification handshake (Redis Enterprise's, which
+	// other servers refuse: a wasted round trip per dial, and in go-redis
+	// v9.23 a data race between connections that fail it at once).
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	quietLogs.Do(func() { goredis.SetLogger(discardLogger{}) })
 	return NewClientWith(goredis.NewClient(opt), opts)
 }
@@ -213,7 +223,7 @@ func NewClientWith(rdb goredis.UniversalClient, opts ClientOptions) (*Client, er
 	c := &Client{rdb: rdb, lanes: opts.lanes(), batching: opts.Batching}
 	switch opts.Batching {
 	case BatchCoalesce:
-		c.co = newCoalescer(rdb, c.lanes, maxBatch)
+		c.co = newCoalescer(rdb, c.lanes, maxBatch, opts.Timeout)
 	case BatchAutoPipeline:
 		p, ok := rdb.(interface {
 			AutoPipeline() (*goredis.AutoPipeliner, error)

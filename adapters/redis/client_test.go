@@ -88,8 +88,8 @@ func TestOpenOptions(t *testing.T) {
 	if o.MaxRetries != 0 { // -1 normalised: no retry, so no double-counted INCR
 		t.Errorf("MaxRetries = %d, want 0 after normalisation of -1", o.MaxRetries)
 	}
-	if o.ReadTimeout != timeout || o.WriteTimeout != timeout {
-		t.Errorf("Read/WriteTimeout = %v/%v, want %v", o.ReadTimeout, o.WriteTimeout, timeout)
+	if o.ReadTimeout != 2*timeout || o.WriteTimeout != 2*timeout {
+		t.Errorf("Read/WriteTimeout = %v/%v, want %v", o.ReadTimeout, o.WriteTimeout, 2*timeout)
 	}
 	if o.DialTimeout < timeout || o.PoolSize < 16 || o.MinIdleConns <= DefaultLanes {
 		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 16, > %d (the lanes, and a spare)",

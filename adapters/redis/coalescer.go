@@ -39,15 +39,19 @@ type coalescer struct {
 	rdb      goredis.UniversalClient
 	lanes    int
 	maxBatch int
+	slack    time.Duration // added to a pipeline's deadline (see send)
 
-	mu    sync.Mutex // guards queue, busy
-	queue []*call
-	busy  int // lanes in use: running a caller's command or held by a flusher
-
-	kick chan struct{} // hands a held lane to a flusher; capacity lanes
-	stop chan struct{} // closed by close
-	wg   sync.WaitGroup
-	once sync.Once
+	// Lanes are tokens: free holds the lanes nobody uses, and a lane
+	// handed to a flusher travels on kick. Channels, not a mutex: a
+	// burst of hundreds of callers on a sync.Mutex turns into a convoy
+	// (starvation mode hands the lock from goroutine to goroutine, each
+	// waiting to be scheduled), and the flusher waits at its back.
+	free  chan struct{}
+	kick  chan struct{}
+	queue chan *call // callers waiting for a lane
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
 }
 
 // call is one queued command and its waiter.
@@ -65,13 +69,23 @@ const (
 	callAbandoned // its caller gave up first: the flusher skips it
 )
 
-func newCoalescer(rdb goredis.UniversalClient, lanes, maxBatch int) *coalescer {
+// queueDepth bounds the callers waiting for a lane; past it a caller
+// waits (within its deadline) for room.
+const queueDepth = 1 << 13
+
+func newCoalescer(rdb goredis.UniversalClient, lanes, maxBatch int, slack time.Duration) *coalescer {
 	c := &coalescer{
 		rdb:      rdb,
 		lanes:    lanes,
 		maxBatch: maxBatch,
+		slack:    slack,
+		free:     make(chan struct{}, lanes),
 		kick:     make(chan struct{}, lanes),
+		queue:    make(chan *call, queueDepth),
 		stop:     make(chan struct{}),
+	}
+	for range lanes {
+		c.free <- struct{}{}
 	}
 	c.wg.Add(lanes)
 	for range lanes {
@@ -83,27 +97,52 @@ func newCoalescer(rdb goredis.UniversalClient, lanes, maxBatch int) *coalescer {
 // eval runs cmd (an EVALSHA of the script src) and returns its error;
 // the reply is cmd's. It returns by ctx's deadline at the latest.
 func (c *coalescer) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
-	c.mu.Lock()
-	if c.busy < c.lanes && len(c.queue) == 0 {
-		c.busy++
-		c.mu.Unlock()
-		c.direct(ctx, cmd, src)
-		c.release()
-		return cmd.Err()
+	if len(c.queue) == 0 {
+		select {
+		case <-c.free:
+			c.direct(ctx, cmd, src)
+			c.release()
+			return cmd.Err()
+		default:
+		}
 	}
 	k := &call{ctx: ctx, cmd: cmd, src: src, done: make(chan struct{}, 1)}
-	c.queue = append(c.queue, k)
-	c.mu.Unlock()
+	select {
+	case c.queue <- k:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// A lane freed while this caller queued would find the queue empty
+	// and go back to free: take it and hand it to a flusher. (Whoever
+	// frees a lane puts it back first and looks at the queue after, so
+	// one of the two sees the other.)
+	c.claim()
 
 	select {
 	case <-k.done:
 		return cmd.Err()
 	case <-ctx.Done():
+		select {
+		case <-k.done:
+			// The reply came in time, and the caller woke to both at
+			// once (a busy CPU): the decision stands.
+			return cmd.Err()
+		default:
+		}
 		// If it was not sent yet, the flusher skips it. If it was, the
 		// reply may still come: the flusher fills cmd and signals done,
 		// which nobody reads.
 		k.state.CompareAndSwap(callQueued, callAbandoned)
 		return ctx.Err()
+	}
+}
+
+// claim hands a free lane, if there is one, to a flusher.
+func (c *coalescer) claim() {
+	select {
+	case <-c.free:
+		c.kick <- struct{}{} // at most lanes tokens exist: never blocks
+	default:
 	}
 }
 
@@ -118,24 +157,20 @@ func (c *coalescer) direct(ctx context.Context, cmd *goredis.Cmd, src string) {
 	}
 }
 
-// release gives back a lane, or hands it to a flusher when callers are
-// queued: whoever holds a lane checks the queue before letting it go, so
-// a queued caller is never left without one.
+// release gives back a lane, then hands one to a flusher if callers are
+// queued: whoever frees a lane looks at the queue after, so a queued
+// caller is never left without one.
 func (c *coalescer) release() {
-	c.mu.Lock()
-	if len(c.queue) == 0 {
-		c.busy--
-		c.mu.Unlock()
-		return
+	c.free <- struct{}{}
+	if len(c.queue) > 0 {
+		c.claim()
 	}
-	c.mu.Unlock()
-	c.kick <- struct{}{} // at most lanes held lanes: never blocks
 }
 
 // flusher sends the queue's batches on the lanes it is handed.
 func (c *coalescer) flusher() {
 	defer c.wg.Done()
-	var batch []*call
+	batch := make([]*call, 0, c.maxBatch)
 	for {
 		select {
 		case <-c.kick:
@@ -143,28 +178,35 @@ func (c *coalescer) flusher() {
 			return
 		}
 		for {
-			c.mu.Lock()
-			if len(c.queue) == 0 {
-				c.busy--
-				c.mu.Unlock()
+			batch = batch[:0]
+		drain:
+			for len(batch) < c.maxBatch {
+				select {
+				case k := <-c.queue:
+					batch = append(batch, k)
+				default:
+					break drain
+				}
+			}
+			if len(batch) == 0 {
 				break
 			}
-			n := min(len(c.queue), c.maxBatch)
-			batch = append(batch[:0], c.queue[:n]...)
-			rest := copy(c.queue, c.queue[n:])
-			clear(c.queue[rest:])
-			c.queue = c.queue[:rest]
-			c.mu.Unlock()
 			c.send(batch)
 			clear(batch)
 		}
+		c.release()
 	}
 }
 
 // send runs batch as one pipeline. Callers whose context ended while
-// they were queued are skipped. The pipeline's deadline is the latest of
-// its callers' (each caller still returns by its own), or none when one
-// has none: the connection's read and write timeouts bound it then.
+// they were queued are skipped. Each caller returns by its own deadline
+// whatever the pipeline does; the pipeline's own deadline is the latest
+// of theirs plus the client's timeout (or none when a caller has none:
+// the connection's read and write timeouts bound it then). The slack
+// keeps a reply that is already on the wire, for callers still within
+// their deadline, from being thrown away because the flusher itself was
+// scheduled late on a busy CPU: a timed-out pipeline costs its
+// connection, and every caller in it its decision.
 func (c *coalescer) send(batch []*call) {
 	live := batch[:0]
 	var latest time.Time
@@ -186,7 +228,7 @@ func (c *coalescer) send(batch []*call) {
 	ctx := context.Background()
 	if !unbounded {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
+		ctx, cancel = context.WithDeadline(ctx, latest.Add(c.slack))
 		defer cancel()
 	}
 	c.pipeline(ctx, live, func(k *call) *goredis.Cmd { return k.cmd })

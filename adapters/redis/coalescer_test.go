@@ -111,7 +111,7 @@ func start(c *coalescer, ctx context.Context, key string) (*goredis.Cmd, <-chan 
 func TestCoalescerLoneCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo}
-		c := newCoalescer(f, 2, 16)
+		c := newCoalescer(f, 2, 16, 0)
 		defer c.close()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -130,7 +130,7 @@ func TestCoalescerLoneCaller(t *testing.T) {
 func TestCoalescerSharesRoundTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo, gate: make(chan error)}
-		c := newCoalescer(f, 1, 64)
+		c := newCoalescer(f, 1, 64, 0)
 		defer c.close()
 		ctx := t.Context()
 		_, first := start(c, ctx, "k0")
@@ -164,7 +164,7 @@ func TestCoalescerSharesRoundTrips(t *testing.T) {
 func TestCoalescerQueuedDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo, gate: make(chan error)}
-		c := newCoalescer(f, 1, 64)
+		c := newCoalescer(f, 1, 64, 0)
 		defer c.close()
 		_, first := start(c, t.Context(), "slow")
 		synctest.Wait()
@@ -195,7 +195,7 @@ func TestCoalescerQueuedDeadline(t *testing.T) {
 func TestCoalescerNeverRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo, gate: make(chan error)}
-		c := newCoalescer(f, 1, 64)
+		c := newCoalescer(f, 1, 64, 0)
 		defer c.close()
 		_, first := start(c, t.Context(), "k0")
 		synctest.Wait()
@@ -234,7 +234,7 @@ func TestCoalescerNoScript(t *testing.T) {
 			}
 			echo(cmd)
 		}}
-		c := newCoalescer(f, 1, 64)
+		c := newCoalescer(f, 1, 64, 0)
 		defer c.close()
 		lone, first := start(c, t.Context(), "k0")
 		synctest.Wait()
