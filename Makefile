@@ -24,7 +24,7 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench image compose-up compose-down compose-test clean
+.PHONY: test unit vet bench bench-integration image compose-up compose-down compose-test clean
 
 ## test: images, go vet, all tests with -race, compose smoke test; cleanup always
 test:
@@ -44,8 +44,15 @@ vet:
 	go vet ./...
 	cd bench && go vet ./...
 
-## bench: Redis benchmarks (medians: benchstat the output)
-bench: image
+## bench: the Redis store against its peers on a local redis-server, and wrk
+## through the gateway (scripts/bench.sh: installs, starts and stops what it
+## needs; writes bench/out/table.md and docs/bench-redis.png)
+bench:
+	scripts/bench.sh
+
+## bench-integration: the Redis benchmarks in integration/ (Redis in Docker;
+## INFO commandstats per decision)
+bench-integration: image
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCH_COUNT) $(BENCH_PKGS)
 
 ## image: the Redis and gateway images, built locally

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Draws decisions/s against concurrent callers, one line per limiter,
+# from the data file scripts/bench.sh writes (bench/out/redis.dat: a
+# header of names, then goroutines and each limiter's median decisions/s).
+# Installs gnuplot from Debian when missing.
+#
+#   scripts/bench-plot.sh bench/out/redis.dat docs/bench-redis.png
+set -euo pipefail
+DAT=${1:-bench/out/redis.dat} PNG=${2:-docs/bench-redis.png}
+if ! command -v gnuplot >/dev/null 2>&1; then
+  echo "bench-plot: installing gnuplot-nox" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null
+fi
+mkdir -p "$(dirname "$PNG")"
+cols=$(head -1 "$DAT" | wc -w)
+gnuplot <<GP
+set terminal pngcairo size 900,560 font "sans,10"
+set output "$PNG"
+set title "Redis decisions/s against concurrent callers (1000 tenants, one local redis-server)"
+set xlabel "concurrent callers (goroutines)"
+set ylabel "decisions/s"
+set logscale x 2
+set xtics (1, 64, 512)
+set format y "%.0s%c"
+set key outside right top
+set termoption noenhanced
+set grid ytics
+plot for [i=2:$cols] "$DAT" using 1:i with linespoints lw 2 pt 7 title columnheader(i)
+GP
