@@ -14,6 +14,8 @@ if ! command -v gnuplot >/dev/null 2>&1; then
 fi
 mkdir -p "$(dirname "$PNG")"
 cols=$(head -1 "$DAT" | wc -w)
+# dash types: solid for tollgate's columns, dashed for the peers'
+dashes=$(head -1 "$DAT" | awk '{for (i = 2; i <= NF; i++) printf "%s ", ($i ~ /^tollgate/ ? 1 : 2)}')
 gnuplot <<GP
 set terminal pngcairo size 900,560 font "sans,10"
 set output "$PNG"
@@ -21,10 +23,14 @@ set title "Redis decisions/s against concurrent callers (1000 tenants, one local
 set xlabel "concurrent callers (goroutines)"
 set ylabel "decisions/s"
 set logscale x 2
-set xtics (1, 64, 512)
+set xrange [0.8:700]
+set xtics ("1" 1, "64" 64, "512" 512)
+# Ten distinct colours; tollgate's lines solid, the peers' dashed.
+dashes = "$dashes"
+colors = "#1b9e77 #d95f02 #7570b3 #e7298a #66a61e #e6ab02 #a6761d #000000 #e41a1c #377eb8 #999999 #4daf4a"
 set format y "%.0s%c"
 set key outside right top
 set termoption noenhanced
 set grid ytics
-plot for [i=2:$cols] "$DAT" using 1:i with linespoints lw 2 pt 7 title columnheader(i)
+plot for [i=2:$cols] "$DAT" using 1:i with linespoints lw 2 pt 7 lc rgb word(colors, i-1) dt int(word(dashes, i-1)) title columnheader(i)
 GP

@@ -1,10 +1,11 @@
 // Package redis implements tollgate's stores on Redis, shared by every
 // gateway replica: a [Client] tuned for a gateway, the seed's
 // fixed-window [Counter], and one [ports.Limiter] per algorithm. Every
-// decision is one round trip (one script over the keys of one request,
-// which share a tenant's hash tag and so a Redis Cluster slot), every key
-// it writes has a TTL, and windows run on Redis's clock, never a
-// replica's.
+// decision is one script over the keys of one request (which share a
+// tenant's hash tag and so a Redis Cluster slot), sent in one round trip
+// at most: concurrent decisions share round trips (the Client's
+// coalescer). Every key it writes has a TTL, and windows run on Redis's
+// clock, never a replica's.
 //
 // Keys are built by domain.Key; for tenant acme under the prefix rl:
 //
