@@ -99,7 +99,9 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 	}
 	p, err := domain.NewPolicy(global, routes)
 	if err != nil {
-		return nil, errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
+		// One line, and the file error says what is invalid already.
+		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+		return nil, errors.New(strings.ReplaceAll(msg, domain.ErrInvalidPolicy.Error()+": ", ""))
 	}
 	return p, nil
 }

@@ -154,6 +154,13 @@ func TestMissingTenantsFile(t *testing.T) {
 // holding want, and no API key (every key in badTenantsFiles holds SECRET).
 func checkTenantsFileError(t *testing.T, what string, err error, path, want string) {
 	t.Helper()
+	checkFileError(t, what, err, path, want)
+}
+
+// checkFileError checks that err is one line naming path and holding
+// want, and no secret (every API key in the bad files holds SECRET).
+func checkFileError(t *testing.T, what string, err error, path, want string) {
+	t.Helper()
 	if err == nil {
 		t.Fatalf("%s: nil error, want one", what)
 	}
@@ -170,18 +177,25 @@ func checkTenantsFileError(t *testing.T, what string, err error, path, want stri
 // with an error that names the variable, the file and want.
 func checkRunRejects(t *testing.T, path, want string) {
 	t.Helper()
+	checkRunRejectsFile(t, "TOLLGATE_TENANTS_FILE", path, want)
+}
+
+// checkRunRejectsFile checks that Run with variable set to path exits 2
+// with an error that names the variable, the file and want.
+func checkRunRejectsFile(t *testing.T, variable, path, want string) {
+	t.Helper()
 	var stderr syncBuffer
 	err := app.Run(t.Context(), []string{"tollgate"}, []string{
-		"TOLLGATE_TENANTS_FILE=" + path,
+		variable + "=" + path,
 		"TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0",
 	}, &syncBuffer{}, &stderr)
 	if got, want := app.ExitCode(err), 2; got != want {
 		t.Fatalf("ExitCode(Run) = %d (%v), want %d", got, err, want)
 	}
-	if !strings.HasPrefix(err.Error(), "tollgate: TOLLGATE_TENANTS_FILE ") {
-		t.Errorf("Run: error %q does not start with tollgate: TOLLGATE_TENANTS_FILE", err)
+	if !strings.HasPrefix(err.Error(), "tollgate: "+variable+" ") {
+		t.Errorf("Run: error %q does not start with tollgate: %s", err, variable)
 	}
-	checkTenantsFileError(t, "Run", err, path, want)
+	checkFileError(t, "Run", err, path, want)
 	if strings.Contains(stderr.String(), "SECRET") {
 		t.Errorf("log holds an API key: %s", stderr.String())
 	}
