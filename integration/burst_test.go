@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -140,7 +141,7 @@ func TestColdStartBurst(t *testing.T) {
 func TestStallEnds(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	g := startReplica(t, srv.URL, "TOLLGATE_LIMIT=1000000", "TOLLGATE_KEY_PREFIX="+uniquePrefix(t))
+	g := startReplica(t, srv.directURL(t), "TOLLGATE_LIMIT=1000000", "TOLLGATE_KEY_PREFIX="+uniquePrefix(t))
 	if code, h := get(t, g, "acme"); code != 200 || h.Get("X-RateLimit-Limit") == "" {
 		t.Fatalf("healthy: status %d, headers %v", code, h)
 	}
@@ -196,6 +197,12 @@ func TestStallEnds(t *testing.T) {
 	if after == 0 || undecidedAfter > 0 {
 		t.Errorf("from 250ms after the stall: %d of %d answers undecided (the last sent %v after the thaw)",
 			undecidedAfter, after, lastUndecided.Sub(thawed))
+		for _, line := range strings.Split(g.Logs(), "\n") {
+			var m struct{ Time time.Time }
+			if strings.Contains(line, "store error") && json.Unmarshal([]byte(line), &m) == nil && m.Time.After(thawed) {
+				t.Logf("%v after the thaw: %s", m.Time.Sub(thawed), line)
+			}
+		}
 	}
 }
 

@@ -164,10 +164,22 @@ func ValidateURL(s string) error {
 //     goes to the fail mode instead.
 //   - DialerRetries: one attempt, so a refused connection fails at once
 //     instead of retrying with back-off for the whole deadline.
-//   - PoolSize: 4 connections per lane, at least 16: the lanes' round
-//     trips, the /readyz pings and the start-up check. MinIdleConns keeps
-//     one more than the lanes open and idle, so a connection a stall
-//     killed is replaced in the background, not by a decision's dial.
+//   - DialTimeout = 2 × opts.Timeout, at least 100 ms. The pool's
+//     background dials (MinIdleConns) have no decision's deadline: with
+//     go-redis's 5 s, or even 1 s, a dial started during a stall kept
+//     decisions failing for about a second after Redis answered again
+//     (measured: TestStallEnds, errors until 1.2 s after the thaw with
+//     1 s, none past 250 ms with 100 ms).
+//   - PoolSize: 16 per lane, at least 64. Decisions use one connection
+//     per lane, plus the /readyz pings and the start-up check; the rest
+//     are never opened, but go-redis stops dialling for a second once
+//     PoolSize dials in a row have failed (its dial breaker probes once a
+//     second), and during a stall each failed round trip costs a
+//     connection and a dial: a small pool would trip that breaker and
+//     leave a second of failures after the stall ends. MinIdleConns
+//     keeps one more than the lanes open and idle, so a connection a
+//     stall killed is replaced in the background, not by a decision's
+//     dial.
 //
 // It does no I/O: [Client.Warm] dials. go-redis's own logger is silenced
 // (once per process): it prints a line per failed dial, which during an
@@ -189,13 +201,13 @@ func Open(rawURL string, opts ClientOptions) (*Client, error) {
 		}
 	}
 	lanes := opts.lanes()
-	set("pool_size", func() { opt.PoolSize = max(16, 4*lanes) })
+	set("pool_size", func() { opt.PoolSize = max(64, 16*lanes) })
 	set("min_idle_conns", func() { opt.MinIdleConns = lanes + 1 })
 	opt.MaxRetries = -1
 	if opts.Timeout > 0 {
 		set("read_timeout", func() { opt.ReadTimeout = 2 * opts.Timeout })
 		set("write_timeout", func() { opt.WriteTimeout = 2 * opts.Timeout })
-		set("dial_timeout", func() { opt.DialTimeout = max(2*opts.Timeout, time.Second) })
+		set("dial_timeout", func() { opt.DialTimeout = max(2*opts.Timeout, 100*time.Millisecond) })
 	}
 	opt.ContextTimeoutEnabled = true
 	opt.DialerRetries = 1

@@ -91,8 +91,8 @@ func TestOpenOptions(t *testing.T) {
 	if o.ReadTimeout != 2*timeout || o.WriteTimeout != 2*timeout {
 		t.Errorf("Read/WriteTimeout = %v/%v, want %v", o.ReadTimeout, o.WriteTimeout, 2*timeout)
 	}
-	if o.DialTimeout < timeout || o.PoolSize < 16 || o.MinIdleConns <= DefaultLanes {
-		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 16, > %d (the lanes, and a spare)",
+	if o.DialTimeout < timeout || o.PoolSize < 64 || o.MinIdleConns <= DefaultLanes {
+		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 64, > %d (the lanes, and a spare)",
 			o.DialTimeout, o.PoolSize, o.MinIdleConns, DefaultLanes)
 	}
 	if o.Password != "pw" || o.DB != 2 {
