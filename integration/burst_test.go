@@ -98,7 +98,10 @@ func burst(t *testing.T, gws []*apptest.Gateway, tenant string, n int) *answers 
 // algorithm, several fresh starts each.
 //
 // Not parallel: it is about load, so it runs while no other test of the
-// package does.
+// package does. Under the race detector, which makes the gateway's own
+// code 5–10× slower, the deadline is stretched by raceScale: the 50 ms
+// are the store's budget, and the burst's CPU would spend them before
+// Redis is asked.
 func TestColdStartBurst(t *testing.T) {
 	srv := startRedis(t)
 	// The container's own address, not Docker's port proxy: the proxy
@@ -111,6 +114,9 @@ func TestColdStartBurst(t *testing.T) {
 				prefix := uniquePrefix(t) + strconv.Itoa(round) + ":"
 				env := []string{"TOLLGATE_ALGORITHM=" + algo, "TOLLGATE_LIMIT=" + strconv.Itoa(limit),
 					"TOLLGATE_WINDOW=1h", "TOLLGATE_KEY_PREFIX=" + prefix}
+				if raceScale > 1 {
+					env = append(env, "TOLLGATE_REDIS_TIMEOUT="+(raceScale*50*time.Millisecond).String())
+				}
 				a, b := startReplica(t, redisURL, env...), startReplica(t, redisURL, env...)
 				got := burst(t, []*apptest.Gateway{a, b}, "burst", n)
 				if got.admitted != limit || got.denied != n-limit || got.bad != 0 {
