@@ -384,3 +384,27 @@ func TestEveryAlgorithmOnRedisWithTenantBudgets(t *testing.T) {
 		t.Errorf("keys written = %d, want 12", n)
 	}
 }
+
+// TestExamplesOnRedis runs README's walkthrough of the examples/ files
+// through a gateway on real Redis: several limits per request in one
+// script, a route's own limit, cost, and a shadow limit counting
+// would-be denials without denying; then no key without a TTL.
+func TestExamplesOnRedis(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	prefix := uniquePrefix(t)
+	g := startReplica(t, srv.URL, append([]string{"TOLLGATE_KEY_PREFIX=" + prefix, "TOLLGATE_REDIS_TIMEOUT=5s",
+		"TOLLGATE_FAIL_MODE=closed"}, apptest.ExampleEnviron...)...)
+	apptest.CheckExamples(t, g)
+	ttls := keyTTLs(t, srv, prefix)
+	for _, want := range []string{"{acme}:per-second", "{acme}:per-minute", "{acme}:per-day", "{initech}:route:export:exports"} {
+		if _, ok := ttls[prefix+want]; !ok {
+			t.Errorf("no key %s%s among %v", prefix, want, ttls)
+		}
+	}
+	for k, ttl := range ttls {
+		if ttl <= 0 || ttl > 48*time.Hour {
+			t.Errorf("key %s: TTL %v, want in (0, 2 windows]", k, ttl)
+		}
+	}
+}
