@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -83,6 +84,22 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 			reportRedisMetrics(b, srv, incrPerSec)
 		})
 	}
+}
+
+// benchRedis returns the Redis of a benchmark: TOLLGATE_BENCH_REDIS_URL's
+// when set, else a container for the rest of b.
+func benchRedis(b *testing.B) *redisServer {
+	u := os.Getenv("TOLLGATE_BENCH_REDIS_URL")
+	if u == "" {
+		return startRedis(b)
+	}
+	opts, err := goredis.ParseURL(u)
+	if err != nil {
+		b.Fatalf("TOLLGATE_BENCH_REDIS_URL: %v", err)
+	}
+	c := goredis.NewClient(opts)
+	b.Cleanup(func() { c.Close() })
+	return &redisServer{URL: u, Client: c}
 }
 
 // benchClient returns a go-redis client to srv for benchmarks, closed
@@ -166,9 +183,15 @@ func redisAddr(b *testing.B, redisURL string) string {
 // admitted (the limits are far away), the path that writes. 64
 // goroutines over 1000 tenants; on Redis it also reports the commands
 // per decision. Compare limits=3 with limits=1 of the same store and
-// algorithm (benchstat -col /limits).
+// algorithm (benchstat -col /limits). Serial is one goroutine: the
+// latency of one decision, its round trip included.
+//
+// TOLLGATE_BENCH_REDIS_URL=redis://127.0.0.1:port runs it against that
+// Redis instead of a container: a dedicated redis-server on loopback
+// skips Docker's port proxy, whose CPU is otherwise in every round trip.
+// The benchmark resets that server's statistics.
 func BenchmarkPolicyLimits(b *testing.B) {
-	srv := startRedis(b)
+	srv := benchRedis(b)
 	client := benchClient(b, srv)
 	rule := domain.Rule{Limit: domain.MaxLimit, Window: time.Hour}
 	names := []string{"per-second", "per-minute", "per-day"}
@@ -196,7 +219,26 @@ func BenchmarkPolicyLimits(b *testing.B) {
 		for _, s := range stores {
 			for _, n := range []int{1, 3} {
 				reqs := requests(a.Name, n)
-				b.Run(fmt.Sprintf("store=%s/algorithm=%s/limits=%d", s.name, a.Name, n), func(b *testing.B) {
+				b.Run(fmt.Sprintf("store=%s/algorithm=%s/mode=serial/limits=%d", s.name, a.Name, n), func(b *testing.B) {
+					b.ReportAllocs()
+					if s.name == "redis" {
+						srv.resetStats(b)
+					}
+					i := 0
+					for b.Loop() {
+						if _, err := s.lim.Allow(context.Background(), reqs[i%benchTenants]); err != nil {
+							b.Fatal(err)
+						}
+						i++
+					}
+					if s.name == "redis" {
+						reportRedisMetrics(b, srv, 0)
+					}
+				})
+			}
+			for _, n := range []int{1, 3} {
+				reqs := requests(a.Name, n)
+				b.Run(fmt.Sprintf("store=%s/algorithm=%s/mode=parallel/limits=%d", s.name, a.Name, n), func(b *testing.B) {
 					b.ReportAllocs()
 					b.SetParallelism((benchGoroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 					if s.name == "redis" {
