@@ -14,7 +14,7 @@ import (
 // (app/, integration/).
 var ExampleEnviron = []string{
 	"TOLLGATE_POLICY_FILE=../examples/policy.json",
-	"TOLLGATE_TENANTS_FILE=../examples/policy-tenants.json",
+	"TOLLGATE_TENANTS_FILE=../examples/tenants.json",
 }
 
 // CheckExamples walks g, a fresh gateway running the fixed window over
