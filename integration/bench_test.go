@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,6 +234,7 @@ func BenchmarkPolicyLimits(b *testing.B) {
 					}
 					if s.name == "redis" {
 						reportRedisMetrics(b, srv, 0)
+						reportScriptTime(b, srv)
 					}
 				})
 			}
@@ -259,8 +261,33 @@ func BenchmarkPolicyLimits(b *testing.B) {
 					b.StopTimer()
 					if s.name == "redis" {
 						reportRedisMetrics(b, srv, 0)
+						reportScriptTime(b, srv)
 					}
 				})
+			}
+		}
+	}
+}
+
+// reportScriptTime reports redis-script-us/op: the µs Redis spent running
+// EVALSHA per decision, from INFO commandstats. It is the server's share
+// of a decision, free of the client's scheduling noise.
+func reportScriptTime(b *testing.B, srv *redisServer) {
+	b.Helper()
+	info, err := srv.Client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatalf("INFO commandstats: %v", err)
+	}
+	for line := range strings.Lines(info) {
+		// cmdstat_evalsha:calls=3,usec=27,usec_per_call=9.00,...
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for field := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(field, "usec="); ok {
+				usec, _ := strconv.ParseFloat(v, 64)
+				b.ReportMetric(usec/float64(b.N), "redis-script-us/op")
 			}
 		}
 	}
