@@ -18,8 +18,20 @@ import (
 // memory store.
 func TestExamples(t *testing.T) {
 	t.Parallel()
-	g := apptest.Start(t, apptest.ExampleEnviron...)
+	g := apptest.Start(t, append([]string{"TOLLGATE_ACCESS_LOG=true"}, apptest.ExampleEnviron...)...)
 	apptest.CheckExamples(t, g)
+	routes := map[string]string{} // route → an outcome seen on it
+	for _, l := range logLines(t, g.Logs(), "access") {
+		routes[l["route"].(string)] = l["outcome"].(string)
+	}
+	for _, route := range []string{"search", "status", "export", "default"} {
+		if _, ok := routes[route]; !ok {
+			t.Errorf("no access line on route %s (got %v)", route, routes)
+		}
+	}
+	if routes["status"] != "unmetered" {
+		t.Errorf("access line on route status: outcome %q, want unmetered", routes["status"])
+	}
 	// 15 shadow denials in a second or two: one or two log lines.
 	lines := logLines(t, g.Logs(), "shadow limit would deny; admitted")
 	if len(lines) < 1 || len(lines) > 3 {
