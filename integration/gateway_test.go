@@ -344,7 +344,10 @@ func TestEveryAlgorithmOnRedisWithTenantBudgets(t *testing.T) {
 	prefix := fmt.Sprintf("it:algos:%d:", time.Now().UnixNano())
 	for _, algo := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
 		g := startReplica(t, srv.URL, "TOLLGATE_ALGORITHM="+algo, "TOLLGATE_KEY_PREFIX="+prefix,
-			"TOLLGATE_TENANTS_FILE="+tenants, "TOLLGATE_LIMIT=1", "TOLLGATE_FAIL_MODE=closed")
+			"TOLLGATE_TENANTS_FILE="+tenants, "TOLLGATE_LIMIT=1", "TOLLGATE_FAIL_MODE=closed",
+			// A first decision loads its script on a new connection: under
+			// load that can take longer than the default 50ms.
+			"TOLLGATE_REDIS_TIMEOUT=5s")
 		for _, tt := range []struct {
 			key    string
 			want   []int
