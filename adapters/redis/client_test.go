@@ -91,9 +91,9 @@ func TestOpenOptions(t *testing.T) {
 	if o.ReadTimeout != 2*timeout || o.WriteTimeout != 2*timeout {
 		t.Errorf("Read/WriteTimeout = %v/%v, want %v", o.ReadTimeout, o.WriteTimeout, 2*timeout)
 	}
-	if o.DialTimeout < timeout || o.PoolSize < 64 || o.MinIdleConns <= DefaultLanes {
-		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 64, > %d (the lanes, and a spare)",
-			o.DialTimeout, o.PoolSize, o.MinIdleConns, DefaultLanes)
+	if o.DialTimeout < timeout || o.PoolSize < 64 || o.MinIdleConns != 0 {
+		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 64, 0 (no background dials during a stall)",
+			o.DialTimeout, o.PoolSize, o.MinIdleConns)
 	}
 	if o.Password != "pw" || o.DB != 2 {
 		t.Errorf("password/db from the URL not applied: %q/%d", o.Password, o.DB)
