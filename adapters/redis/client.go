@@ -164,12 +164,10 @@ func ValidateURL(s string) error {
 //     goes to the fail mode instead.
 //   - DialerRetries: one attempt, so a refused connection fails at once
 //     instead of retrying with back-off for the whole deadline.
-//   - DialTimeout = 2 × opts.Timeout, at least 100 ms. The pool's
-//     background dials (MinIdleConns) have no decision's deadline: with
-//     go-redis's 5 s, or even 1 s, a dial started during a stall kept
-//     decisions failing for about a second after Redis answered again
-//     (measured: TestStallEnds, errors until 1.2 s after the thaw with
-//     1 s, none past 250 ms with 100 ms).
+//   - DialTimeout = 2 × opts.Timeout, at least 100 ms. A dial outside a
+//     decision (go-redis's dial probe) has no decision's deadline, and
+//     with 1 s a dial started during a stall kept decisions failing for
+//     about a second after Redis answered again (TestStallEnds).
 //   - PoolSize: 16 per lane, at least 64. Decisions use one connection
 //     per lane, plus the /readyz pings and the start-up check; the rest
 //     are never opened, but go-redis stops dialling for a second once
