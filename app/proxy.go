@@ -28,6 +28,10 @@ type ProxyOptions struct {
 	// Log receives one line per failed upstream request. If nil,
 	// slog.Default() is used.
 	Log *slog.Logger
+	// Transport sends the requests upstream. If nil, NewProxy makes one
+	// for its single upstream (see [NewProxy]); tests and benchmarks
+	// pass their own.
+	Transport http.RoundTripper
 }
 
 // NewProxy returns a reverse proxy to target, for the requests the
@@ -67,6 +71,10 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 	transport.ResponseHeaderTimeout = opts.Timeout
 	transport.MaxIdleConnsPerHost = 256
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	var rt http.RoundTripper = transport
+	if opts.Transport != nil {
+		rt = opts.Transport
+	}
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// ReverseProxy drops a query it cannot parse (/a?b=%zz) from
@@ -88,7 +96,7 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 			}
 			h.Set(HeaderTenantID, string(TenantFrom(pr.In.Context())))
 		},
-		Transport: transport,
+		Transport: rt,
 		ModifyResponse: func(resp *http.Response) error {
 			if bodyTimedOut(resp.Request) {
 				// The upstream answered a body cut short: that answer is
