@@ -101,7 +101,6 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 			// meant, not a reading of it.
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(target)
-			pr.SetXForwarded()
 			h := pr.Out.Header
 			for name := range h {
 				if looksLikeTenantHeader(name) {
@@ -111,7 +110,7 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 			if opts.StripCredentials != nil {
 				opts.StripCredentials(h)
 			}
-			h[canonicalTenantHeader] = []string{string(TenantFrom(pr.In.Context()))}
+			setForwarded(h, pr.In)
 		},
 		Transport: rt,
 		ModifyResponse: func(resp *http.Response) error {
@@ -150,6 +149,29 @@ func NewProxy(target *url.URL, opts ProxyOptions) *httputil.ReverseProxy {
 			writeError(w, r, status, msg)
 		},
 	}
+}
+
+// setForwarded sets on h, the outbound request's header, what
+// ProxyRequest.SetXForwarded sets (X-Forwarded-For: the client's address;
+// X-Forwarded-Host: the Host it asked for; X-Forwarded-Proto: http or
+// https), and X-Tenant-ID: the tenant the middleware resolved for in. The
+// four values share one backing array, one allocation where Header.Set
+// makes one per header. ReverseProxy has already removed whatever the
+// client sent under the X-Forwarded-* names (Rewrite mode), and the
+// caller any look-alike of X-Tenant-ID.
+func setForwarded(h http.Header, in *http.Request) {
+	proto := "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	vals := []string{"", in.Host, proto, string(TenantFrom(in.Context()))}
+	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		vals[0] = ip
+		h["X-Forwarded-For"] = vals[0:1:1]
+	}
+	h["X-Forwarded-Host"] = vals[1:2:2]
+	h["X-Forwarded-Proto"] = vals[2:3:3]
+	h[canonicalTenantHeader] = vals[3:4:4]
 }
 
 // maxIdleUpstreamConns bounds the idle connections kept to the upstream.

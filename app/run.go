@@ -168,7 +168,7 @@ wait:
 // reloads), else the tenant header.
 func newTenantResolver(cfg Config) (TenantResolver, *FileTenants, error) {
 	if cfg.TenantsFile == "" {
-		return HeaderTenants{Header: cfg.TenantHeader, Rule: cfg.Rule()}, nil, nil
+		return HeaderTenants{Header: http.CanonicalHeaderKey(cfg.TenantHeader), Rule: cfg.Rule()}, nil, nil
 	}
 	ft, err := LoadFileTenants(cfg.TenantsFile, cfg.Rule())
 	if err != nil {
