@@ -77,15 +77,18 @@ type meter struct {
 
 func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	t := m.tenants.ResolveTenant(r)
+	buf := new(requestBuffers)
+	buf.limits[0] = domain.Limit{
+		Name: domain.DefaultLimit,
+		Rule: t.Rule,
+		Key:  domain.Key(m.opts.KeyPrefix, t.ID, m.opts.Algorithm, "", domain.DefaultLimit),
+	}
 	req := domain.Request{
-		Tenant: t.ID,
-		Route:  domain.DefaultLimit,
-		Cost:   1,
-		Limits: []domain.Limit{{
-			Name: domain.DefaultLimit,
-			Rule: t.Rule,
-			Key:  domain.Key(m.opts.KeyPrefix, t.ID, m.opts.Algorithm, "", domain.DefaultLimit),
-		}},
+		Tenant:    t.ID,
+		Route:     domain.DefaultLimit,
+		Cost:      1,
+		Limits:    buf.limits[:],
+		Decisions: buf.decisions[:0],
 	}
 	start := time.Now()
 	v, err := m.lim.Allow(r.Context(), req)
@@ -120,6 +123,14 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	next.ServeHTTP(w, r)
+}
+
+// requestBuffers back one request's limits and its verdict's decisions
+// ([domain.Request.Decisions]): one allocation where a slice of each
+// would be two.
+type requestBuffers struct {
+	limits    [1]domain.Limit
+	decisions [1]domain.Decision
 }
 
 // setRateLimitHeaders writes the contract's five rate-limit headers for

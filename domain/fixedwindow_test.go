@@ -90,3 +90,25 @@ func BenchmarkFixedWindowDecide(b *testing.B) {
 	}
 	_ = d
 }
+
+func TestSettleInto(t *testing.T) {
+	decide := func(i int, cost int64) domain.Decision {
+		return domain.Decision{Allowed: i == 0, Limit: 10, Remaining: 10 - cost}
+	}
+	dst := make([]domain.Decision, 0, 2)
+	v := domain.SettleInto(dst, 2, 3, decide)
+	if len(v.Decisions) != 2 || &v.Decisions[0] != &dst[:1][0] {
+		t.Fatalf("SettleInto(cap 2, n 2): decisions %v not in dst's array", v.Decisions)
+	}
+	// Denied by limit 1: limit 0 is decided again at cost 0, as Settle does.
+	if want := domain.Settle(2, 3, decide); v.Allowed || v.Outcome != want.Outcome || v.Decisions[0] != want.Decisions[0] || v.Decisions[1] != want.Decisions[1] {
+		t.Errorf("SettleInto = %+v, want Settle's %+v", v, want)
+	}
+	small := make([]domain.Decision, 0, 1)
+	if v := domain.SettleInto(small, 2, 1, decide); len(v.Decisions) != 2 || len(small[:1]) == 1 && small[:1][0] != (domain.Decision{}) {
+		t.Errorf("SettleInto(cap 1, n 2) = %v, or wrote into the short dst %v", v.Decisions, small[:1])
+	}
+	if n := testing.AllocsPerRun(100, func() { domain.SettleInto(dst, 2, 1, decide) }); n != 0 {
+		t.Errorf("SettleInto with room allocates %v times, want 0", n)
+	}
+}

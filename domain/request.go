@@ -31,6 +31,14 @@ type Request struct {
 	// Cost is what the request spends from each limit, at least 1. A
 	// request of cost 0 is not metered, and is never put to a limiter.
 	Cost int64
+	// Decisions, if its capacity holds one Decision per limit, is where
+	// the limiter writes the verdict's Decisions instead of allocating
+	// them ([SettleInto]): the verdict's Decisions then share its array.
+	// A caller that provides it owns that array for as long as it reads
+	// the verdict, and gives each request its own; a layer that keeps a
+	// verdict past its request copies the Decisions. Nil: the limiter
+	// allocates them.
+	Decisions []Decision
 }
 
 // Outcome is how a request was decided, as the decisions metric labels
@@ -128,7 +136,17 @@ func (v Verdict) RetryAfter() time.Duration {
 // untouched. decide must not change state: the caller spends only when
 // the verdict is allowed. The verdict's decisions are its one allocation.
 func Settle(n int, cost int64, decide func(i int, cost int64) Decision) Verdict {
-	v := Verdict{Allowed: true, Decisions: make([]Decision, 0, n)}
+	return SettleInto(nil, n, cost, decide)
+}
+
+// SettleInto is [Settle] with the verdict's decisions written to dst's
+// array when it has room for n of them (a [Request]'s Decisions), and to
+// a new one otherwise: with dst, settling allocates nothing.
+func SettleInto(dst []Decision, n int, cost int64, decide func(i int, cost int64) Decision) Verdict {
+	if cap(dst) < n {
+		dst = make([]Decision, 0, n)
+	}
+	v := Verdict{Allowed: true, Decisions: dst[:0]}
 	for i := range n {
 		d := decide(i, cost)
 		v.Allowed = v.Allowed && d.Allowed

@@ -38,7 +38,7 @@ func (l Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict,
 		return domain.Verdict{}, fmt.Errorf("fixed window: %w", err)
 	}
 	// Counted already: a denied request has nothing to give back.
-	return domain.Settle(1, req.Cost, func(int, int64) domain.Decision {
+	return domain.SettleInto(req.Decisions, 1, req.Cost, func(int, int64) domain.Decision {
 		return domain.FixedWindow{}.Decide(count, left, lim.Rule)
 	}), nil
 }

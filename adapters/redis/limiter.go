@@ -77,7 +77,7 @@ func keysAndArgs(req domain.Request, perLimit func(domain.Rule) []any) ([]string
 // nil, returns the script's own verdict for limit i, which wins over Go's
 // reading of its reply where the script's doubles rounded differently.
 func settle(req domain.Request, r []int64, decide func(i int, cost int64) domain.Decision, ok func(i int) bool) (domain.Verdict, error) {
-	v := domain.Settle(len(req.Limits), req.Cost, func(i int, cost int64) domain.Decision {
+	v := domain.SettleInto(req.Decisions, len(req.Limits), req.Cost, func(i int, cost int64) domain.Decision {
 		d := decide(i, cost)
 		if ok != nil && cost == req.Cost {
 			d = scriptVerdict(d, ok(i))
