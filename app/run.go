@@ -107,7 +107,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		})
 	}
 	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
-	admin := newHTTPServer(NewAdminServer(be.pinger, cfg.RedisTimeout, reg), log)
+	adminHandler := NewAdminServer(be.pinger, cfg.RedisTimeout, reg)
+	if cfg.Pprof {
+		adminHandler = withPprof(adminHandler)
+	}
+	admin := newHTTPServer(adminHandler, log)
 	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("tollgate: public listener: %w", err)
