@@ -65,7 +65,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			printUsage(stdout)
 			return nil
 		}
-		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: unexpected argument %q: configure tollgate with TOLLGATE_* variables (tollgate -h lists them)", args[1])}
+		if a := args[1]; a == "-version" || a == "--version" {
+			fmt.Fprintln(stdout, BuildVersion())
+			return nil
+		}
+		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: unexpected argument %q: configure tollgate with TOLLGATE_* variables (tollgate -h lists them; tollgate -version prints the version)", args[1])}
 	}
 	cfg, err := LoadConfig(environ)
 	if err != nil {
@@ -121,7 +125,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		publicLn.Close()
 		return fmt.Errorf("tollgate: admin listener: %w", err)
 	}
-	log.Info("tollgate listening",
+	log.Info("tollgate listening", "version", BuildVersion(),
 		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
@@ -227,7 +231,8 @@ func redisURLForLog(cfg Config) string {
 
 // printUsage lists every variable, its default and what it accepts.
 func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "tollgate: a rate-limiting API gateway. Configure it with environment variables:")
+	fmt.Fprintln(w, "tollgate: a rate-limiting API gateway. `tollgate -version` prints the version.")
+	fmt.Fprintln(w, "Configure it with environment variables:")
 	defaults := envDefaults()
 	names := make([]string, 0, len(accepted))
 	for n := range accepted {

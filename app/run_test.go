@@ -79,6 +79,19 @@ func TestRunUnexpectedArgument(t *testing.T) {
 	}
 }
 
+func TestRunVersion(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"-version", "--version"} {
+		var out bytes.Buffer
+		if err := app.Run(t.Context(), []string{"tollgate", arg}, []string{"TOLLGATE_LIMIT=nope"}, &out, io.Discard); err != nil {
+			t.Fatalf("tollgate %s: %v (it must not read the configuration)", arg, err)
+		}
+		if got, want := out.String(), app.BuildVersion()+"\n"; got != want || !strings.HasPrefix(got, "tollgate ") {
+			t.Errorf("tollgate %s printed %q, want %q", arg, got, want)
+		}
+	}
+}
+
 func TestRunListenError(t *testing.T) {
 	t.Parallel()
 	g := apptest.Start(t)
@@ -404,5 +417,19 @@ func TestRunPprof(t *testing.T) {
 	off := apptest.Start(t)
 	if got := status(off.Admin + "/debug/pprof/cmdline"); got != http.StatusNotFound {
 		t.Errorf("default: GET /debug/pprof/cmdline = %d, want 404", got)
+	}
+}
+
+// TestRunLogsVersionAtStartup: the start-up line names the build, so a
+// log shows which tollgate answered.
+func TestRunLogsVersionAtStartup(t *testing.T) {
+	t.Parallel()
+	_, logs := startGateway(t)
+	l := logs.lines(t, "tollgate listening")
+	if len(l) != 1 {
+		t.Fatalf("start-up lines %v, want one", l)
+	}
+	if got := l[0]["version"]; got != app.BuildVersion() {
+		t.Errorf("start-up version = %v, want %q", got, app.BuildVersion())
 	}
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Smoke test of docker-compose.yml: build both images (no registry), start
 # Redis and two gateway replicas, and prove the replicas share one budget:
-# with TOLLGATE_LIMIT=5, 3 requests on replica 1 and 2 on replica 2 pass,
-# and the next one on either is denied. The stack is always brought down.
+# with the example tenants file mounted (examples/tenants.json, where
+# globex has a limit of 5 while TOLLGATE_LIMIT is 100), 3 requests with
+# globex's API key on replica 1 and 2 on replica 2 pass, and the next one on
+# either is denied. The stack is always brought down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +24,9 @@ need curl curl
 TOLLGATE_REDIS_IMAGE="$(scripts/redis-image.sh)"
 TOLLGATE_IMAGE="$(scripts/gateway-image.sh)"
 export TOLLGATE_REDIS_IMAGE TOLLGATE_IMAGE
-export TOLLGATE_LIMIT=5 TOLLGATE_WINDOW=1m TOLLGATE_FAIL_MODE=closed
+export TOLLGATE_LIMIT=100 TOLLGATE_WINDOW=1m TOLLGATE_FAIL_MODE=closed
+export TOLLGATE_TENANTS_FILE=/etc/tollgate/tenants.json TOLLGATE_CONFIG_DIR=./examples
+KEY=k-globex BUDGET=5 # examples/tenants.json
 P1=${TOLLGATE_PORT_1:-8081} P2=${TOLLGATE_PORT_2:-8082}
 A1=${TOLLGATE_ADMIN_PORT_1:-9091} A2=${TOLLGATE_ADMIN_PORT_2:-9092}
 
@@ -50,8 +54,7 @@ for port in "$A1" "$A2"; do
 done
 log "both replicas ready"
 
-tenant="compose-$$-$RANDOM"
-status() { curl -s -o /dev/null -w '%{http_code}' -H "X-Tenant-ID: $tenant" "http://127.0.0.1:$1/smoke"; }
+status() { curl -s -o /dev/null -w '%{http_code}' -H "X-API-Key: $KEY" "http://127.0.0.1:$1/smoke"; }
 expect() {
   local port=$1 want=$2 got
   got="$(status "$port")"
@@ -63,4 +66,6 @@ for _ in 1 2; do expect "$P2" 200; done
 expect "$P1" 429
 expect "$P2" 429
 echo >&2
-log "PASS: replicas on :$P1 and :$P2 share one budget of $TOLLGATE_LIMIT"
+curl -s -o /dev/null -D - -H "X-API-Key: $KEY" "http://127.0.0.1:$P2/smoke" | grep -i ratelimit >&2 \
+  || fail "no rate-limit headers on a denial"
+log "PASS: replicas on :$P1 and :$P2 share globex's budget of $BUDGET from the mounted tenants file"
