@@ -51,6 +51,7 @@ need curl curl
 need ss iproute2
 
 P_UP=$((PORT_BASE + 1))
+P_STATUS=$((PORT_BASE + 2))
 P_REDIS=$((PORT_BASE + 79))
 declare -A PORT DENY
 PORT[bare]=$((PORT_BASE + 10))
@@ -122,6 +123,10 @@ $(nginx_head upstream 1)
   server {
     listen 127.0.0.1:$P_UP;
     location / { default_type text/plain; return 200 "ok\n"; }
+  }
+  server { # how many connections the upstream accepted: reuse, or churn
+    listen 127.0.0.1:$P_STATUS;
+    location / { stub_status; }
   }
 }
 CONF
@@ -249,6 +254,10 @@ conns() {
   ss -Htnp state established "( dport = :$P_UP )" 2>/dev/null | grep -cE "$pat" || true
 }
 
+# accepts: the connections the upstream has accepted so far, this query's
+# own excluded.
+accepts() { echo $(($(curl -s "http://127.0.0.1:$P_STATUS/" | awk 'NR == 3 {print $1}') - 1)); }
+
 # run ROUND TARGET SHAPE: one wrk run, one line of the raw table.
 run() {
   local round=$1 t=$2 shape=$3 port=${PORT[$2]} pid=${PID[$2]} c=64 tenants=1000
@@ -256,12 +265,14 @@ run() {
     c256) c=256 ;;
     flood) port=${DENY[$t]} pid=${DPID[$t]:-${PID[$t]}} tenants=1 ;;
   esac
+  local before; before=$(accepts)
   wrk -t2 -c"$c" -d"${DURATION}s" --latency -s bench/gateway/tenants.lua "http://127.0.0.1:$port/v1/items?q=1" -- "$tenants" \
     >"$DIR/wrk.out" 2>&1 &
   local wpid=$!
   sleep "$(awk "BEGIN{print $DURATION/2}")"
   local held; held=$(conns "$pid")
   wait "$wpid" || { log "wrk failed on $t $shape"; cat "$DIR/wrk.out" >&2; return 1; }
+  local opened=$(($(accepts) - before))
   local line; line=$(grep '^RESULT' "$DIR/wrk.out")
   local kv req dur p50 p99 non2xx errs
   for kv in ${line#RESULT }; do
@@ -270,15 +281,15 @@ run() {
       p99_us) p99=${kv#*=} ;; non2xx) non2xx=${kv#*=} ;; errors) errs=${kv#*=} ;;
     esac
   done
-  printf '%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$t" "$shape" \
-    "$(awk "BEGIN{print $req/($dur/1e6)}")" "$p50" "$p99" "$req" "$non2xx" "$errs" "$held" >>"$RAW"
-  log "round $round $t $shape: $(tail -1 "$RAW" | cut -f4) req/s, p99 ${p99} µs, non-2xx $non2xx, upstream conns $held"
+  printf '%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$t" "$shape" \
+    "$(awk "BEGIN{print $req/($dur/1e6)}")" "$p50" "$p99" "$req" "$non2xx" "$errs" "$held" "$opened" >>"$RAW"
+  log "round $round $t $shape: $(tail -1 "$RAW" | cut -f4) req/s, p99 ${p99} µs, non-2xx $non2xx, upstream conns held $held, opened $opened"
 }
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 RAW="$OUT/gateway-bench.tsv"
-printf 'round\ttarget\tshape\treq_per_s\tp50_us\tp99_us\trequests\tnon2xx\terrors\tupstream_conns\n' >"$RAW"
+printf 'round\ttarget\tshape\treq_per_s\tp50_us\tp99_us\trequests\tnon2xx\terrors\tupstream_conns_held\tupstream_conns_opened\n' >"$RAW"
 read -ra T <<<"$TARGETS"
 log "warm-up"
 for t in "${T[@]}"; do wrk -t2 -c64 -d2s -s bench/gateway/tenants.lua "http://127.0.0.1:${PORT[$t]}/" >/dev/null 2>&1; done

@@ -21,7 +21,7 @@ type run struct {
 	target, shape         string
 	rps, p50, p99         float64 // req/s; latencies in µs
 	requests, non2xx, err int64
-	conns                 float64
+	held, opened          float64 // upstream connections: open mid-run, opened during the run
 }
 
 var shapes = []struct{ name, title string }{
@@ -80,8 +80,8 @@ func read(path string) ([]run, error) {
 			continue // header
 		}
 		c := strings.Split(s.Text(), "\t")
-		if len(c) != 10 {
-			return nil, fmt.Errorf("%s:%d: %d columns, want 10", path, line+1, len(c))
+		if len(c) != 11 {
+			return nil, fmt.Errorf("%s:%d: %d columns, want 11", path, line+1, len(c))
 		}
 		num := func(i int) float64 {
 			v, perr := strconv.ParseFloat(c[i], 64)
@@ -91,7 +91,7 @@ func read(path string) ([]run, error) {
 			return v
 		}
 		r := run{target: c[1], shape: c[2], rps: num(3), p50: num(4), p99: num(5),
-			requests: int64(num(6)), non2xx: int64(num(7)), err: int64(num(8)), conns: num(9)}
+			requests: int64(num(6)), non2xx: int64(num(7)), err: int64(num(8)), held: num(9), opened: num(10)}
 		if err != nil {
 			return nil, err
 		}
@@ -102,25 +102,26 @@ func read(path string) ([]run, error) {
 
 // stats are the medians of one (target, shape).
 type stats struct {
-	n                       int
-	rps, p50, p99, conns    float64
-	non2xxShare, errorShare float64 // of all requests, over all rounds
+	n                           int
+	rps, p50, p99, held, opened float64
+	non2xxShare, errorShare     float64 // of all requests, over all rounds
 }
 
 func summarize(runs []run, target, shape string) (stats, bool) {
-	var rps, p50, p99, conns []float64
+	var rps, p50, p99, held, opened []float64
 	var req, non2xx, errs int64
 	for _, r := range runs {
 		if r.target != target || r.shape != shape {
 			continue
 		}
-		rps, p50, p99, conns = append(rps, r.rps), append(p50, r.p50), append(p99, r.p99), append(conns, r.conns)
+		rps, p50, p99 = append(rps, r.rps), append(p50, r.p50), append(p99, r.p99)
+		held, opened = append(held, r.held), append(opened, r.opened)
 		req, non2xx, errs = req+r.requests, non2xx+r.non2xx, errs+r.err
 	}
 	if len(rps) == 0 {
 		return stats{}, false
 	}
-	return stats{n: len(rps), rps: median(rps), p50: median(p50), p99: median(p99), conns: median(conns),
+	return stats{n: len(rps), rps: median(rps), p50: median(p50), p99: median(p99), held: median(held), opened: median(opened),
 		non2xxShare: float64(non2xx) / float64(max(req, 1)), errorShare: float64(errs) / float64(max(req, 1))}, true
 }
 
@@ -135,13 +136,14 @@ func median(v []float64) float64 {
 
 func writeTables(w io.Writer, runs []run, meta string) {
 	if meta != "" {
-		fmt.Fprintf(w, "Measured %s; medians of the rounds. Ratios are of medians in the same run.\n\n", meta)
+		fmt.Fprintf(w, "Measured %s; medians of the rounds. Ratios are of medians in the same run. "+
+			"Upstream connections: opened during a run (the upstream's accepted count), and held open mid-run by the target (idle ones of earlier runs included).\n\n", meta)
 	}
 	for _, sh := range shapes {
 		bare, haveBare := summarize(runs, "bare", sh.name)
 		ngx, haveNginx := summarize(runs, "nginx", sh.name)
 		fmt.Fprintf(w, "%s:\n\n", sh.title)
-		fmt.Fprintln(w, "| | req/s | vs bare proxy | vs nginx | p50 | p99 | p99 vs nginx | upstream conns | non-2xx |")
+		fmt.Fprintln(w, "| | req/s | vs bare proxy | vs nginx | p50 | p99 | p99 vs nginx | upstream conns opened (held) | non-2xx |")
 		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 		for _, l := range labels {
 			s, ok := summarize(runs, l.target, sh.name)
@@ -160,8 +162,8 @@ func writeTables(w io.Writer, runs []run, meta string) {
 			if strings.HasPrefix(l.target, "tollgate") {
 				name = "**" + name + "**"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %.0f | %s |\n", name, thousands(s.rps), vsBare, vsNginx,
-				ms(s.p50), ms(s.p99), p99Nginx, s.conns, share(s.non2xxShare, s.errorShare))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %.0f (%.0f) | %s |\n", name, thousands(s.rps), vsBare, vsNginx,
+				ms(s.p50), ms(s.p99), p99Nginx, s.opened, s.held, share(s.non2xxShare, s.errorShare))
 		}
 		fmt.Fprintln(w)
 	}
