@@ -349,7 +349,7 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the rejection log line", func() bool {
-		return len(logs.lines(t, "tenants file rejected; keeping the previous tenants")) > 0
+		return len(logs.lines(t, "tenants file rejected; keeping the previous tenants and policy")) > 0
 	})
 	if got, want := policy(), `"default";q=7;w=60`; got != want {
 		t.Errorf("after a bad reload: RateLimit-Policy %q, want %q (the old table)", got, want)
@@ -385,9 +385,9 @@ func TestRunIgnoresSIGHUPWithoutTenantsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the SIGHUP log line", func() bool {
-		return len(logs.lines(t, "SIGHUP ignored: no tenants file")) > 0
+		return len(logs.lines(t, "SIGHUP ignored: no tenants file and no policy file")) > 0
 	})
-	if l := logs.lines(t, "SIGHUP ignored: no tenants file"); l[0]["level"] != "INFO" {
+	if l := logs.lines(t, "SIGHUP ignored: no tenants file and no policy file"); l[0]["level"] != "INFO" {
 		t.Errorf("SIGHUP line %v, want level INFO", l[0])
 	}
 	if resp, _ := get(t, base+"/x", "X-Tenant-ID", "acme"); resp.StatusCode != http.StatusOK {

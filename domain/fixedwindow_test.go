@@ -91,24 +91,29 @@ func BenchmarkFixedWindowDecide(b *testing.B) {
 	_ = d
 }
 
-func TestSettleInto(t *testing.T) {
+// TestSettleIntoRequestDecisions: with room in req.Decisions, the
+// verdict's decisions are written there, and settling allocates nothing;
+// without room, Settle allocates and leaves req.Decisions alone.
+func TestSettleIntoRequestDecisions(t *testing.T) {
 	decide := func(i int, cost int64) domain.Decision {
 		return domain.Decision{Allowed: i == 0, Limit: 10, Remaining: 10 - cost}
 	}
-	dst := make([]domain.Decision, 0, 2)
-	v := domain.SettleInto(dst, 2, 3, decide)
-	if len(v.Decisions) != 2 || &v.Decisions[0] != &dst[:1][0] {
-		t.Fatalf("SettleInto(cap 2, n 2): decisions %v not in dst's array", v.Decisions)
+	req := domain.Request{Limits: make([]domain.Limit, 2), Cost: 3}
+	want := domain.Settle(req, decide)
+	req.Decisions = make([]domain.Decision, 0, 2)
+	v := domain.Settle(req, decide)
+	if len(v.Decisions) != 2 || &v.Decisions[0] != &req.Decisions[:1][0] {
+		t.Fatalf("Settle with room: decisions %v not in req.Decisions' array", v.Decisions)
 	}
-	// Denied by limit 1: limit 0 is decided again at cost 0, as Settle does.
-	if want := domain.Settle(2, 3, decide); v.Allowed || v.Outcome != want.Outcome || v.Decisions[0] != want.Decisions[0] || v.Decisions[1] != want.Decisions[1] {
-		t.Errorf("SettleInto = %+v, want Settle's %+v", v, want)
+	// Denied by limit 1: limit 0 is decided again at cost 0, as without room.
+	if v.Allowed || v.Outcome != want.Outcome || v.Decisions[0] != want.Decisions[0] || v.Decisions[1] != want.Decisions[1] {
+		t.Errorf("Settle with room = %+v, want %+v", v, want)
 	}
-	small := make([]domain.Decision, 0, 1)
-	if v := domain.SettleInto(small, 2, 1, decide); len(v.Decisions) != 2 || len(small[:1]) == 1 && small[:1][0] != (domain.Decision{}) {
-		t.Errorf("SettleInto(cap 1, n 2) = %v, or wrote into the short dst %v", v.Decisions, small[:1])
+	small := domain.Request{Limits: req.Limits, Cost: 1, Decisions: make([]domain.Decision, 0, 1)}
+	if v := domain.Settle(small, decide); len(v.Decisions) != 2 || small.Decisions[:1][0] != (domain.Decision{}) {
+		t.Errorf("Settle(room for 1 of 2) = %v, or wrote into the short buffer %v", v.Decisions, small.Decisions[:1])
 	}
-	if n := testing.AllocsPerRun(100, func() { domain.SettleInto(dst, 2, 1, decide) }); n != 0 {
-		t.Errorf("SettleInto with room allocates %v times, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { domain.Settle(req, decide) }); n != 0 {
+		t.Errorf("Settle with room allocates %v times, want 0", n)
 	}
 }
