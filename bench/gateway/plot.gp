@@ -15,5 +15,6 @@ set title "throughput (req/s, higher is better)"
 set yrange [0:*]
 plot datafile using 2:xtic(1) title "-c64, 1000 tenants", '' using 3 title "-c256, 1000 tenants", '' using 4 title "denied flood (429)"
 set title "p99 latency (ms, lower is better)"
+set key top right
 plot datafile using 5:xtic(1) title "-c64, 1000 tenants", '' using 6 title "-c256, 1000 tenants", '' using 7 title "denied flood (429)"
 unset multiplot
