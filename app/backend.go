@@ -26,7 +26,8 @@ type backend struct {
 // newBackend is the composition root: the only place in tollgate that
 // knows the adapters. It builds cfg.Algorithm on cfg.Store from the
 // table of algorithms, and wraps it in the layers a request meets, in
-// order: the fail mode, then the store.
+// order: the deny cache (TOLLGATE_DENY_CACHE), the fail mode, then the
+// store.
 //
 // With one limit and no policy file the fixed window runs the seed's
 // design, over the store's Counter (INCR first, denied requests counted);
@@ -67,7 +68,11 @@ func newBackend(ctx context.Context, cfg Config, onStoreError func(error), log *
 	if cfg.FailMode == FailClosed {
 		failMode = layers.FailClosed
 	}
-	be.limiter = ports.Chain(be.limiter, failMode(onStoreError))
+	var outer []ports.Layer
+	if cfg.DenyCache {
+		outer = append(outer, layers.DenyCache(layers.DenyCacheOptions{}))
+	}
+	be.limiter = ports.Chain(be.limiter, append(outer, failMode(onStoreError))...)
 	return be, nil
 }
 

@@ -52,6 +52,9 @@ type Config struct {
 	Window time.Duration `env:"WINDOW" envDefault:"1m"`
 	// FailMode is open (admit on a store error) or closed (answer 503).
 	FailMode string `env:"FAIL_MODE" envDefault:"open"`
+	// DenyCache answers an already-denied tenant from memory until its
+	// Retry-After.
+	DenyCache bool `env:"DENY_CACHE" envDefault:"true"`
 	// TenantHeader carries the tenant id when no tenants file is set. Only
 	// trust it behind an edge that sets and overwrites it.
 	TenantHeader string `env:"TENANT_HEADER" envDefault:"X-Tenant-ID"`
@@ -81,6 +84,7 @@ var accepted = map[string]string{
 	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
 	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
 	"FAIL_MODE":        "open or closed",
+	"DENY_CACHE":       "true or false (also 1, 0, t, f)",
 	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
 	"REDIS_URL":        "a redis://, rediss:// or unix:// URL",
