@@ -15,6 +15,8 @@ import (
 type Metrics struct {
 	decisions   [len(outcomeLabels)]prometheus.Counter // by domain.Outcome
 	storeErrors prometheus.Counter
+	storeUp     prometheus.Gauge
+	replicas    prometheus.Gauge
 	duration    prometheus.Observer
 }
 
@@ -37,14 +39,24 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 		Name: "tollgate_store_errors_total",
 		Help: "Failed store calls, probes included.",
 	})
+	storeUp := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tollgate_store_up",
+		Help: "1 while decisions go to the store, 0 while its breaker is open (the store failing: decisions take the fail mode at once).",
+	})
+	storeUp.Set(1)
+	replicas := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tollgate_replicas",
+		Help: "N of the local fail mode: TOLLGATE_REPLICAS, or the replicas alive at the last count through the store (1 before any).",
+	})
+	replicas.Set(1)
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tollgate_decision_duration_seconds",
 		Help:    "Time taken by the limiter to decide, store round trip included.",
 		Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 	}, []string{"algorithm"})
-	reg.MustRegister(decisions, storeErrors, duration,
+	reg.MustRegister(decisions, storeErrors, storeUp, replicas, duration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{storeErrors: storeErrors, duration: duration.WithLabelValues(algorithm)}
+	m := &Metrics{storeErrors: storeErrors, storeUp: storeUp, replicas: replicas, duration: duration.WithLabelValues(algorithm)}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
@@ -66,5 +78,24 @@ func (m *Metrics) observe(o domain.Outcome, took time.Duration) {
 func (m *Metrics) storeError() {
 	if m != nil {
 		m.storeErrors.Inc()
+	}
+}
+
+// setStoreUp records the store's state, as its breaker sees it.
+func (m *Metrics) setStoreUp(up bool) {
+	if m == nil {
+		return
+	}
+	if up {
+		m.storeUp.Set(1)
+	} else {
+		m.storeUp.Set(0)
+	}
+}
+
+// setReplicas records the local fail mode's N.
+func (m *Metrics) setReplicas(n int) {
+	if m != nil {
+		m.replicas.Set(float64(n))
 	}
 }

@@ -69,8 +69,10 @@ func TestRunUnexpectedArgument(t *testing.T) {
 	if err := app.Run(t.Context(), []string{"tollgate", "-h"}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "TOLLGATE_REDIS_TIMEOUT") {
-		t.Errorf("-h output lacks the variables:\n%s", out.String())
+	for _, v := range []string{"TOLLGATE_REDIS_TIMEOUT", "TOLLGATE_FAIL_MODE", "TOLLGATE_REPLICAS", "TOLLGATE_DENY_CACHE"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("-h output lacks %s:\n%s", v, out.String())
+		}
 	}
 	for _, a := range adapters.Algorithms {
 		if !strings.Contains(out.String(), a.Name+" ") || !strings.Contains(out.String(), a.Summary) {
