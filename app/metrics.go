@@ -16,6 +16,7 @@ type Metrics struct {
 	decisions   [len(outcomeLabels)]prometheus.Counter // by domain.Outcome
 	storeErrors prometheus.Counter
 	storeUp     prometheus.Gauge
+	opens       prometheus.Counter
 	replicas    prometheus.Gauge
 	duration    prometheus.Observer
 }
@@ -44,6 +45,10 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 		Help: "1 while decisions go to the store, 0 while its breaker is open (the store failing: decisions take the fail mode at once).",
 	})
 	storeUp.Set(1)
+	opens := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tollgate_store_breaker_opens_total",
+		Help: "Times the store's breaker opened (the store failing: no decision succeeded for TOLLGATE_REDIS_TIMEOUT and several failed in a row).",
+	})
 	replicas := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tollgate_replicas",
 		Help: "N of the local fail mode: TOLLGATE_REPLICAS, or the replicas alive at the last count through the store (1 before any).",
@@ -54,9 +59,9 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 		Help:    "Time taken by the limiter to decide, store round trip included.",
 		Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 	}, []string{"algorithm"})
-	reg.MustRegister(decisions, storeErrors, storeUp, replicas, duration,
+	reg.MustRegister(decisions, storeErrors, storeUp, opens, replicas, duration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{storeErrors: storeErrors, storeUp: storeUp, replicas: replicas, duration: duration.WithLabelValues(algorithm)}
+	m := &Metrics{storeErrors: storeErrors, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm)}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
@@ -90,6 +95,7 @@ func (m *Metrics) setStoreUp(up bool) {
 		m.storeUp.Set(1)
 	} else {
 		m.storeUp.Set(0)
+		m.opens.Inc()
 	}
 }
 

@@ -218,6 +218,9 @@ func TestBreakerDuringAStall(t *testing.T) {
 	if up := metric(t, g, "tollgate_store_up"); up != 1 {
 		t.Errorf("tollgate_store_up after the stall = %v, want 1", up)
 	}
+	if opens := metric(t, g, "tollgate_store_breaker_opens_total"); opens != 1 {
+		t.Errorf("tollgate_store_breaker_opens_total = %v after one stall, want 1", opens)
+	}
 }
 
 // TestLocalModeHoldsTheFleetBudget: two replicas in local mode during an
@@ -309,6 +312,47 @@ func decisionsWithin(t testing.TB, g *apptest.Gateway, le string) (within, all f
 		m[`tollgate_decision_duration_seconds_count{algorithm="fixed_window"}`]
 }
 
+// TestBurstIsNoFailure: a burst of concurrent requests against a healthy
+// Redis never opens the breaker, even when the burst is more than the
+// store's deadline can take (some decisions time out while others
+// succeed). The gateway is warmed first: a cold pool's first burst is
+// the connection pool's concern (warm connections), not the breaker's.
+func TestBurstIsNoFailure(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	g := startReplica(t, srv.URL, "TOLLGATE_KEY_PREFIX="+uniquePrefix(t), "TOLLGATE_LIMIT=100000")
+	burst := func(n int) {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				get(t, g, fmt.Sprint("tenant-", i%50))
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for errs := outcomes(t, g, "error"); ; errs = outcomes(t, g, "error") {
+		burst(32)
+		if outcomes(t, g, "error") == errs {
+			break // 32 at once, none failed: warm
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway still fails decisions of 32 concurrent requests after 10 s")
+		}
+	}
+	opens, errs := metric(t, g, "tollgate_store_breaker_opens_total"), outcomes(t, g, "error")
+	for range 5 {
+		burst(100)
+	}
+	if got := metric(t, g, "tollgate_store_breaker_opens_total"); got != opens {
+		t.Errorf("the breaker opened %v times in bursts against a healthy Redis", got-opens)
+	}
+	t.Logf("5 bursts of 100 on a warm gateway: %v took the fail mode (the store's deadline, not the breaker)", outcomes(t, g, "error")-errs)
+}
+
 // waitMetric waits up to 5 s for g's series to read want.
 func waitMetric(t *testing.T, g *apptest.Gateway, series string, want float64) {
 	t.Helper()
@@ -357,5 +401,74 @@ func TestReplicaAnnouncements(t *testing.T) {
 	}
 	if n, _ := srv.Client.Exists(ctx, r.Key()).Result(); n != 0 {
 		t.Errorf("the key outlived the last replica's withdrawal")
+	}
+}
+
+// BenchmarkGatewayDenied measures denied requests/s through the whole
+// gateway (HTTP, tenant, decision, 429) for one tenant over its budget,
+// 64 client goroutines: on the memory store, on Redis (deny cache on, the
+// default) and on Redis without the deny cache. The three gateways run
+// side by side and take turns in five interleaved rounds, so that a
+// machine shared with other work loads them alike; it reports each one's
+// median denied/s and the ratios to the memory store's (the contract
+// wants Redis with the cache at >= 0.9x), and per denial the Redis
+// commands (INFO commandstats) and the answers that were not 429.
+func BenchmarkGatewayDenied(b *testing.B) {
+	srv := startRedis(b)
+	configs := []struct {
+		name string
+		env  []string
+	}{
+		{"memory", []string{"TOLLGATE_STORE=memory"}},
+		{"redis", []string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=" + srv.URL}},
+		{"redis-no-deny-cache", []string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=" + srv.URL, "TOLLGATE_DENY_CACHE=false"}},
+	}
+	gws := make([]*apptest.Gateway, len(configs))
+	for i, c := range configs {
+		gws[i] = apptest.Start(b, append([]string{"TOLLGATE_LIMIT=1", "TOLLGATE_WINDOW=1h",
+			"TOLLGATE_KEY_PREFIX=" + uniquePrefix(b), "TOLLGATE_REDIS_TIMEOUT=1s"}, c.env...)...)
+		get(b, gws[i], "flooder") // the budget
+		get(b, gws[i], "flooder") // the first denial
+	}
+	const rounds = 5
+	per := max(b.N/(rounds*len(configs)), 64)
+	rates := make([][]float64, len(configs))
+	cmds := make([]int64, len(configs))
+	other := make([]int64, len(configs))
+	b.ResetTimer()
+	for range rounds {
+		for i, g := range gws {
+			srv.resetStats(b)
+			var next, bad atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range benchGoroutines {
+				wg.Go(func() {
+					for next.Add(1) <= int64(per) {
+						if code, _ := get(b, g, "flooder"); code != 429 {
+							bad.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			rates[i] = append(rates[i], float64(per)/time.Since(start).Seconds())
+			cmds[i] += srv.decisionCommands(b)
+			other[i] += bad.Load()
+		}
+	}
+	b.StopTimer()
+	median := func(xs []float64) float64 {
+		xs = slices.Sorted(slices.Values(xs))
+		return xs[len(xs)/2]
+	}
+	for i, c := range configs {
+		m := median(rates[i])
+		b.ReportMetric(m, c.name+"-denied/s")
+		b.ReportMetric(float64(cmds[i])/float64(rounds*per), c.name+"-redis-cmds/denial")
+		b.ReportMetric(float64(other[i])/float64(rounds*per), c.name+"-not-429/op")
+		if i > 0 {
+			b.ReportMetric(m/median(rates[0]), c.name+"/memory")
+		}
 	}
 }

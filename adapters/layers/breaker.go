@@ -24,6 +24,10 @@ const (
 	// DefaultProbeInterval is how often an open breaker asks the store
 	// whether it answers again.
 	DefaultProbeInterval = 50 * time.Millisecond
+	// MinConfirmTimeout is the shortest wait of the probe that confirms
+	// a failing store before the breaker opens: long enough for a store
+	// that is only busy (a burst queueing for connections) to answer.
+	MinConfirmTimeout = 250 * time.Millisecond
 )
 
 // BreakerOptions configure [NewBreaker].
@@ -33,7 +37,10 @@ type BreakerOptions struct {
 	// Timeout is the store's deadline for one decision
 	// (TOLLGATE_REDIS_TIMEOUT). The breaker opens only when no decision
 	// has succeeded for that long, so slow but successful decisions under
-	// load never open it; each probe waits at most that long.
+	// load never open it; each probe while open waits at most that long
+	// (a ping to a partitioned store may then close the breaker up to
+	// Timeout after it answers again; a paused or restarted one answers
+	// the ping in flight at once). Zero means 50 ms.
 	Timeout time.Duration
 	// Threshold is how many decisions in a row must fail (and none
 	// succeed for Timeout) to open the breaker. Zero means
@@ -59,19 +66,23 @@ type BreakerOptions struct {
 // probes the store in the background every ProbeInterval and closes on
 // the first probe that succeeds.
 //
-// It opens when Threshold decisions in a row have failed and none has
-// succeeded for Timeout: a store that answers some decisions, however
-// slowly, is not failing. A decision whose caller went away is neither a
-// failure nor a success.
+// It opens when Threshold decisions in a row have failed, none has
+// succeeded for Timeout, and a probe given max(Timeout,
+// [MinConfirmTimeout]) fails too, with no decision succeeding while it
+// waits: a store that answers some decisions, or a ping, however
+// slowly, is busy, not failing, and load alone never opens the breaker. Until the probe fails, decisions still go to the
+// store. A decision whose caller went away is neither a failure nor a
+// success.
 //
 // Breaker is safe for concurrent use by multiple goroutines. Close stops
 // its probe.
 type Breaker struct {
-	opts   BreakerOptions
-	origin time.Time
-	open   atomic.Bool
-	fails  atomic.Int64 // decisions failed in a row
-	okAt   atomic.Int64 // nanos since origin of the last success (written at most once a ms)
+	opts     BreakerOptions
+	origin   time.Time
+	open     atomic.Bool
+	checking atomic.Bool  // a probe runs: confirming a failure, or while open
+	fails    atomic.Int64 // decisions failed in a row
+	okAt     atomic.Int64 // nanos since origin of the last success (written at most once a ms)
 
 	mu     sync.Mutex // guards closed and the prober's start
 	closed bool
@@ -83,6 +94,9 @@ type Breaker struct {
 func NewBreaker(opts BreakerOptions) *Breaker {
 	if opts.Probe == nil {
 		panic("layers: NewBreaker needs a Probe")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 50 * time.Millisecond
 	}
 	if opts.Threshold <= 0 {
 		opts.Threshold = DefaultBreakerThreshold
@@ -134,19 +148,52 @@ func (b *Breaker) succeeded() {
 // failed records a failed decision, and opens the breaker when the store
 // is failing.
 func (b *Breaker) failed() {
-	if b.fails.Add(1) < int64(b.opts.Threshold) || b.nanos()-b.okAt.Load() < int64(b.opts.Timeout) || b.open.Load() {
+	if b.fails.Add(1) < int64(b.opts.Threshold) || b.nanos()-b.okAt.Load() < int64(b.opts.Timeout) || b.checking.Load() {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed || b.open.Load() {
+	if b.closed || b.checking.Load() {
+		return
+	}
+	b.checking.Store(true)
+	b.wg.Go(b.confirm)
+}
+
+// confirm pings the store once, with a longer deadline than a
+// decision's: if it answers, or a decision succeeds meanwhile, the
+// failures were load and are forgotten; if not, the breaker opens and
+// probes until the store answers.
+func (b *Breaker) confirm() {
+	defer b.checking.Store(false)
+	okAt := b.okAt.Load()
+	err := b.ping(max(b.opts.Timeout, MinConfirmTimeout))
+	if err == nil || b.okAt.Load() != okAt {
+		b.fails.Store(0)
+		b.okAt.Store(b.nanos())
+		return
+	}
+	if b.opts.OnProbeError != nil {
+		b.opts.OnProbeError(err)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
 		return
 	}
 	b.open.Store(true)
 	if b.opts.OnChange != nil {
 		b.opts.OnChange(false)
 	}
-	b.wg.Go(b.probe)
+	b.mu.Unlock()
+	b.probe()
+}
+
+// ping asks the store whether it answers, within timeout.
+func (b *Breaker) ping(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return b.opts.Probe.Ping(ctx)
 }
 
 // probe runs while the breaker is open: it pings the store every
@@ -161,12 +208,7 @@ func (b *Breaker) probe() {
 		case <-t.C:
 		}
 		start := time.Now()
-		ctx, cancel := context.WithCancel(context.Background())
-		if b.opts.Timeout > 0 {
-			ctx, cancel = context.WithTimeout(context.Background(), b.opts.Timeout)
-		}
-		err := b.opts.Probe.Ping(ctx)
-		cancel()
+		err := b.ping(b.opts.Timeout)
 		if err == nil {
 			b.mu.Lock()
 			b.fails.Store(0)

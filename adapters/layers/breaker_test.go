@@ -15,24 +15,28 @@ import (
 )
 
 // fakeStore is a store whose health tests switch: a limiter and a pinger
-// that fail while down, counting their calls.
+// that fail while down (a ping then waits for its deadline, as on a
+// stalled store), counting their calls. While busy, decisions fail but
+// pings answer: a store under load.
 type fakeStore struct {
 	down  atomic.Bool
+	busy  atomic.Bool
 	calls atomic.Int64
 	pings atomic.Int64
 }
 
 func (s *fakeStore) Allow(context.Context, domain.Request) (domain.Verdict, error) {
 	s.calls.Add(1)
-	if s.down.Load() {
+	if s.down.Load() || s.busy.Load() {
 		return domain.Verdict{}, errStore
 	}
 	return domain.Verdict{Allowed: true, Decisions: []domain.Decision{{Allowed: true}}}, nil
 }
 
-func (s *fakeStore) Ping(context.Context) error {
+func (s *fakeStore) Ping(ctx context.Context) error {
 	s.pings.Add(1)
 	if s.down.Load() {
+		<-ctx.Done()
 		return errStore
 	}
 	return nil
@@ -87,9 +91,19 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 				t.Fatalf("failure %d: %v, want the store's error", i+1, err)
 			}
 		}
-		if b.Up() {
-			t.Fatalf("breaker closed after %d failures in a row and no success for %v", layers.DefaultBreakerThreshold, breakerTimeout)
+		// A probe confirms the failure: until it fails, decisions go to
+		// the store.
+		synctest.Wait()
+		if !b.Up() || store.pings.Load() != 1 {
+			t.Fatalf("before the confirming probe failed: up %v, %d pings; want up, 1 ping", b.Up(), store.pings.Load())
 		}
+		time.Sleep(layers.MinConfirmTimeout)
+		synctest.Wait()
+		if b.Up() {
+			t.Fatalf("breaker closed after %d failures in a row, no success for %v, and a failed probe", layers.DefaultBreakerThreshold, breakerTimeout)
+		}
+		store.pings.Store(0)
+		probeErrs.Store(0)
 		calls := store.calls.Load()
 		for range 1000 {
 			if _, err := l.Allow(t.Context(), request()); !errors.Is(err, layers.ErrBreakerOpen) {
@@ -105,8 +119,8 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		if n := store.pings.Load(); n < 19 || n > 21 {
 			t.Errorf("probes in a second of outage: %d, want 20 (one per 50 ms)", n)
 		}
-		if probeErrs.Load() != store.pings.Load() {
-			t.Errorf("failed probes reported: %d, want %d", probeErrs.Load(), store.pings.Load())
+		if e, p := probeErrs.Load(), store.pings.Load(); e != p && e != p-1 { // one may be in flight
+			t.Errorf("failed probes reported: %d, want %d", e, p)
 		}
 
 		store.down.Store(false)
@@ -138,9 +152,9 @@ func TestBreakerLoadIsNoFailure(t *testing.T) {
 		store, st, probeErrs := &fakeStore{}, &states{}, &atomic.Int64{}
 		b, l := newBreaker(t, store, st, probeErrs)
 		for range 50 {
-			store.down.Store(false)
+			store.busy.Store(false)
 			l.Allow(t.Context(), request())
-			store.down.Store(true)
+			store.busy.Store(true)
 			for range 20 { // slow decisions timing out, between successes
 				time.Sleep(breakerTimeout / 40)
 				l.Allow(t.Context(), request())
@@ -159,21 +173,38 @@ func TestBreakerLoadIsNoFailure(t *testing.T) {
 		if !b.Up() {
 			t.Fatal("breaker opened on canceled callers")
 		}
+		if store.pings.Load() != 0 {
+			t.Errorf("%d probes while decisions succeeded", store.pings.Load())
+		}
+		// Every decision failing for a second, but the store answers the
+		// probe: busy, not failing.
+		for range 100 {
+			time.Sleep(breakerTimeout / 5)
+			l.Allow(t.Context(), request())
+			synctest.Wait()
+		}
+		if !b.Up() || store.pings.Load() == 0 {
+			t.Fatalf("busy store (decisions fail, pings answer): up %v after %d probes; want up, probed", b.Up(), store.pings.Load())
+		}
 		// After a success and a timeout without one, two failures in a
-		// row are not yet the store failing; the third is.
-		store.down.Store(false)
+		// row are not yet the store failing; the third and a failed
+		// probe are.
+		store.busy.Store(false)
 		l.Allow(t.Context(), request())
 		store.down.Store(true)
 		time.Sleep(breakerTimeout)
 		for range layers.DefaultBreakerThreshold - 1 {
 			l.Allow(t.Context(), request())
 		}
+		synctest.Wait()
 		if !b.Up() {
 			t.Fatalf("breaker opened after %d failures", layers.DefaultBreakerThreshold-1)
 		}
 		l.Allow(t.Context(), request())
+		time.Sleep(layers.MinConfirmTimeout)
+		synctest.Wait()
 		if b.Up() {
-			t.Fatal("breaker still closed after the threshold")
+			t.Fatal("breaker still closed after the threshold and a failed probe")
 		}
 		if got := st.list(); len(got) != 1 {
 			t.Errorf("state changes %v, want one", got)
@@ -182,7 +213,8 @@ func TestBreakerLoadIsNoFailure(t *testing.T) {
 }
 
 // TestBreakerStartsAgainstADownStore: a store that never answered opens
-// the breaker at the threshold, with no wait.
+// the breaker at the threshold and a failed probe, with no wait for a
+// timeout without success.
 func TestBreakerStartsAgainstADownStore(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -192,8 +224,10 @@ func TestBreakerStartsAgainstADownStore(t *testing.T) {
 		for range layers.DefaultBreakerThreshold {
 			l.Allow(t.Context(), request())
 		}
+		time.Sleep(layers.MinConfirmTimeout)
+		synctest.Wait()
 		if b.Up() {
-			t.Fatal("breaker closed after the threshold against a store that never answered")
+			t.Fatal("breaker closed after the threshold and a failed probe against a store that never answered")
 		}
 		b.Close()
 		b.Close() // idempotent
