@@ -44,9 +44,10 @@ func (be backend) Close() error {
 // replicas), the breaker (Redis only: the memory store does not fail),
 // then the store.
 //
-// With one limit and no policy file the fixed window runs the seed's
-// design, over the store's Counter (INCR first, denied requests counted);
-// otherwise every algorithm decides all limits before it spends.
+// Without a policy file (one limit, cost 1) the fixed window runs the
+// seed's design, over the store's Counter (INCR first, denied requests
+// counted); with one, every algorithm decides all limits before it
+// spends.
 func newBackend(ctx context.Context, cfg Config, onStoreError func(error), metrics *Metrics, log *slog.Logger) (backend, error) {
 	algo, ok := adapters.Lookup(cfg.Algorithm)
 	if !ok {
@@ -61,7 +62,7 @@ func newBackend(ctx context.Context, cfg Config, onStoreError func(error), metri
 	switch cfg.Store {
 	case StoreMemory:
 		opts := memory.Options{}
-		if algo.MemoryCounter != nil {
+		if algo.MemoryCounter != nil && cfg.PolicyFile == "" {
 			c := algo.MemoryCounter(opts)
 			store, be = adapters.SeedLimiter(c), backend{pinger: alwaysUp{}, closers: []io.Closer{c}}
 		} else {
@@ -75,7 +76,7 @@ func newBackend(ctx context.Context, cfg Config, onStoreError func(error), metri
 		}
 		checkRedis(ctx, client, cfg, log)
 		opts := redis.Options{Timeout: cfg.RedisTimeout}
-		if algo.RedisCounter != nil {
+		if algo.RedisCounter != nil && cfg.PolicyFile == "" {
 			store = adapters.SeedLimiter(algo.RedisCounter(client, opts))
 		} else {
 			store = algo.Redis(client, opts)

@@ -68,6 +68,12 @@ type Config struct {
 	TenantHeader string `env:"TENANT_HEADER" envDefault:"X-Tenant-ID"`
 	// TenantsFile is a JSON file of tenants, API keys and budgets.
 	TenantsFile string `env:"TENANTS_FILE"`
+	// PolicyFile is a JSON file of named limits and routes; empty means
+	// one limit, "default", of Limit per Window.
+	PolicyFile string `env:"POLICY_FILE"`
+	// Shadow puts every limit in shadow mode: would-be denials are
+	// forwarded, logged and counted.
+	Shadow bool `env:"SHADOW" envDefault:"false"`
 	// RedisURL is a go-redis URL; it may hold credentials.
 	RedisURL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0"`
 	// RedisTimeout is the deadline for the store work of one decision.
@@ -96,6 +102,8 @@ var accepted = map[string]string{
 	"DENY_CACHE":       "true or false (also 1, 0, t, f)",
 	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
+	"POLICY_FILE":      "empty, or the path of a JSON policy file of limits and routes",
+	"SHADOW":           "true or false (also 1, 0, t, f)",
 	"REDIS_URL":        "a redis://, rediss:// or unix:// URL",
 	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 50ms",
 	"KEY_PREFIX":       "any string",
@@ -200,7 +208,7 @@ func (c Config) Validate() error {
 		"LIMIT", strconv.FormatInt(c.Limit, 10))
 	check(oneOf(c.FailMode, FailOpen, FailClosed, FailLocal), "FAIL_MODE", c.FailMode)
 	check(c.Replicas >= 0 && c.Replicas <= MaxReplicas, "REPLICAS", strconv.Itoa(c.Replicas))
-	check(validHeaderName(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
+	check(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
 	check(redis.ValidateURL(c.RedisURL) == nil, "REDIS_URL", c.RedisURL)
 	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
 	_, levelErr := parseLevel(c.LogLevel)
@@ -244,20 +252,6 @@ var reservedHeader = map[string]bool{
 	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true,
 	"Te": true, "Trailer": true, "Upgrade": true, "Keep-Alive": true, "Proxy-Connection": true,
 	"Content-Type": true, "Expect": true,
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // MaskURL returns s with its secrets replaced by "xxxxx": a password,
