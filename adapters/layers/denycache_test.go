@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
@@ -207,4 +208,44 @@ func TestDenyCacheConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// BenchmarkDenyCache compares a denial answered from the cache with one
+// the memory store makes itself (the fastest store), in parallel over one
+// denied tenant and over 1000.
+func BenchmarkDenyCache(b *testing.B) {
+	for _, tenants := range []int{1, 1000} {
+		reqs := make([]domain.Request, tenants)
+		for i := range reqs {
+			reqs[i] = requestFor(fmt.Sprint("t", i), "default")
+		}
+		for _, c := range []struct {
+			name  string
+			layer bool
+		}{{"memory-store", false}, {"deny-cache-over-memory", true}} {
+			b.Run(fmt.Sprintf("%s/tenants=%d", c.name, tenants), func(b *testing.B) {
+				store := memory.NewFixedWindow(memory.Options{SweepInterval: -1})
+				defer store.Close()
+				var l ports.Limiter = store
+				if c.layer {
+					l = ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{}))
+				}
+				for _, r := range reqs { // spend every budget of 1
+					l.Allow(context.Background(), r)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					i := 0
+					for pb.Next() {
+						if v, _ := l.Allow(context.Background(), reqs[i%tenants]); v.Allowed {
+							b.Error("admitted over the budget")
+							return
+						}
+						i++
+					}
+				})
+			})
+		}
+	}
 }
