@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,12 +97,12 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg, cfg.Algorithm)
-	be, err := newBackend(ctx, cfg, StoreErrorReporter(log, metrics, cfg.FailMode), log)
+	be, err := newBackend(ctx, cfg, StoreErrorReporter(log, metrics, cfg.FailMode), metrics, log)
 	if err != nil {
 		return fmt.Errorf("tollgate: %w", err)
 	}
 	defer func() {
-		if err := be.closer.Close(); err != nil {
+		if err := be.Close(); err != nil {
 			log.Error("closing the store", "err", err)
 		}
 	}()
@@ -115,7 +116,13 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			Log:              log,
 		})
 	}
-	metrics.Routes(policies.Policy())
+	current := func() *domain.Policy { // the policy requests are metered under
+		if fileTenants != nil {
+			return fileTenants.Policy()
+		}
+		return policies.Policy()
+	}
+	metrics.Routes(current())
 	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
 	adminHandler := NewAdminServer(be.pinger, cfg.RedisTimeout, reg)
 	if cfg.Pprof {
@@ -135,7 +142,8 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
-		"tenants", tenantsForLog(cfg, fileTenants), "policy", policyForLog(cfg, policies.Policy()), "shadow", cfg.Shadow,
+		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache,
+		"tenants", tenantsForLog(cfg, fileTenants), "policy", policyForLog(cfg, current()), "shadow", cfg.Shadow,
 		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
 
 	serveErr := make(chan error, 2)
@@ -153,11 +161,7 @@ wait:
 			break wait
 		case <-hup:
 			reload(cfg, fileTenants, policies, log)
-			if fileTenants != nil {
-				metrics.Routes(fileTenants.Policy())
-			} else {
-				metrics.Routes(policies.Policy())
-			}
+			metrics.Routes(current())
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
@@ -253,6 +257,19 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// replicasForLog says what N the local fail mode divides limits by.
+func replicasForLog(cfg Config) string {
+	switch {
+	case cfg.FailMode != FailLocal:
+		return ""
+	case cfg.Replicas > 0:
+		return strconv.Itoa(cfg.Replicas)
+	case cfg.Store == StoreRedis:
+		return "counted through the store"
+	}
+	return "1"
 }
 
 func upstreamName(u string) string {
