@@ -49,7 +49,7 @@ bench: image
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCH_COUNT) $(BENCH_PKGS)
 
 ## bench-gateway: tollgate side by side with a bare httputil.ReverseProxy,
-## nginx limit_req and HAProxy under wrk (bench/gateway/run.sh; ~15 min;
+## nginx limit_req and HAProxy under wrk (bench/gateway/run.sh; ~20 min;
 ## not part of test). Writes docs/gateway-bench.{tsv,md,png}.
 ## ROUNDS, DURATION, PORT_BASE, TARGETS, BASELINE_REV: see the script.
 bench-gateway:
