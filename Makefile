@@ -24,7 +24,7 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench bench-integration image compose-up compose-down compose-test clean
+.PHONY: test unit vet bench bench-integration bench-gateway image compose-up compose-down compose-test clean
 
 ## test: images, go vet, all tests with -race, compose smoke test; cleanup always
 test:
@@ -54,6 +54,13 @@ bench:
 ## INFO commandstats per decision)
 bench-integration: image
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCH_COUNT) $(BENCH_PKGS)
+
+## bench-gateway: tollgate side by side with a bare httputil.ReverseProxy,
+## nginx limit_req and HAProxy under wrk (bench/gateway/run.sh; ~20 min;
+## not part of test). Writes docs/gateway-bench.{tsv,md,png}.
+## ROUNDS, DURATION, PORT_BASE, TARGETS, BASELINE_REV: see the script.
+bench-gateway:
+	bench/gateway/run.sh
 
 ## image: the Redis and gateway images, built locally
 image:

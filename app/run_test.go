@@ -69,8 +69,10 @@ func TestRunUnexpectedArgument(t *testing.T) {
 	if err := app.Run(t.Context(), []string{"tollgate", "-h"}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "TOLLGATE_REDIS_TIMEOUT") {
-		t.Errorf("-h output lacks the variables:\n%s", out.String())
+	for _, v := range []string{"TOLLGATE_REDIS_TIMEOUT", "TOLLGATE_FAIL_MODE", "TOLLGATE_REPLICAS", "TOLLGATE_DENY_CACHE"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("-h output lacks %s:\n%s", v, out.String())
+		}
 	}
 	for _, a := range adapters.Algorithms {
 		if !strings.Contains(out.String(), a.Name+" ") || !strings.Contains(out.String(), a.Summary) {
@@ -147,6 +149,11 @@ func TestGatewayEndToEnd(t *testing.T) {
 	if got := resp.Header.Get("RateLimit-Policy"); got != `"default";q=5;w=3600` {
 		t.Errorf("RateLimit-Policy = %q", got)
 	}
+	// The next denial comes from the deny cache, with the same answer.
+	again := get("acme")
+	if again.StatusCode != 429 || again.Header.Get("Retry-After") == "" || again.Header.Get("RateLimit-Policy") != `"default";q=5;w=3600` {
+		t.Errorf("request 7 (deny cache): status %d, headers %v", again.StatusCode, again.Header)
+	}
 	// Unresolved traffic shares one budget.
 	for range 5 {
 		get("")
@@ -175,8 +182,9 @@ func TestGatewayEndToEnd(t *testing.T) {
 	for _, want := range []string{
 		`tollgate_decisions_total{algorithm="fixed_window",outcome="allowed"} 10`,
 		`tollgate_decisions_total{algorithm="fixed_window",outcome="denied"} 2`,
+		`tollgate_decisions_total{algorithm="fixed_window",outcome="cached_denied"} 1`,
 		`tollgate_store_errors_total 0`,
-		`tollgate_decision_duration_seconds_count{algorithm="fixed_window"} 12`,
+		`tollgate_decision_duration_seconds_count{algorithm="fixed_window"} 13`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -392,6 +400,31 @@ func TestRunIgnoresSIGHUPWithoutTenantsFile(t *testing.T) {
 	}
 	if resp, _ := get(t, base+"/x", "X-Tenant-ID", "acme"); resp.StatusCode != http.StatusOK {
 		t.Errorf("after SIGHUP: status %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestRunPprof: TOLLGATE_PPROF=true serves the profiles on the admin
+// listener, beside the admin endpoints; by default they are not there.
+func TestRunPprof(t *testing.T) {
+	t.Parallel()
+	status := func(url string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	on := apptest.Start(t, "TOLLGATE_PPROF=true")
+	for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/heap", "/healthz"} {
+		if got := status(on.Admin + path); got != http.StatusOK {
+			t.Errorf("TOLLGATE_PPROF=true: GET %s = %d, want 200", path, got)
+		}
+	}
+	off := apptest.Start(t)
+	if got := status(off.Admin + "/debug/pprof/cmdline"); got != http.StatusNotFound {
+		t.Errorf("default: GET /debug/pprof/cmdline = %d, want 404", got)
 	}
 }
 
