@@ -61,7 +61,9 @@ const (
 // ahead at 512 (57 k against 28 k, p99 28 ms against 55 ms), four were
 // behind at both: more lanes split the same callers into shallower
 // batches, and Redis and the gateway share the CPU that deeper batches
-// save. Across a network, where a round trip is longer than Redis's
+// save. A later, quieter run (README, 5 rounds) had two lanes level at
+// 64 and ahead at 512 (96 k against 82 k): the choice is close on one
+// machine. Across a network, where a round trip is longer than Redis's
 // work on a batch, a second lane overlaps two: set Lanes to 2 there.
 const DefaultLanes = 1
 
