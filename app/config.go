@@ -27,6 +27,9 @@ const (
 
 	FailOpen   = "open"
 	FailClosed = "closed"
+
+	RedisSingle  = "single"
+	RedisCluster = "cluster"
 )
 
 // Config is every setting of the gateway, parsed from TOLLGATE_* variables
@@ -57,7 +60,11 @@ type Config struct {
 	TenantHeader string `env:"TENANT_HEADER" envDefault:"X-Tenant-ID"`
 	// TenantsFile is a JSON file of tenants, API keys and budgets.
 	TenantsFile string `env:"TENANTS_FILE"`
-	// RedisURL is a go-redis URL; it may hold credentials.
+	// RedisMode is single (one Redis, or a proxy) or cluster (Redis
+	// Cluster: RedisURL is then a seed list).
+	RedisMode string `env:"REDIS_MODE" envDefault:"single"`
+	// RedisURL is a go-redis URL; it may hold credentials. In cluster
+	// mode, redis://[user:pass@]host:port?addr=host2:port2&addr=...
 	RedisURL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0"`
 	// RedisTimeout is the deadline for the store work of one decision.
 	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"50ms"`
@@ -83,7 +90,8 @@ var accepted = map[string]string{
 	"FAIL_MODE":        "open or closed",
 	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
-	"REDIS_URL":        "a redis://, rediss:// or unix:// URL",
+	"REDIS_MODE":       "single (one Redis, or a proxy) or cluster (Redis Cluster)",
+	"REDIS_URL":        "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
 	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 50ms",
 	"KEY_PREFIX":       "any string",
 	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
@@ -187,7 +195,12 @@ func (c Config) Validate() error {
 		"LIMIT", strconv.FormatInt(c.Limit, 10))
 	check(oneOf(c.FailMode, FailOpen, FailClosed), "FAIL_MODE", c.FailMode)
 	check(validHeaderName(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
-	check(redis.ValidateURL(c.RedisURL) == nil, "REDIS_URL", c.RedisURL)
+	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
+	validURL := redis.ValidateURL
+	if c.RedisMode == RedisCluster {
+		validURL = redis.ValidateClusterURL
+	}
+	check(validURL(c.RedisURL) == nil, "REDIS_URL", c.RedisURL)
 	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
