@@ -57,6 +57,10 @@ func ValidateClusterURL(s string) error {
 // ([reloadOnFailure]); this only catches what no request stumbles over.
 const reloadBackstop = 5 * time.Second
 
+// reloadTimeout bounds each call of a background reload of the slot map
+// (CLUSTER SLOTS on one node).
+const reloadTimeout = time.Second
+
 // openCluster is [Open] for a Redis Cluster: a go-redis ClusterClient
 // over the seed list in rawURL, tuned like the single-node client (per
 // node), that reloads its slot map as soon as a command fails in a way
@@ -70,6 +74,17 @@ func openCluster(rawURL string, opts ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
 	tune(rawURL, opts, tuning{&opt.PoolSize, &opt.MinIdleConns, &opt.ReadTimeout, &opt.WriteTimeout, &opt.DialTimeout})
+	// The slot map is reloaded in the background, without a deadline of
+	// its own: there the per-call timeouts apply. A decision's deadline
+	// (50 ms by default) is too tight for that on a loaded machine, and a
+	// failed reload leaves a dead master's slots dead. Decisions stay
+	// bounded by their context (ContextTimeoutEnabled).
+	if !queryHas(rawURL, "read_timeout") {
+		opt.ReadTimeout = max(opt.ReadTimeout, reloadTimeout)
+	}
+	if !queryHas(rawURL, "write_timeout") {
+		opt.WriteTimeout = max(opt.WriteTimeout, reloadTimeout)
+	}
 	// MOVED and ASK need redirects: the default of 3 follows a migrating
 	// slot (ASK) and a moved one (MOVED) within one decision. Retries of a
 	// failed connection are bounded by the same count and the decision's
