@@ -17,6 +17,7 @@ const accessMsg = "access"
 // the access log reads the record after they return, so it needs no lock.
 type requestRecord struct {
 	path    string // escaped and normalised, without the query
+	route   string
 	tenant  domain.TenantID
 	outcome string
 }
@@ -31,11 +32,13 @@ func recordFrom(ctx context.Context) *requestRecord {
 }
 
 // setOutcome tells the access log, if any, the tenant a request was
-// metered as and the decision's outcome (domain.Outcome's names; "" for a request refused before the limiter, such as a 400 for its path). It is the
-// rate-limit middleware's one hook into the access log.
-func setOutcome(ctx context.Context, tenant domain.TenantID, outcome string) {
+// metered as, its route and the decision's outcome (domain.Outcome's
+// names; "unmetered" on a route of cost 0; "" for a request refused
+// before the limiter, such as a 400 for its path). It is the rate-limit
+// middleware's one hook into the access log.
+func setOutcome(ctx context.Context, tenant domain.TenantID, route, outcome string) {
 	if rec := recordFrom(ctx); rec != nil {
-		rec.tenant, rec.outcome = tenant, outcome
+		rec.tenant, rec.route, rec.outcome = tenant, route, outcome
 	}
 }
 
@@ -60,7 +63,7 @@ func accessLog(h slog.Handler, now func() time.Time) func(http.Handler) http.Han
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := now()
-			rec := &requestRecord{path: r.URL.EscapedPath()}
+			rec := &requestRecord{path: r.URL.EscapedPath(), route: domain.DefaultRoute}
 			sw := &statusWriter{ResponseWriter: w}
 			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
 			end := now()
@@ -72,7 +75,7 @@ func accessLog(h slog.Handler, now func() time.Time) func(http.Handler) http.Han
 			line.AddAttrs(
 				slog.String("method", r.Method),
 				slog.String("path", rec.path),
-				slog.String("route", "default"),
+				slog.String("route", rec.route),
 				slog.String("tenant", string(rec.tenant)),
 				slog.Int("status", status),
 				slog.String("outcome", rec.outcome),

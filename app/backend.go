@@ -28,9 +28,10 @@ type backend struct {
 // table of algorithms, and wraps it in the layers a request meets, in
 // order: the fail mode, then the store.
 //
-// With one limit and no policy file the fixed window runs the seed's
-// design, over the store's Counter (INCR first, denied requests counted);
-// otherwise every algorithm decides all limits before it spends.
+// Without a policy file (one limit, cost 1) the fixed window runs the
+// seed's design, over the store's Counter (INCR first, denied requests
+// counted); with one, every algorithm decides all limits before it
+// spends.
 func newBackend(ctx context.Context, cfg Config, onStoreError func(error), log *slog.Logger) (backend, error) {
 	algo, ok := adapters.Lookup(cfg.Algorithm)
 	if !ok {
@@ -40,7 +41,7 @@ func newBackend(ctx context.Context, cfg Config, onStoreError func(error), log *
 	switch cfg.Store {
 	case StoreMemory:
 		opts := memory.Options{}
-		if algo.MemoryCounter != nil {
+		if algo.MemoryCounter != nil && cfg.PolicyFile == "" {
 			c := algo.MemoryCounter(opts)
 			be = backend{limiter: adapters.SeedLimiter(c), pinger: alwaysUp{}, closer: c}
 		} else {
@@ -58,7 +59,7 @@ func newBackend(ctx context.Context, cfg Config, onStoreError func(error), log *
 		checkRedis(ctx, client, cfg, log)
 		opts := redis.Options{Timeout: cfg.RedisTimeout}
 		be = backend{pinger: client, closer: client}
-		if algo.RedisCounter != nil {
+		if algo.RedisCounter != nil && cfg.PolicyFile == "" {
 			be.limiter = adapters.SeedLimiter(algo.RedisCounter(client, opts))
 		} else {
 			be.limiter = algo.Redis(client, opts)

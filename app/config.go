@@ -60,6 +60,12 @@ type Config struct {
 	TenantHeader string `env:"TENANT_HEADER" envDefault:"X-Tenant-ID"`
 	// TenantsFile is a JSON file of tenants, API keys and budgets.
 	TenantsFile string `env:"TENANTS_FILE"`
+	// PolicyFile is a JSON file of named limits and routes; empty means
+	// one limit, "default", of Limit per Window.
+	PolicyFile string `env:"POLICY_FILE"`
+	// Shadow puts every limit in shadow mode: would-be denials are
+	// forwarded, logged and counted.
+	Shadow bool `env:"SHADOW" envDefault:"false"`
 	// RedisMode is single (one Redis, or a proxy) or cluster (Redis
 	// Cluster: RedisURL is then a seed list).
 	RedisMode string `env:"REDIS_MODE" envDefault:"single"`
@@ -90,6 +96,8 @@ var accepted = map[string]string{
 	"FAIL_MODE":        "open or closed",
 	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
+	"POLICY_FILE":      "empty, or the path of a JSON policy file of limits and routes",
+	"SHADOW":           "true or false (also 1, 0, t, f)",
 	"REDIS_MODE":       "single (one Redis, or a proxy) or cluster (Redis Cluster)",
 	"REDIS_URL":        "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
 	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 50ms",
@@ -194,7 +202,7 @@ func (c Config) Validate() error {
 	check(c.Limit >= 1 && c.Limit <= domain.MaxLimit && (!windowOK || c.Rule().Validate() == nil),
 		"LIMIT", strconv.FormatInt(c.Limit, 10))
 	check(oneOf(c.FailMode, FailOpen, FailClosed), "FAIL_MODE", c.FailMode)
-	check(validHeaderName(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
+	check(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
 	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
 	validURL := redis.ValidateURL
 	if c.RedisMode == RedisCluster {
@@ -243,20 +251,6 @@ var reservedHeader = map[string]bool{
 	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true,
 	"Te": true, "Trailer": true, "Upgrade": true, "Keep-Alive": true, "Proxy-Connection": true,
 	"Content-Type": true, "Expect": true,
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // MaskURL returns s with its secrets replaced by "xxxxx": a password,

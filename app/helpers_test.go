@@ -17,7 +17,14 @@ import (
 // writeTenants writes content to a fresh file and returns its path.
 func writeTenants(t *testing.T, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "tenants.json")
+	return writeFile(t, "tenants.json", content)
+}
+
+// writeFile writes content to a fresh file called name and returns its
+// path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}

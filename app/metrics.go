@@ -1,6 +1,9 @@
 package app
 
 import (
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +19,31 @@ type Metrics struct {
 	decisions   [len(outcomeLabels)]prometheus.Counter // by domain.Outcome
 	storeErrors prometheus.Counter
 	duration    prometheus.Observer
+
+	// By route and limit name: bounded by the policy file, never by
+	// tenants.
+	limitDecisions *prometheus.CounterVec   // route, limit, outcome
+	requests       *prometheus.CounterVec   // route, code
+	upstreamTime   *prometheus.HistogramVec // route
+	routes         sync.Map                 // *domain.Route → *routeMetrics
+}
+
+// Per-limit outcomes of tollgate_limit_decisions_total: what each limit
+// answered on its own.
+const (
+	limitAllowed = iota
+	limitDenied
+	limitShadowDenied
+)
+
+var limitOutcomeLabels = [...]string{"allowed", "denied", "shadow_denied"}
+
+// routeMetrics are one route's series, looked up once per route (a
+// policy's routes live as long as it) rather than by label per request.
+type routeMetrics struct {
+	limits   [][len(limitOutcomeLabels)]prometheus.Counter // by index in Route.Applied
+	upstream prometheus.Observer
+	codes    [600]atomic.Pointer[prometheus.Counter] // by status code, created on first use
 }
 
 // outcomeLabels are the outcome label values, indexed by domain.Outcome.
@@ -42,9 +70,23 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 		Help:    "Time taken by the limiter to decide, store round trip included.",
 		Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 	}, []string{"algorithm"})
-	reg.MustRegister(decisions, storeErrors, duration,
+	limitDecisions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_limit_decisions_total",
+		Help: "What each limit answered, by route, limit name and outcome (allowed, denied, shadow_denied: a limit in shadow mode that would have denied).",
+	}, []string{"route", "limit", "outcome"})
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_requests_total",
+		Help: "Requests answered on the public listener, by route and status code.",
+	}, []string{"route", "code"})
+	upstreamTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tollgate_upstream_duration_seconds",
+		Help:    "Time taken by the upstream (or the echo responder) to answer an admitted request, by route.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"route"})
+	reg.MustRegister(decisions, storeErrors, duration, limitDecisions, requests, upstreamTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{storeErrors: storeErrors, duration: duration.WithLabelValues(algorithm)}
+	m := &Metrics{storeErrors: storeErrors, duration: duration.WithLabelValues(algorithm),
+		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
@@ -66,5 +108,90 @@ func (m *Metrics) observe(o domain.Outcome, took time.Duration) {
 func (m *Metrics) storeError() {
 	if m != nil {
 		m.storeErrors.Inc()
+	}
+}
+
+// Routes creates the series of every route and limit of p, so that they
+// read 0 before the first request instead of being absent.
+func (m *Metrics) Routes(p *domain.Policy) {
+	if m == nil {
+		return
+	}
+	for _, r := range p.Routes() {
+		m.route(r)
+	}
+}
+
+// route returns r's series, creating them.
+func (m *Metrics) route(r *domain.Route) *routeMetrics {
+	if v, ok := m.routes.Load(r); ok {
+		return v.(*routeMetrics)
+	}
+	rm := &routeMetrics{upstream: m.upstreamTime.WithLabelValues(r.Name)}
+	for _, l := range r.Applied() {
+		var c [len(limitOutcomeLabels)]prometheus.Counter
+		for o, label := range limitOutcomeLabels {
+			c[o] = m.limitDecisions.WithLabelValues(r.Name, l.Name, label)
+		}
+		rm.limits = append(rm.limits, c)
+	}
+	v, _ := m.routes.LoadOrStore(r, rm)
+	return v.(*routeMetrics)
+}
+
+// observeLimits counts what each limit of route answered in v, if any
+// limit decided.
+func (m *Metrics) observeLimits(r *domain.Route, v domain.Verdict) {
+	if m == nil || v.Decisions == nil {
+		return
+	}
+	rm := m.route(r)
+	for i, d := range v.Decisions {
+		if i >= len(rm.limits) {
+			break // a request built by hand, not from r
+		}
+		o := limitAllowed
+		switch {
+		case d.Allowed:
+		case d.Shadow:
+			o = limitShadowDenied
+		default:
+			o = limitDenied
+		}
+		rm.limits[i][o].Inc()
+	}
+}
+
+// upstream observes how long route's upstream took.
+func (m *Metrics) upstream(r *domain.Route, took time.Duration) {
+	if m != nil {
+		m.route(r).upstream.Observe(took.Seconds())
+	}
+}
+
+// request counts one answer on route with status code.
+func (m *Metrics) request(r *domain.Route, code int) {
+	if m == nil {
+		return
+	}
+	rm := m.route(r)
+	if code < 0 || code >= len(rm.codes) {
+		m.requests.WithLabelValues(r.Name, strconv.Itoa(code)).Inc()
+		return
+	}
+	c := rm.codes[code].Load()
+	if c == nil {
+		counter := m.requests.WithLabelValues(r.Name, strconv.Itoa(code))
+		rm.codes[code].CompareAndSwap(nil, &counter)
+		c = rm.codes[code].Load()
+	}
+	(*c).Inc()
+}
+
+// requestUnrouted counts an answer given before a route was matched
+// (a 400 for the path), on the route "default".
+func (m *Metrics) requestUnrouted(code int) {
+	if m != nil {
+		m.requests.WithLabelValues(domain.DefaultRoute, strconv.Itoa(code)).Inc()
 	}
 }

@@ -34,19 +34,27 @@ type RateLimitOptions struct {
 	// Algorithm names the algorithm, which is part of the keys
 	// ([domain.Key]). Empty means fixed window.
 	Algorithm string
-	// Metrics records every decision. May be nil.
+	// Metrics records every decision and request. May be nil.
 	Metrics *Metrics
+	// Log gets one line per second at most about requests admitted
+	// although a shadow limit would have denied them. May be nil.
+	Log *slog.Logger
 	// Now returns the current time, for the X-RateLimit-Reset header. If
 	// nil, time.Now is used.
 	Now func() time.Time
 }
 
 // RateLimit returns middleware that meters every request against its
-// tenant's budget: it resolves the tenant with tenants, puts the request
-// to lim, and maps the verdict to HTTP:
+// tenant's budgets: it resolves the tenant with tenants, matches the
+// request's route in the tenant's policy (the path must be normal, see
+// [domain.NormalizePath]), puts the request of the route's limits and
+// cost to lim, and maps the verdict to HTTP:
 //
+//   - a route of cost 0, or one without limits: next is called, with no
+//     store work and no rate-limit headers;
 //   - admitted with decisions: next is called, with the rate-limit
-//     headers set;
+//     headers set (also when a shadow limit would have denied: the
+//     outcome is then shadow_denied, logged at most once a second);
 //   - denied with decisions: 429, the rate-limit headers and Retry-After;
 //   - admitted without decisions (the fail mode open): next is called
 //     without rate-limit headers;
@@ -61,7 +69,8 @@ func RateLimit(lim ports.Limiter, tenants TenantResolver, opts RateLimitOptions)
 	if opts.Algorithm == "" {
 		opts.Algorithm = domain.AlgorithmFixedWindow
 	}
-	m := &meter{lim: lim, tenants: tenants, opts: opts}
+	m := &meter{lim: lim, tenants: tenants, opts: opts,
+		implicit: domain.DefaultPolicy(domain.Rule{Limit: 1, Window: time.Second}, false)}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			m.serve(next, w, r)
@@ -70,22 +79,21 @@ func RateLimit(lim ports.Limiter, tenants TenantResolver, opts RateLimitOptions)
 }
 
 type meter struct {
-	lim     ports.Limiter
-	tenants TenantResolver
-	opts    RateLimitOptions
+	lim      ports.Limiter
+	tenants  TenantResolver
+	opts     RateLimitOptions
+	implicit *domain.Policy // of tenants without a policy: "default" with their Rule
+	shadow   throttledLog   // of shadow denials
 }
 
 func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	t := m.tenants.ResolveTenant(r)
-	req := domain.Request{
-		Tenant: t.ID,
-		Route:  domain.DefaultLimit,
-		Cost:   1,
-		Limits: []domain.Limit{{
-			Name: domain.DefaultLimit,
-			Rule: t.Rule,
-			Key:  domain.Key(m.opts.KeyPrefix, t.ID, m.opts.Algorithm, "", domain.DefaultLimit),
-		}},
+	route, req, metered := m.resolve(r, t)
+	r = r.WithContext(withTenant(r.Context(), t.ID))
+	if !metered {
+		setOutcome(r.Context(), t.ID, route.Name, outcomeUnmetered)
+		m.forward(next, w, r, route)
+		return
 	}
 	start := time.Now()
 	v, err := m.lim.Allow(r.Context(), req)
@@ -96,17 +104,18 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	}
 	end := time.Now() // one read for the duration and, by default, the headers
 	m.opts.Metrics.observe(v.Outcome, end.Sub(start))
-	setOutcome(r.Context(), t.ID, v.Outcome.String())
-	r = r.WithContext(withTenant(r.Context(), t.ID))
+	m.opts.Metrics.observeLimits(route, v)
+	setOutcome(r.Context(), t.ID, route.Name, v.Outcome.String())
 
 	if v.Decisions == nil {
 		if v.Allowed {
-			next.ServeHTTP(w, r)
+			m.forward(next, w, r, route)
 			return
 		}
 		abandonBody(w, r)
 		w.Header().Set(HeaderRetryAfter, "1")
 		writeError(w, r, http.StatusServiceUnavailable, unavailableBody)
+		m.opts.Metrics.request(route, http.StatusServiceUnavailable)
 		return
 	}
 	if m.opts.Now != nil {
@@ -117,9 +126,49 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 		abandonBody(w, r)
 		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(v.RetryAfter()), 1), 10))
 		writeError(w, r, http.StatusTooManyRequests, deniedBody)
+		m.opts.Metrics.request(route, http.StatusTooManyRequests)
 		return
 	}
-	next.ServeHTTP(w, r)
+	if v.Outcome == domain.OutcomeShadowDenied {
+		m.logShadow(t.ID, route, req, v)
+	}
+	m.forward(next, w, r, route)
+}
+
+// forward hands an admitted request to next, timing it and counting its
+// status by route.
+func (m *meter) forward(next http.Handler, w http.ResponseWriter, r *http.Request, route *domain.Route) {
+	if m.opts.Metrics == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	start := time.Now()
+	next.ServeHTTP(sw, r)
+	m.opts.Metrics.upstream(route, time.Since(start))
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	m.opts.Metrics.request(route, status)
+}
+
+// logShadow logs, at most once per storeErrorLogInterval, a request that
+// shadow limits would have denied: the route, the tenant and the limits.
+func (m *meter) logShadow(tenant domain.TenantID, route *domain.Route, req domain.Request, v domain.Verdict) {
+	if m.opts.Log == nil {
+		return
+	}
+	m.shadow.do(func(suppressed int64) {
+		var names []string
+		for i, d := range v.Decisions {
+			if d.Shadow && !d.Allowed {
+				names = append(names, req.Limits[i].Name)
+			}
+		}
+		m.opts.Log.Info("shadow limit would deny; admitted", "route", route.Name, "tenant", string(tenant),
+			"limits", strings.Join(names, ","), "shadow_denials_since_last_line", suppressed)
+	})
 }
 
 // setRateLimitHeaders writes the contract's five rate-limit headers for
@@ -226,11 +275,18 @@ type throttledLog struct {
 }
 
 func (l *throttledLog) log(log *slog.Logger, msg string, err error) {
+	l.do(func(n int64) { log.Error(msg, "err", err, "errors_since_last_line", n) })
+}
+
+// do calls write with the number of events the line stands for (this
+// one and those suppressed since the last line), unless a line was
+// written less than storeErrorLogInterval ago.
+func (l *throttledLog) do(write func(n int64)) {
 	now := time.Now().UnixNano()
 	last := l.last.Load()
 	if now-last < int64(storeErrorLogInterval) || !l.last.CompareAndSwap(last, now) {
 		l.suppressed.Add(1)
 		return
 	}
-	log.Error(msg, "err", err, "errors_since_last_line", l.suppressed.Swap(0)+1)
+	write(l.suppressed.Swap(0) + 1)
 }

@@ -22,22 +22,30 @@ const invalidPathBody = "invalid path"
 // set together, so URL.EscapedPath, which the reverse proxy joins to the
 // upstream's path, is the normal form: an encoded slash (%2F) stays
 // encoded on the way upstream. A request whose path is already normal is
-// passed on as it is, without allocating.
-func normalizePath(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		escaped := r.URL.EscapedPath()
-		norm, err := domain.NormalizePath(escaped)
-		if err != nil {
-			abandonBody(w, r)
-			writeError(w, r, http.StatusBadRequest, invalidPathBody)
-			return
-		}
-		if norm != escaped {
-			r = withPath(r, norm)
-		}
-		setLogPath(r.Context(), norm)
-		next.ServeHTTP(w, r)
-	})
+// passed on as it is, without allocating. A 400 counts in metrics on the
+// route "default" (it matched no route).
+func normalizePath(metrics *Metrics) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			serveNormalized(next, metrics, w, r)
+		})
+	}
+}
+
+func serveNormalized(next http.Handler, metrics *Metrics, w http.ResponseWriter, r *http.Request) {
+	escaped := r.URL.EscapedPath()
+	norm, err := domain.NormalizePath(escaped)
+	if err != nil {
+		abandonBody(w, r)
+		writeError(w, r, http.StatusBadRequest, invalidPathBody)
+		metrics.requestUnrouted(http.StatusBadRequest)
+		return
+	}
+	if norm != escaped {
+		r = withPath(r, norm)
+	}
+	setLogPath(r.Context(), norm)
+	next.ServeHTTP(w, r)
 }
 
 // pathUnescaped returns the decoded form of norm, whose escapes are valid.

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/adapters"
+	"github.com/tollgate/tollgate/domain"
 )
 
 // ShutdownTimeout is how long in-flight requests may run after a stop
@@ -65,7 +66,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			printUsage(stdout)
 			return nil
 		}
-		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: unexpected argument %q: configure tollgate with TOLLGATE_* variables (tollgate -h lists them)", args[1])}
+		if a := args[1]; a == "-version" || a == "--version" {
+			fmt.Fprintln(stdout, BuildVersion())
+			return nil
+		}
+		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: unexpected argument %q: configure tollgate with TOLLGATE_* variables (tollgate -h lists them; tollgate -version prints the version)", args[1])}
 	}
 	cfg, err := LoadConfig(environ)
 	if err != nil {
@@ -74,7 +79,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	level, _ := parseLevel(cfg.LogLevel)
 	log := newLogger(stderr, level)
 
-	tenants, fileTenants, err := newTenantResolver(cfg)
+	policies, err := newPolicySource(cfg)
+	if err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
+	}
+	tenants, fileTenants, err := newTenantResolver(cfg, policies)
 	if err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
 	}
@@ -106,6 +115,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			Log:              log,
 		})
 	}
+	metrics.Routes(policies.Policy())
 	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
 	admin := newHTTPServer(NewAdminServer(be.pinger, cfg.RedisTimeout, reg), log)
 	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
@@ -117,11 +127,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		publicLn.Close()
 		return fmt.Errorf("tollgate: admin listener: %w", err)
 	}
-	log.Info("tollgate listening",
+	log.Info("tollgate listening", "version", BuildVersion(),
 		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
-		"tenants", tenantsForLog(cfg, fileTenants),
+		"tenants", tenantsForLog(cfg, fileTenants), "policy", policyForLog(cfg, policies.Policy()), "shadow", cfg.Shadow,
 		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
 
 	serveErr := make(chan error, 2)
@@ -138,11 +148,12 @@ wait:
 			log.Info("shutting down", "grace", ShutdownTimeout.String())
 			break wait
 		case <-hup:
-			if fileTenants == nil {
-				log.Info("SIGHUP ignored: no tenants file")
-				continue
+			reload(cfg, fileTenants, policies, log)
+			if fileTenants != nil {
+				metrics.Routes(fileTenants.Policy())
+			} else {
+				metrics.Routes(policies.Policy())
 			}
-			reloadTenants(fileTenants, log)
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
@@ -165,26 +176,59 @@ wait:
 
 // newTenantResolver returns the resolver cfg asks for: API keys from the
 // tenants file when one is set (then also returned as *FileTenants, for
-// reloads), else the tenant header.
-func newTenantResolver(cfg Config) (TenantResolver, *FileTenants, error) {
+// reloads), validated against the policy and carrying it, else the
+// tenant header, with the current policy of policies.
+func newTenantResolver(cfg Config, policies *policySource) (TenantResolver, *FileTenants, error) {
 	if cfg.TenantsFile == "" {
-		return HeaderTenants{Header: cfg.TenantHeader, Rule: cfg.Rule()}, nil, nil
+		return HeaderTenants{Header: cfg.TenantHeader, Policy: policies.Policy}, nil, nil
 	}
-	ft, err := LoadFileTenants(cfg.TenantsFile, cfg.Rule())
+	ft, err := NewFileTenants(cfg.TenantsFile, policies.Read)
 	if err != nil {
 		return nil, nil, err
 	}
 	return ft, ft, nil
 }
 
-// reloadTenants reloads the tenants file on SIGHUP. A bad file is logged
-// and ignored: the gateway keeps serving with the table it has.
-func reloadTenants(ft *FileTenants, log *slog.Logger) {
-	if err := ft.Reload(); err != nil {
-		log.Error("tenants file rejected; keeping the previous tenants", "tenants", ft.Len(), "err", err)
-		return
+// reload re-reads the files on SIGHUP: with a tenants file, the policy
+// and the tenants together (one atomic swap of both; a bad file in
+// either keeps both as they were), else the policy file alone. Without
+// either file, the signal is logged and ignored. A rejection is logged
+// and the gateway keeps serving with what it has.
+func reload(cfg Config, ft *FileTenants, policies *policySource, log *slog.Logger) {
+	switch {
+	case ft != nil:
+		if err := ft.Reload(); err != nil {
+			msg := "tenants file rejected; keeping the previous tenants and policy"
+			if fe := (*FileError)(nil); errors.As(err, &fe) && fe.Var == "POLICY_FILE" {
+				msg = "policy file rejected; keeping the previous policy and tenants"
+			}
+			log.Error(msg, "tenants", ft.Len(), "err", err)
+			return
+		}
+		log.Info("tenants file reloaded", "path", ft.Path(), "tenants", ft.Len(), "policy", policyForLog(cfg, ft.Policy()))
+	case cfg.PolicyFile != "":
+		if err := policies.Reload(); err != nil {
+			log.Error("policy file rejected; keeping the previous policy", "err", err)
+			return
+		}
+		log.Info("policy file reloaded", "policy", policyForLog(cfg, policies.Policy()))
+	default:
+		log.Info("SIGHUP ignored: no tenants file and no policy file")
 	}
-	log.Info("tenants file reloaded", "path", ft.Path(), "tenants", ft.Len())
+}
+
+// policyForLog describes the policy p read from cfg's policy file, if
+// any: its path and how many limits and routes it has.
+func policyForLog(cfg Config, p *domain.Policy) string {
+	if cfg.PolicyFile == "" {
+		return "none (one limit, default)"
+	}
+	n := len(p.Limits())
+	routes := p.Routes()
+	for _, r := range routes {
+		n += len(r.Limits)
+	}
+	return fmt.Sprintf("file %s (%d limits, %d routes)", cfg.PolicyFile, n, len(routes)-1)
 }
 
 func tenantsForLog(cfg Config, ft *FileTenants) string {
@@ -223,7 +267,8 @@ func redisURLForLog(cfg Config) string {
 
 // printUsage lists every variable, its default and what it accepts.
 func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "tollgate: a rate-limiting API gateway. Configure it with environment variables:")
+	fmt.Fprintln(w, "tollgate: a rate-limiting API gateway. `tollgate -version` prints the version.")
+	fmt.Fprintln(w, "Configure it with environment variables:")
 	defaults := envDefaults()
 	names := make([]string, 0, len(accepted))
 	for n := range accepted {

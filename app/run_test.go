@@ -86,6 +86,19 @@ func TestRunUnexpectedArgument(t *testing.T) {
 	}
 }
 
+func TestRunVersion(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"-version", "--version"} {
+		var out bytes.Buffer
+		if err := app.Run(t.Context(), []string{"tollgate", arg}, []string{"TOLLGATE_LIMIT=nope"}, &out, io.Discard); err != nil {
+			t.Fatalf("tollgate %s: %v (it must not read the configuration)", arg, err)
+		}
+		if got, want := out.String(), app.BuildVersion()+"\n"; got != want || !strings.HasPrefix(got, "tollgate ") {
+			t.Errorf("tollgate %s printed %q, want %q", arg, got, want)
+		}
+	}
+}
+
 func TestRunListenError(t *testing.T) {
 	t.Parallel()
 	g := apptest.Start(t)
@@ -343,7 +356,7 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the rejection log line", func() bool {
-		return len(logs.lines(t, "tenants file rejected; keeping the previous tenants")) > 0
+		return len(logs.lines(t, "tenants file rejected; keeping the previous tenants and policy")) > 0
 	})
 	if got, want := policy(), `"default";q=7;w=60`; got != want {
 		t.Errorf("after a bad reload: RateLimit-Policy %q, want %q (the old table)", got, want)
@@ -379,12 +392,26 @@ func TestRunIgnoresSIGHUPWithoutTenantsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the SIGHUP log line", func() bool {
-		return len(logs.lines(t, "SIGHUP ignored: no tenants file")) > 0
+		return len(logs.lines(t, "SIGHUP ignored: no tenants file and no policy file")) > 0
 	})
-	if l := logs.lines(t, "SIGHUP ignored: no tenants file"); l[0]["level"] != "INFO" {
+	if l := logs.lines(t, "SIGHUP ignored: no tenants file and no policy file"); l[0]["level"] != "INFO" {
 		t.Errorf("SIGHUP line %v, want level INFO", l[0])
 	}
 	if resp, _ := get(t, base+"/x", "X-Tenant-ID", "acme"); resp.StatusCode != http.StatusOK {
 		t.Errorf("after SIGHUP: status %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestRunLogsVersionAtStartup: the start-up line names the build, so a
+// log shows which tollgate answered.
+func TestRunLogsVersionAtStartup(t *testing.T) {
+	t.Parallel()
+	_, logs := startGateway(t)
+	l := logs.lines(t, "tollgate listening")
+	if len(l) != 1 {
+		t.Fatalf("start-up lines %v, want one", l)
+	}
+	if got := l[0]["version"]; got != app.BuildVersion() {
+		t.Errorf("start-up version = %v, want %q", got, app.BuildVersion())
 	}
 }

@@ -23,12 +23,13 @@ func NewServer(log *slog.Logger, cfg Config, lim ports.Limiter, tenants TenantRe
 	if cfg.AccessLog {
 		r.Use(accessLog(log.Handler(), nil))
 	}
-	r.Use(normalizePath)
+	r.Use(normalizePath(metrics))
 	r.Use(bodyIdleTimeout(BodyIdleTimeout))
 	r.Use(RateLimit(lim, tenants, RateLimitOptions{
 		KeyPrefix: cfg.KeyPrefix,
 		Algorithm: cfg.Algorithm,
 		Metrics:   metrics,
+		Log:       log,
 	}))
 	addRoutes(r, upstream)
 	return r

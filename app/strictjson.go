@@ -5,10 +5,150 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
 )
+
+// FileError is a file named by a variable (the tenants file, the policy
+// file) that cannot be read, does not parse or breaks a rule. Its
+// message is one line that names the variable, the file and the problem,
+// and never holds a secret such as an API key.
+type FileError struct {
+	// Var is the variable without the prefix: TENANTS_FILE, POLICY_FILE.
+	Var  string
+	Path string
+	// Line and Column locate a syntax or type error, 1-based, in bytes; 0
+	// when the problem has no single position.
+	Line, Column int
+	Err          error
+}
+
+// Error returns the one-line message: variable, file, position, problem.
+func (e *FileError) Error() string {
+	pos := ""
+	if e.Line > 0 {
+		pos = fmt.Sprintf("%d:%d: ", e.Line, e.Column)
+	}
+	return fmt.Sprintf("%s%s %s: %s%v", EnvPrefix, e.Var, strconv.Quote(e.Path), pos, e.Err)
+}
+
+// Unwrap returns the underlying problem.
+func (e *FileError) Unwrap() error { return e.Err }
+
+// readStrictJSON reads the file at path, named by variable varName, into
+// v (a pointer to a struct) strictly ([decodeStrict]). what says what
+// the top-level object holds, for the message about an empty file. The
+// error is a *FileError.
+func readStrictJSON(varName, path string, v any, what string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		// The *PathError repeats the path; keep only its cause.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("read: %w", pe.Err)
+		}
+		return &FileError{Var: varName, Path: path, Err: err}
+	}
+	if off, err := decodeStrict(data, v, what); err != nil {
+		e := &FileError{Var: varName, Path: path, Err: err}
+		if off >= 0 {
+			e.Line, e.Column = position(data, off)
+		}
+		return e
+	}
+	return nil
+}
+
+// decodeStrict parses data into v strictly: no unknown field, no member
+// repeated in an object, no field name in another case
+// ([checkStrictJSON]), nothing after the object. On error it also
+// returns the byte offset the error is at, or -1.
+func decodeStrict(data []byte, v any, what string) (int64, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case err == nil:
+		if dec.More() {
+			off := dec.InputOffset()
+			off += int64(len(data[off:]) - len(bytes.TrimLeft(data[off:], " \t\r\n")))
+			return off + 1, errors.New("unexpected data after the top-level object")
+		}
+		// encoding/json keeps the last of repeated members and matches
+		// names case-insensitively; the file must say what it means.
+		if err := checkStrictJSON(data, reflect.TypeOf(v)); err != nil {
+			return strictOffset(err), err
+		}
+		return -1, nil
+	case errors.Is(err, io.EOF):
+		return -1, fmt.Errorf("empty file: want a JSON object with %s", what)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return int64(len(data)), errors.New("unexpected end of file")
+	case errors.As(err, &syntax):
+		return syntax.Offset, err
+	case errors.As(err, &typ):
+		return typ.Offset, fmt.Errorf("%s: got a JSON %s, want %s", typ.Field, typ.Value, jsonKind(typ.Type))
+	}
+	return unknownFieldOffset(data, err), err
+}
+
+// unknownFieldOffset returns the offset just past the first object key
+// that err, an unknown-field error of encoding/json, names, or -1. The
+// decoder reports no position for that error, and a line:column is what
+// an operator needs to find the typo.
+func unknownFieldOffset(data []byte, err error) int64 {
+	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return -1
+	}
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte(name))
+		if j < 0 {
+			return -1
+		}
+		i += j + len(name)
+		if rest := bytes.TrimLeft(data[i:], " \t\r\n"); len(rest) > 0 && rest[0] == ':' {
+			return int64(i - len(name) + 1)
+		}
+	}
+}
+
+// jsonKind names what a JSON value decoding into t must be.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "an array"
+	case reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+// position converts a byte offset into data to a 1-based line and column.
+// encoding/json's offsets point just past the offending byte.
+func position(data []byte, off int64) (line, col int) {
+	off = min(max(off, 1), int64(len(data)))
+	before := data[:off]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1)
+	return line, max(col, 1)
+}
 
 // strictJSONError is a JSON document that encoding/json would accept but
 // a strict reading rejects: a member name repeated in one object, or one
@@ -39,7 +179,7 @@ func (e *strictJSONError) Error() string { return e.Path + ": " + e.Msg }
 // secrets such as API keys); member names do.
 //
 // It is the shared strict reading of every file the gateway loads (the
-// tenants file; the policy file will use it too).
+// tenants file and the policy file).
 func checkStrictJSON(data []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // numbers are not decoded, only skipped

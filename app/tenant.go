@@ -7,10 +7,32 @@ import (
 	"github.com/tollgate/tollgate/domain"
 )
 
-// Tenant is a resolved request's tenant and the budget it spends.
+// Tenant is a resolved request's tenant, the policy it is metered under
+// and its own rules for the policy's limits.
 type Tenant struct {
-	ID   domain.TenantID
+	ID domain.TenantID
+	// Rule is the tenant's rule for the limit named "default": the
+	// tenants file's limit and window, else the policy's. It is zero
+	// when the policy has no such limit.
 	Rule domain.Rule
+	// Limits are the tenant's own rules by limit name (the tenants
+	// file's "limits"); nil for most tenants.
+	Limits map[string]domain.Rule
+	// Policy is the policy the tenant is metered under, from the same
+	// generation of files as the tenant. Nil: one limit, "default", with
+	// Rule.
+	Policy *domain.Policy
+}
+
+// rule returns t's rule for l: its own, else the policy's.
+func (t Tenant) rule(l domain.PolicyLimit) domain.Rule {
+	if r, ok := t.Limits[l.Name]; ok {
+		return r
+	}
+	if l.Name == domain.DefaultLimit && t.Rule != (domain.Rule{}) {
+		return t.Rule
+	}
+	return l.Rule
 }
 
 // TenantResolver names the tenant of a request. It never fails: traffic it
@@ -21,18 +43,25 @@ type TenantResolver interface {
 }
 
 // HeaderTenants resolves the tenant from a request header, every tenant
-// with the same rule. The header is only as trustworthy as whatever sets
+// with the same rules. The header is only as trustworthy as whatever sets
 // it: run it behind an authenticating edge that sets the header and
 // overwrites any value a client sent.
 type HeaderTenants struct {
 	Header string      // canonical or not; http.Header.Get canonicalizes
-	Rule   domain.Rule // every tenant's budget
+	Rule   domain.Rule // every tenant's rule for the limit "default"; zero: the policy's
+	// Policy returns the current policy. Nil: one limit, "default", with
+	// Rule.
+	Policy func() *domain.Policy
 }
 
 // ResolveTenant implements [TenantResolver]. A missing or invalid id is
 // [domain.Unknown].
 func (h HeaderTenants) ResolveTenant(r *http.Request) Tenant {
-	return Tenant{ID: domain.TenantOrUnknown(r.Header.Get(h.Header)), Rule: h.Rule}
+	t := Tenant{ID: domain.TenantOrUnknown(r.Header.Get(h.Header)), Rule: h.Rule}
+	if h.Policy != nil {
+		t.Policy = h.Policy()
+	}
+	return t
 }
 
 type contextKey struct{ name string }

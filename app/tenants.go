@@ -1,16 +1,10 @@
 package app
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,10 +24,12 @@ const (
 var apiKeyHeader = http.CanonicalHeaderKey(HeaderAPIKey)
 
 // FileTenants resolves tenants by API key from a JSON tenants file (the
-// TOLLGATE_TENANTS_FILE format, see [LoadFileTenants]). Each tenant spends
-// its own rule; a request without a known key is [domain.Unknown] with the
-// default rule. [FileTenants.Reload] swaps in a new table atomically, so a
-// request sees either the old table or the new one, never a mix.
+// TOLLGATE_TENANTS_FILE format, see [LoadFileTenants]), each with its
+// own rules for the policy's limits; a request without a known key is
+// [domain.Unknown] with the policy's rules. The tenants are validated
+// against a policy, and carry it ([Tenant.Policy]): [FileTenants.Reload]
+// re-reads the policy and the tenants file and swaps in both at once, so
+// a request sees the old pair or the new one, never a mix.
 //
 // The key is looked up from X-API-Key, then from Authorization: Bearer:
 // the first known key names the tenant.
@@ -42,15 +38,16 @@ var apiKeyHeader = http.CanonicalHeaderKey(HeaderAPIKey)
 // FileTenants is safe for concurrent use by multiple goroutines; lookups
 // take no lock.
 type FileTenants struct {
-	path     string
-	fallback domain.Rule // rule of tenants without their own, and of unknown
-	table    atomic.Pointer[tenantTable]
-	reloadMu sync.Mutex // serializes Reload, so the last file read is the one kept
+	path       string
+	loadPolicy func() (*domain.Policy, error)
+	table      atomic.Pointer[tenantTable]
+	reloadMu   sync.Mutex // serializes Reload, so the last files read are the ones kept
 }
 
 var _ TenantResolver = (*FileTenants)(nil)
 
-// tenantTable is one immutable generation of the tenants file.
+// tenantTable is one immutable generation of the tenants file, with the
+// policy it was validated against.
 //
 // It is keyed by the SHA-256 of each API key, and a request is looked up by
 // the SHA-256 of the key it presents. A plain map[string]Tenant would
@@ -65,16 +62,32 @@ var _ TenantResolver = (*FileTenants)(nil)
 type tenantTable struct {
 	byKey   map[[sha256.Size]byte]Tenant
 	tenants int
+	policy  *domain.Policy
+	unknown Tenant // of requests without a known key
 }
 
 // LoadFileTenants reads the tenants file at path and returns a resolver
-// over it. fallback is the rule of tenants that set no limit or window of
-// their own, and of [domain.Unknown]. The file is a JSON object:
+// over it, with the policy of a gateway without a policy file: one limit,
+// "default", whose rule is fallback (TOLLGATE_LIMIT per TOLLGATE_WINDOW).
+// See [NewFileTenants].
+func LoadFileTenants(path string, fallback domain.Rule) (*FileTenants, error) {
+	p := domain.DefaultPolicy(fallback, false)
+	return NewFileTenants(path, func() (*domain.Policy, error) { return p, nil })
+}
+
+// NewFileTenants reads the policy with loadPolicy and the tenants file at
+// path, validated against it, and returns a resolver over both. The file
+// is a JSON object:
 //
 //	{"tenants": [
 //	  {"id": "acme", "api_keys": ["k1", "k2"], "limit": 1000, "window": "1m"},
-//	  {"id": "globex", "api_keys": ["k3"]}
+//	  {"id": "globex", "api_keys": ["k3"], "limits": [{"name": "per-day", "limit": 500000, "window": "24h"}]},
+//	  {"id": "initech", "api_keys": ["k4"]}
 //	]}
+//
+// limit and window override the policy's limit named "default" (each
+// defaulting to that limit's); limits override other named limits of the
+// policy, global or a route's, the same way.
 //
 // The file is rejected, with a *[TenantsFileError] that names the problem
 // and never an API key, when it does not parse (the error gives the
@@ -82,27 +95,34 @@ type tenantTable struct {
 // repeats a member name in an object or spells a field in another case
 // ("ID"), or a tenant has an invalid id (see [domain.ParseTenantID]), the reserved
 // id "unknown", an id or API key already used, no API key, an empty key or
-// one with bytes outside printable ASCII or spaces, a limit below 1, or a
-// window that is not a Go duration of at least 1ms.
+// one with bytes outside printable ASCII or spaces, a limit below 1, a
+// window that is not a Go duration of at least 1ms, an override of a
+// limit the policy lacks (limit and window: of "default") or one named
+// twice. An error of loadPolicy is returned as it is.
 //
 // "unknown" is reserved because it is the tenant of all unresolved
 // traffic: a tenant by that name would share its budget with every
 // anonymous client.
-func LoadFileTenants(path string, fallback domain.Rule) (*FileTenants, error) {
-	f := &FileTenants{path: path, fallback: fallback}
+func NewFileTenants(path string, loadPolicy func() (*domain.Policy, error)) (*FileTenants, error) {
+	f := &FileTenants{path: path, loadPolicy: loadPolicy}
 	if err := f.Reload(); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// Reload reads the tenants file again. When it is valid, its table
-// replaces the current one atomically; when not, the error says why (as
-// [LoadFileTenants]) and the current table stays in use.
+// Reload reads the policy and the tenants file again. When both are
+// valid, they replace the current pair in one atomic step; when either
+// is not, the error says why (as [NewFileTenants]) and the current pair
+// stays in use.
 func (f *FileTenants) Reload() error {
 	f.reloadMu.Lock()
 	defer f.reloadMu.Unlock()
-	t, err := readTenantsFile(f.path, f.fallback)
+	p, err := f.loadPolicy()
+	if err != nil {
+		return err
+	}
+	t, err := readTenantsFile(f.path, p)
 	if err != nil {
 		return err
 	}
@@ -116,9 +136,12 @@ func (f *FileTenants) Len() int { return f.table.Load().tenants }
 // Path returns the tenants file's path.
 func (f *FileTenants) Path() string { return f.path }
 
+// Policy returns the policy the current tenants were validated against.
+func (f *FileTenants) Policy() *domain.Policy { return f.table.Load().policy }
+
 // ResolveTenant implements [TenantResolver]: the tenant whose API key r
-// presents, or [domain.Unknown] with the fallback rule when r presents no
-// key or one that is not in the table.
+// presents, or [domain.Unknown] with the policy's rules when r presents
+// no key or one that is not in the table.
 func (f *FileTenants) ResolveTenant(r *http.Request) Tenant {
 	table := f.table.Load()
 	if t, ok := table.lookup(r.Header.Get(apiKeyHeader)); ok {
@@ -127,7 +150,7 @@ func (f *FileTenants) ResolveTenant(r *http.Request) Tenant {
 	if t, ok := table.lookup(bearerToken(r.Header)); ok {
 		return t
 	}
-	return Tenant{ID: domain.Unknown, Rule: f.fallback}
+	return table.unknown
 }
 
 // lookup returns the tenant whose API key is key.
@@ -167,27 +190,8 @@ func (f *FileTenants) StripCredentials(h http.Header) {
 }
 
 // TenantsFileError is a tenants file that cannot be read, does not parse
-// or breaks a rule. Its message is one line that names the file and the
-// problem, and never holds an API key.
-type TenantsFileError struct {
-	Path string
-	// Line and Column locate a syntax or type error, 1-based, in bytes; 0
-	// when the problem has no single position.
-	Line, Column int
-	Err          error
-}
-
-// Error returns the one-line message: variable, file, position, problem.
-func (e *TenantsFileError) Error() string {
-	pos := ""
-	if e.Line > 0 {
-		pos = fmt.Sprintf("%d:%d: ", e.Line, e.Column)
-	}
-	return fmt.Sprintf("%sTENANTS_FILE %s: %s%v", EnvPrefix, strconv.Quote(e.Path), pos, e.Err)
-}
-
-// Unwrap returns the underlying problem.
-func (e *TenantsFileError) Unwrap() error { return e.Err }
+// or breaks a rule: a [FileError] naming TOLLGATE_TENANTS_FILE.
+type TenantsFileError = FileError
 
 // tenantsFile is the JSON document of a tenants file.
 type tenantsFile struct {
@@ -195,127 +199,38 @@ type tenantsFile struct {
 }
 
 type tenantEntry struct {
-	ID      string   `json:"id"`
-	APIKeys []string `json:"api_keys"`
-	Limit   *int64   `json:"limit"`  // nil: the default limit
-	Window  *string  `json:"window"` // nil: the default window
+	ID      string          `json:"id"`
+	APIKeys []string        `json:"api_keys"`
+	Limit   *int64          `json:"limit"`  // nil: the default limit's
+	Window  *string         `json:"window"` // nil: the default limit's
+	Limits  []limitOverride `json:"limits"`
 }
 
-// readTenantsFile reads, parses and validates the tenants file at path.
-func readTenantsFile(path string, fallback domain.Rule) (*tenantTable, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		// The *PathError repeats the path; keep only its cause.
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = fmt.Errorf("read: %w", pe.Err)
-		}
-		return nil, &TenantsFileError{Path: path, Err: err}
-	}
-	doc, off, err := decodeTenants(data)
-	if err != nil {
-		e := &TenantsFileError{Path: path, Err: err}
-		if off >= 0 {
-			e.Line, e.Column = position(data, off)
-		}
-		return nil, e
-	}
-	t, err := buildTable(doc, fallback)
-	if err != nil {
-		return nil, &TenantsFileError{Path: path, Err: err}
-	}
-	return t, nil
+// limitOverride is a tenant's own rule for a named limit of the policy.
+type limitOverride struct {
+	Name   string  `json:"name"`
+	Limit  *int64  `json:"limit"`  // nil: the policy's
+	Window *string `json:"window"` // nil: the policy's
 }
 
-// decodeTenants parses data strictly: no unknown field, no member repeated
-// in an object, no field name in another case ([checkStrictJSON]), nothing
-// after the object. On error it also returns the byte offset the error is at, or -1.
-func decodeTenants(data []byte) (tenantsFile, int64, error) {
+// readTenantsFile reads, parses and validates the tenants file at path
+// against policy.
+func readTenantsFile(path string, policy *domain.Policy) (*tenantTable, error) {
 	var doc tenantsFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&doc)
-	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-	)
-	switch {
-	case err == nil:
-		if dec.More() {
-			off := dec.InputOffset()
-			off += int64(len(data[off:]) - len(bytes.TrimLeft(data[off:], " \t\r\n")))
-			return doc, off + 1, errors.New("unexpected data after the top-level object")
-		}
-		// encoding/json keeps the last of repeated members and matches
-		// names case-insensitively; the file must say what it means.
-		if err := checkStrictJSON(data, reflect.TypeFor[tenantsFile]()); err != nil {
-			return doc, strictOffset(err), err
-		}
-		return doc, -1, nil
-	case errors.Is(err, io.EOF):
-		return doc, -1, errors.New("empty file: want a JSON object with a \"tenants\" array")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return doc, int64(len(data)), errors.New("unexpected end of file")
-	case errors.As(err, &syntax):
-		return doc, syntax.Offset, err
-	case errors.As(err, &typ):
-		return doc, typ.Offset, fmt.Errorf("%s: got a JSON %s, want %s", typ.Field, typ.Value, jsonKind(typ.Type))
+	if err := readStrictJSON("TENANTS_FILE", path, &doc, `a "tenants" array`); err != nil {
+		return nil, err
 	}
-	return doc, unknownFieldOffset(data, err), err
-}
-
-// unknownFieldOffset returns the offset just past the first object key
-// that err, an unknown-field error of encoding/json, names, or -1. The
-// decoder reports no position for that error, and a line:column is what
-// an operator needs to find the typo.
-func unknownFieldOffset(data []byte, err error) int64 {
-	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
-	if !ok {
-		return -1
+	t, err := buildTable(doc, policy)
+	if err != nil {
+		return nil, &FileError{Var: "TENANTS_FILE", Path: path, Err: err}
 	}
-	for i := 0; ; {
-		j := bytes.Index(data[i:], []byte(name))
-		if j < 0 {
-			return -1
-		}
-		i += j + len(name)
-		if rest := bytes.TrimLeft(data[i:], " \t\r\n"); len(rest) > 0 && rest[0] == ':' {
-			return int64(i - len(name) + 1)
-		}
-	}
-}
-
-// jsonKind names what a JSON value decoding into t must be.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Int, reflect.Int64:
-		return "an integer"
-	case reflect.Slice:
-		return "an array"
-	case reflect.Struct:
-		return "an object"
-	}
-	return t.String()
-}
-
-// position converts a byte offset into data to a 1-based line and column.
-// encoding/json's offsets point just past the offending byte.
-func position(data []byte, off int64) (line, col int) {
-	off = min(max(off, 1), int64(len(data)))
-	before := data[:off]
-	line = 1 + bytes.Count(before, []byte("\n"))
-	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1)
-	return line, max(col, 1)
+	t.policy = policy
+	return t, nil
 }
 
 // buildTable validates doc and indexes it by key digest. It reports every
 // problem, joined on one line.
-func buildTable(doc tenantsFile, fallback domain.Rule) (*tenantTable, error) {
+func buildTable(doc tenantsFile, policy *domain.Policy) (*tenantTable, error) {
 	type keyAt struct{ tenant, key int }
 	var problems []string
 	bad := func(i int, id, format string, args ...any) {
@@ -338,8 +253,8 @@ func buildTable(doc tenantsFile, fallback domain.Rule) (*tenantTable, error) {
 				ids[id] = i
 			}
 		}
-		rule, err := entryRule(e, fallback)
-		if err != nil {
+		tenant, errs := entryTenant(id, e, policy)
+		for _, err := range errs {
 			bad(i, e.ID, "%v", err)
 		}
 		if len(e.APIKeys) == 0 {
@@ -356,7 +271,7 @@ func buildTable(doc tenantsFile, fallback domain.Rule) (*tenantTable, error) {
 				continue
 			}
 			keys[sum] = keyAt{i, k}
-			t.byKey[sum] = Tenant{ID: id, Rule: rule}
+			t.byKey[sum] = tenant
 		}
 	}
 	if len(doc.Tenants) == 0 {
@@ -365,23 +280,70 @@ func buildTable(doc tenantsFile, fallback domain.Rule) (*tenantTable, error) {
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}
+	t.unknown, _ = entryTenant(domain.Unknown, tenantEntry{}, policy)
 	return t, nil
 }
 
-// entryRule returns e's rule: its own limit and window, each defaulting
-// to fallback's.
-func entryRule(e tenantEntry, fallback domain.Rule) (domain.Rule, error) {
+// entryTenant returns the tenant e describes, with id, under policy:
+// its rule for the limit "default" (limit and window), its own rules for
+// other named limits (limits), and the policy. It reports every problem.
+func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (Tenant, []error) {
+	t := Tenant{ID: id, Policy: policy}
+	var errs []error
+	def, hasDefault := policy.Limit(domain.DefaultLimit)
+	if hasDefault {
+		t.Rule = def.Rule
+	}
+	if e.Limit != nil || e.Window != nil {
+		if !hasDefault {
+			errs = append(errs, fmt.Errorf("limit and window override the limit %q, which the policy file does not have: name a limit in \"limits\"", domain.DefaultLimit))
+		} else if rule, err := overrideRule(e.Limit, e.Window, def.Rule); err != nil {
+			errs = append(errs, err)
+		} else {
+			t.Rule = rule
+		}
+	}
+	for k, o := range e.Limits {
+		at := fmt.Sprintf("limits[%d] (name %q): ", k, o.Name)
+		l, ok := policy.Limit(o.Name)
+		switch _, dup := t.Limits[o.Name]; {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%sthe policy has no limit of that name", at))
+			continue
+		case dup || (o.Name == domain.DefaultLimit && (e.Limit != nil || e.Window != nil)):
+			errs = append(errs, fmt.Errorf("%soverridden twice", at))
+			continue
+		}
+		rule, err := overrideRule(o.Limit, o.Window, l.Rule)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s%w", at, err))
+			continue
+		}
+		if t.Limits == nil {
+			t.Limits = make(map[string]domain.Rule, len(e.Limits))
+		}
+		t.Limits[o.Name] = rule
+		if o.Name == domain.DefaultLimit {
+			t.Rule = rule
+		}
+	}
+	return t, errs
+}
+
+// overrideRule returns fallback with limit and window, where given,
+// replacing its own.
+func overrideRule(limit *int64, window *string, fallback domain.Rule) (domain.Rule, error) {
 	rule := fallback
-	if e.Limit != nil {
-		rule.Limit = *e.Limit
+	if limit != nil {
+		rule.Limit = *limit
 		if rule.Limit < 1 || rule.Limit > domain.MaxLimit {
 			return rule, fmt.Errorf("limit %d: want an integer from 1 to %d", rule.Limit, domain.MaxLimit)
 		}
 	}
-	if e.Window != nil {
-		w, err := time.ParseDuration(*e.Window)
+	if window != nil {
+		w, err := time.ParseDuration(*window)
 		if err != nil || w < domain.MinWindow || w > domain.MaxWindow {
-			return rule, fmt.Errorf("window %q: want a Go duration from %s to %s, such as \"1m\"", *e.Window, domain.MinWindow, domain.MaxWindow)
+			return rule, fmt.Errorf("window %q: want a Go duration from %s to %s, such as \"1m\"", *window, domain.MinWindow, domain.MaxWindow)
 		}
 		rule.Window = w
 	}

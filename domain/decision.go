@@ -17,6 +17,9 @@ type Decision struct {
 	// RetryAfter is the time until a request would be admitted again:
 	// zero when Allowed, positive when denied.
 	RetryAfter time.Duration
+	// Shadow reports whether the limit is in shadow mode: a denial here
+	// denies nothing ([Settle] sets it).
+	Shadow bool
 }
 
 // CeilSeconds returns d in whole seconds, rounded up: a client told to

@@ -13,6 +13,10 @@ type Limit struct {
 	Name string
 	Rule Rule
 	Key  string
+	// Shadow reports whether the limit is in shadow mode: it is decided
+	// and spent like any other, but its denial does not deny the request
+	// (see [Settle] for what it spends).
+	Shadow bool
 }
 
 // Request is what a limiter decides: one request of Tenant, spending Cost
@@ -77,8 +81,8 @@ func (o Outcome) String() string {
 // Verdict is a limiter's answer to a [Request]: one Decision per limit,
 // in the request's order, and whether the request is admitted.
 type Verdict struct {
-	// Allowed reports whether the request is admitted: every limit
-	// admitted it (or the fail mode admits it).
+	// Allowed reports whether the request is admitted: every limit not
+	// in shadow mode admitted it (or the fail mode admits it).
 	Allowed bool
 	// Outcome says how it was decided.
 	Outcome Outcome
@@ -109,38 +113,58 @@ func (v Verdict) Tightest() int {
 }
 
 // RetryAfter returns how long until every limit that denied v would
-// admit: the longest RetryAfter of its decisions. It is zero when v is
-// allowed.
+// admit: the longest RetryAfter of its decisions, shadow limits left out
+// (they deny nothing). It is zero when v is allowed.
 func (v Verdict) RetryAfter() time.Duration {
 	var r time.Duration
 	for _, d := range v.Decisions {
-		if !d.Allowed {
+		if !d.Allowed && !d.Shadow {
 			r = max(r, d.RetryAfter)
 		}
 	}
 	return r
 }
 
-// Settle makes the verdict of n limits, each decided by decide(i, cost):
-// the request is admitted when every limit admits it at cost. When one
-// denies, nothing is spent anywhere, so each limit that would have
-// admitted is decided again at cost 0, which reports what it has left
-// untouched. decide must not change state: the caller spends only when
-// the verdict is allowed. The verdict's decisions are its one allocation.
-func Settle(n int, cost int64, decide func(i int, cost int64) Decision) Verdict {
+// Settle makes the verdict of req, each of whose limits is decided by
+// decide(i, cost): the request is admitted when every limit not in
+// shadow mode admits it at req.Cost. decide must not change state: the
+// caller spends afterwards, by one rule that every store follows:
+//
+//	limit i spends req.Cost  ⇔  v.Allowed && v.Decisions[i].Allowed
+//
+// So a request that an enforced limit denies spends nothing anywhere,
+// and each limit that would have admitted it is decided again at cost 0,
+// which reports what it has left untouched. A shadow limit that would
+// deny an admitted request does not deny it (the verdict's outcome is
+// [OutcomeShadowDenied]) and spends nothing from itself: it keeps
+// exactly the state it would have if it were enforced, so its would-be
+// denials are what enforcing it would deny. Every decision of a shadow
+// limit has Shadow set. The verdict's decisions are its one allocation.
+func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
+	n := len(req.Limits)
 	v := Verdict{Allowed: true, Decisions: make([]Decision, 0, n)}
+	shadowDenied := false
 	for i := range n {
-		d := decide(i, cost)
-		v.Allowed = v.Allowed && d.Allowed
+		d := decide(i, req.Cost)
+		if req.Limits[i].Shadow {
+			d.Shadow = true
+			shadowDenied = shadowDenied || !d.Allowed
+		} else {
+			v.Allowed = v.Allowed && d.Allowed
+		}
 		v.Decisions = append(v.Decisions, d)
 	}
 	if v.Allowed {
+		if shadowDenied {
+			v.Outcome = OutcomeShadowDenied
+		}
 		return v
 	}
 	v.Outcome = OutcomeDenied
 	for i, d := range v.Decisions {
 		if d.Allowed {
 			v.Decisions[i] = decide(i, 0)
+			v.Decisions[i].Shadow = d.Shadow
 		}
 	}
 	return v

@@ -2,8 +2,9 @@
 // containers (testcontainers-go). It holds tests and benchmarks only.
 //
 // Without Docker the tests skip with a reason; TOLLGATE_REQUIRE_DOCKER=1
-// (CI) makes that a failure. The image is TOLLGATE_TEST_REDIS_IMAGE,
-// default redis:7; scripts/redis-image.sh builds a local one for machines
+// (CI) makes that a failure. The image is TOLLGATE_TEST_REDIS_IMAGE, else
+// the local tollgate.local/redis:7 when present, else redis:7;
+// scripts/redis-image.sh builds the local one for machines
 // without a registry.
 package integration
 
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,15 +44,54 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopSharedCluster()
+	reportSkips()
 	os.Exit(code)
 }
 
-// redisImage is the image the tests run.
-func redisImage() string {
-	if img := os.Getenv("TOLLGATE_TEST_REDIS_IMAGE"); img != "" {
-		return img
+// skipped counts the tests skipped for want of Docker.
+var skipped atomic.Int64
+
+// reportSkips tells the person at the terminal that the integration tests
+// did not run. `go test ./...` shows a passing package's output only
+// with -v, so without it the skips would hide behind an "ok": the line
+// goes to the controlling terminal, when there is one.
+func reportSkips() {
+	n := skipped.Load()
+	if n == 0 {
+		return
 	}
-	return "redis:7"
+	msg := fmt.Sprintf("integration: %d tests SKIPPED: Docker unavailable (%s); `make test` runs them, TOLLGATE_REQUIRE_DOCKER=1 makes this a failure\n",
+		n, strings.ReplaceAll(fmt.Sprint(dockerErr), "\n", "; "))
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		fmt.Fprint(tty, msg)
+		tty.Close()
+		return
+	}
+	fmt.Fprint(os.Stderr, msg)
+}
+
+// localRedisImage is what scripts/redis-image.sh builds (make test).
+const localRedisImage = "tollgate.local/redis:7"
+
+// testImage is the Redis image the tests run, settled with the Docker
+// check (requireDocker).
+var testImage = "redis:7"
+
+// redisImage is the image the tests run: TOLLGATE_TEST_REDIS_IMAGE, else
+// the local image when the engine has it (so that plain `go test ./...`
+// works on a machine without a registry once make test or
+// scripts/redis-image.sh has built it), else the official redis:7.
+func redisImage() string { return testImage }
+
+// resolveImage settles testImage on a reachable engine.
+func resolveImage(ctx context.Context, cli *testcontainers.DockerClient) {
+	if img := os.Getenv("TOLLGATE_TEST_REDIS_IMAGE"); img != "" {
+		testImage = img
+		return
+	}
+	if _, err := cli.ImageInspect(ctx, localRedisImage); err == nil {
+		testImage = localRedisImage
+	}
 }
 
 var (
@@ -72,6 +113,7 @@ func requireDocker(tb testing.TB) {
 	if os.Getenv("TOLLGATE_REQUIRE_DOCKER") == "1" {
 		tb.Fatalf("integration: Docker is required (TOLLGATE_REQUIRE_DOCKER=1) but unavailable: %v", dockerErr)
 	}
+	skipped.Add(1)
 	tb.Skipf("integration: Docker unavailable (%v); set TOLLGATE_REQUIRE_DOCKER=1 to fail instead", dockerErr)
 }
 
@@ -86,6 +128,7 @@ func pingDocker() error {
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return fmt.Errorf("docker ping: %w", err)
 	}
+	resolveImage(ctx, cli)
 	return nil
 }
 

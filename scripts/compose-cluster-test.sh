@@ -22,6 +22,24 @@ P1=${TOLLGATE_CLUSTER_PORT_1:-8181} P2=${TOLLGATE_CLUSTER_PORT_2:-8182}
 A1=${TOLLGATE_CLUSTER_ADMIN_PORT_1:-9191} A2=${TOLLGATE_CLUSTER_ADMIN_PORT_2:-9192}
 . scripts/compose-lib.sh
 
+# shares_budget P1 P2: with TOLLGATE_LIMIT=5, 3 requests of a fresh
+# tenant on the replica at P1 and 2 on the one at P2 pass, and the next
+# on either is denied.
+shares_budget() {
+  local p1=$1 p2=$2 tenant="compose-$$-$RANDOM"
+  expect() {
+    local got
+    got="$(curl -s -o /dev/null -w '%{http_code}' -H "X-Tenant-ID: $tenant" "http://127.0.0.1:$1/smoke")"
+    [[ "$got" == "$2" ]] || fail "request on :$1: status $got, want $2"
+    printf '%s ' "$got" >&2
+  }
+  for _ in 1 2 3; do expect "$p1" 200; done
+  for _ in 1 2; do expect "$p2" 200; done
+  expect "$p1" 429
+  expect "$p2" 429
+  echo >&2
+}
+
 started=$SECONDS
 dc up -d >&2
 # Ready = the gateway serves and every master of the cluster answers.

@@ -5,6 +5,7 @@
 #   log MSG...   a line on stderr, prefixed with NAME
 #   dc ARGS...   docker-compose on COMPOSE_FILE as project PROJECT
 #   fail MSG...  log, print the stack's recent logs, exit 1
+#   wait_ready PORT...  every admin listener's /readyz answers 200 within 60 s
 # and brings the stack down now (docker-compose v1 can fail recreating
 # containers, KeyError 'ContainerConfig', on newer engines: always start
 # from nothing) and on exit.
@@ -45,22 +46,4 @@ wait_ready() {
       sleep 0.2
     done
   done
-}
-
-# shares_budget P1 P2: with TOLLGATE_LIMIT=5, 3 requests of a fresh
-# tenant on the replica at P1 and 2 on the one at P2 pass, and the next
-# on either is denied.
-shares_budget() {
-  local p1=$1 p2=$2 tenant="compose-$$-$RANDOM"
-  expect() {
-    local got
-    got="$(curl -s -o /dev/null -w '%{http_code}' -H "X-Tenant-ID: $tenant" "http://127.0.0.1:$1/smoke")"
-    [[ "$got" == "$2" ]] || fail "request on :$1: status $got, want $2"
-    printf '%s ' "$got" >&2
-  }
-  for _ in 1 2 3; do expect "$p1" 200; done
-  for _ in 1 2; do expect "$p2" 200; done
-  expect "$p1" 429
-  expect "$p2" 429
-  echo >&2
 }

@@ -19,7 +19,11 @@ if [[ ! -s "$CA" ]]; then
 fi
 
 mkdir -p bin
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/tollgate ./cmd/tollgate
+# -buildvcs: stamp the checkout's revision (tollgate -version), also where
+# GOFLAGS turns it off; a tree without git builds unstamped.
+vcs=false
+git rev-parse --git-dir >/dev/null 2>&1 && vcs=true
+CGO_ENABLED=0 go build -buildvcs=$vcs -trimpath -ldflags='-s -w' -o bin/tollgate ./cmd/tollgate
 cp "$CA" bin/ca-certificates.crt
 
 # Classic builder: no buildx plugin here, and it never fetches a frontend.

@@ -37,8 +37,10 @@ func (l Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict,
 	if err != nil {
 		return domain.Verdict{}, fmt.Errorf("fixed window: %w", err)
 	}
-	// Counted already: a denied request has nothing to give back.
-	return domain.Settle(1, req.Cost, func(int, int64) domain.Decision {
+	// Counted already: a denied request has nothing to give back, and a
+	// shadow limit counts every request that reaches it, as it would
+	// enforced.
+	return domain.Settle(req, func(int, int64) domain.Decision {
 		return domain.FixedWindow{}.Decide(count, left, lim.Rule)
 	}), nil
 }

@@ -35,7 +35,9 @@ var (
 //
 // A request of several limits locks their entries in key order (so two
 // requests never wait on each other in a cycle), decides every limit,
-// and spends from all of them only when all admit.
+// and spends only when the request is admitted, from every limit that
+// admitted it ([domain.Settle]'s rule: a shadow limit that would deny
+// spends nothing).
 type limiter[S any, P state[S]] struct {
 	clock   clock
 	keys    sync.Map // string → *limiterEntry[S]
@@ -104,10 +106,10 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		decide := func(i int, cost int64) domain.Decision {
 			return P(&entries[i].state).Decide(now, req.Limits[i].Rule, cost)
 		}
-		v := domain.Settle(n, req.Cost, decide)
+		v := domain.Settle(req, decide)
 		for i := range n {
 			e := entries[i]
-			if v.Allowed {
+			if v.Allowed && v.Decisions[i].Allowed { // Settle's rule: a shadow denial spends nothing
 				P(&e.state).Spend(now, req.Limits[i].Rule, req.Cost)
 			}
 			e.idleAt = nanos + int64(v.Decisions[i].ResetAfter)

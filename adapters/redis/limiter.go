@@ -59,16 +59,28 @@ func (s *script) run(ctx context.Context, keys []string, want int, args ...any) 
 }
 
 // keysAndArgs returns req's keys, and the script's arguments: the cost,
-// then per limit the values perLimit returns for its rule.
+// then per limit the values perLimit returns for its rule, then the
+// limits' shadow flags as one string, a '1' or '0' per key ("01": the
+// second limit is in shadow mode). Every script reads the flags from
+// its last argument: a shadow key's denial does not deny the request,
+// and a key spends only when the request is admitted and that key
+// admits it ([domain.Settle]).
 func keysAndArgs(req domain.Request, perLimit func(domain.Rule) []any) ([]string, []any) {
 	keys := make([]string, len(req.Limits))
-	args := make([]any, 1, 1+3*len(req.Limits))
+	args := make([]any, 1, 2+3*len(req.Limits))
 	args[0] = req.Cost
+	var shadow [16]byte
+	flags := shadow[:0]
 	for i, l := range req.Limits {
 		keys[i] = l.Key
 		args = append(args, perLimit(l.Rule)...)
+		if l.Shadow {
+			flags = append(flags, '1')
+		} else {
+			flags = append(flags, '0')
+		}
 	}
-	return keys, args
+	return keys, append(args, string(flags))
 }
 
 // settle turns a script's reply into the Verdict: r[0] is 1 when the
@@ -77,7 +89,7 @@ func keysAndArgs(req domain.Request, perLimit func(domain.Rule) []any) ([]string
 // nil, returns the script's own verdict for limit i, which wins over Go's
 // reading of its reply where the script's doubles rounded differently.
 func settle(req domain.Request, r []int64, decide func(i int, cost int64) domain.Decision, ok func(i int) bool) (domain.Verdict, error) {
-	v := domain.Settle(len(req.Limits), req.Cost, func(i int, cost int64) domain.Decision {
+	v := domain.Settle(req, func(i int, cost int64) domain.Decision {
 		d := decide(i, cost)
 		if ok != nil && cost == req.Cost {
 			d = scriptVerdict(d, ok(i))

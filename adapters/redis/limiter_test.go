@@ -80,22 +80,22 @@ func TestLimiterDecisions(t *testing.T) {
 		wantArgs []any
 		want     domain.Decision
 	}{
-		{"fixed_window", []any{int64(1), int64(3), int64(20e3)}, []any{int64(1), int64(10), int64(60e3)},
+		{"fixed_window", []any{int64(1), int64(3), int64(20e3)}, []any{int64(1), int64(10), int64(60e3), "0"},
 			domain.Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: 20*time.Second + time.Millisecond}},
 		{"fixed_window", []any{int64(1), int64(0), int64(-2)}, nil,
 			domain.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Minute}},
 		{"fixed_window", []any{int64(0), int64(10), int64(5e3)}, nil,
 			domain.Decision{Limit: 10, ResetAfter: 5*time.Second + time.Millisecond, RetryAfter: 5*time.Second + time.Millisecond}},
-		{"sliding_log", []any{int64(1), int64(3), int64(20e6), int64(1e6)}, []any{int64(1), int64(10), int64(60e6), int64(60e3)},
+		{"sliding_log", []any{int64(1), int64(3), int64(20e6), int64(1e6)}, []any{int64(1), int64(10), int64(60e6), int64(60e3), "0"},
 			domain.Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: time.Minute}},
 		{"sliding_log", []any{int64(0), int64(10), int64(45e6), int64(5e6)}, nil,
 			domain.Decision{Limit: 10, ResetAfter: 55 * time.Second, RetryAfter: 15 * time.Second}},
-		{"sliding_window", []any{int64(1), int64(10), int64(2), int64(15e6), int64(1)}, []any{int64(1), int64(10), int64(60e6)},
+		{"sliding_window", []any{int64(1), int64(10), int64(2), int64(15e6), int64(1)}, []any{int64(1), int64(10), int64(60e6), "0"},
 			domain.Decision{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: 105 * time.Second}},
 		// 10×(60s − x)/60s + 3 < 10 once x > 18s: 3s + 1ns, a whole µs.
 		{"sliding_window", []any{int64(0), int64(10), int64(3), int64(15e6), int64(0)}, nil,
 			domain.Decision{Limit: 10, ResetAfter: 105 * time.Second, RetryAfter: 3*time.Second + time.Microsecond}},
-		{"token_bucket", []any{int64(1), int64(0), int64(1)}, []any{int64(1), int64(10), int64(6e6)},
+		{"token_bucket", []any{int64(1), int64(0), int64(1)}, []any{int64(1), int64(10), int64(6e6), "0"},
 			domain.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 6 * time.Second}},
 		{"token_bucket", []any{int64(0), int64(58e6), int64(0)}, nil,
 			domain.Decision{Limit: 10, ResetAfter: 58 * time.Second, RetryAfter: 4 * time.Second}},
@@ -145,13 +145,34 @@ func TestLimiterSeveralLimits(t *testing.T) {
 	if d := v.Decisions[1]; !d.Allowed || d.Remaining != 60 {
 		t.Errorf("the admitting limit: %+v, want allowed with 60 remaining (nothing spent)", d)
 	}
-	if len(f.keys) != 2 || !equalArgs(f.args, []any{int64(1), int64(3), int64(60e3), int64(100), int64(3600e3)}) {
+	if len(f.keys) != 2 || !equalArgs(f.args, []any{int64(1), int64(3), int64(60e3), int64(100), int64(3600e3), "00"}) {
 		t.Errorf("keys %q args %v", f.keys, f.args)
 	}
 	// A script verdict that disagrees with its own reply is an error.
 	f = &fakeRedis{reply: []any{int64(1), int64(3), int64(30e3), int64(40), int64(1800e3)}}
 	if _, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), request(1, small, big)); err == nil {
 		t.Error("admitted by the script over a full limit: no error")
+	}
+}
+
+// TestLimiterShadowFlags: the script learns which limits are in shadow
+// mode from its last argument, and a shadow limit's denial leaves the
+// request admitted (the script's verdict agrees: no error).
+func TestLimiterShadowFlags(t *testing.T) {
+	t.Parallel()
+	small, big := domain.Rule{Limit: 3, Window: time.Minute}, domain.Rule{Limit: 100, Window: time.Hour}
+	req := request(1, small, big)
+	req.Limits[0].Shadow = true
+	f := &fakeRedis{reply: []any{int64(1), int64(3), int64(30e3), int64(40), int64(1800e3)}}
+	v, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Allowed || v.Outcome != domain.OutcomeShadowDenied || v.Decisions[0].Allowed || !v.Decisions[0].Shadow {
+		t.Errorf("verdict %+v, want admitted as shadow_denied, the shadow limit denying", v)
+	}
+	if !equalArgs(f.args, []any{int64(1), int64(3), int64(60e3), int64(100), int64(3600e3), "10"}) {
+		t.Errorf("args %v, want the shadow flags \"10\" last", f.args)
 	}
 }
 

@@ -62,27 +62,30 @@ func (h LimiterHarness) Request(tenant domain.TenantID, cost int64, limits ...Na
 	req := domain.Request{Tenant: tenant, Route: "default", Cost: cost}
 	for _, l := range limits {
 		req.Limits = append(req.Limits, domain.Limit{
-			Name: l.Name, Rule: l.Rule, Key: domain.Key(KeyPrefix, tenant, algorithm, "", l.Name),
+			Name: l.Name, Rule: l.Rule, Key: domain.Key(KeyPrefix, tenant, algorithm, "", l.Name), Shadow: l.Shadow,
 		})
 	}
 	return req
 }
 
-// NamedRule is a limit's name and rule, for [LimiterHarness.Request].
+// NamedRule is a limit's name and rule, and whether it is in shadow
+// mode, for [LimiterHarness.Request].
 type NamedRule struct {
-	Name string
-	Rule domain.Rule
+	Name   string
+	Rule   domain.Rule
+	Shadow bool
 }
 
 // single returns a request of cost 1 against the one limit "default".
 func (h LimiterHarness) single(tenant domain.TenantID, rule domain.Rule) domain.Request {
-	return h.Request(tenant, 1, NamedRule{domain.DefaultLimit, rule})
+	return h.Request(tenant, 1, NamedRule{Name: domain.DefaultLimit, Rule: rule})
 }
 
 // TestLimiter runs the [ports.Limiter] contract against h, for any
 // algorithm: the budget, tenant isolation, honest Remaining, ResetAfter
 // and RetryAfter, exactness under concurrency, several limits decided
-// all or nothing, cost, and expiring keys. How an algorithm treats a
+// all or nothing, cost, shadow limits (they never deny, and spend only
+// what they admit) and expiring keys. How an algorithm treats a
 // window's edge differs between algorithms; see [BoundaryBurst].
 func TestLimiter(t *testing.T, h LimiterHarness) {
 	t.Helper()
@@ -224,8 +227,8 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		l := h.New(t)
 		tenant := Tenant()
 		long := time.Hour
-		small := NamedRule{"small", domain.Rule{Limit: 3, Window: long}}
-		big := NamedRule{"big", domain.Rule{Limit: 5, Window: long}}
+		small := NamedRule{Name: "small", Rule: domain.Rule{Limit: 3, Window: long}}
+		big := NamedRule{Name: "big", Rule: domain.Rule{Limit: 5, Window: long}}
 		both := h.Request(tenant, 1, small, big)
 		for i := range 3 {
 			v := MustAllow(t, l, both)
@@ -267,7 +270,7 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		}
 		l := h.New(t)
 		tenant := Tenant()
-		ten := NamedRule{domain.DefaultLimit, domain.Rule{Limit: 10, Window: time.Hour}}
+		ten := NamedRule{Name: domain.DefaultLimit, Rule: domain.Rule{Limit: 10, Window: time.Hour}}
 		for i := range 2 {
 			v := MustAllow(t, l, h.Request(tenant, 4, ten))
 			if d := v.Decisions[0]; !v.Allowed || d.Remaining != int64(6-4*i) {
@@ -287,6 +290,97 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		}
 	})
 
+	t.Run("a shadow limit never denies", func(t *testing.T) {
+		l := h.New(t)
+		req := h.single(Tenant(), domain.Rule{Limit: 3, Window: time.Hour})
+		req.Limits[0].Shadow = true
+		for i := range 6 {
+			v := MustAllow(t, l, req)
+			d := v.Decisions[0]
+			over := i >= 3
+			switch {
+			case !v.Allowed:
+				t.Fatalf("request %d: %+v, want admitted (the only limit is in shadow mode)", i+1, v)
+			case d.Allowed == over:
+				t.Errorf("request %d: the shadow limit says allowed=%v, want %v", i+1, d.Allowed, !over)
+			case over && (v.Outcome != domain.OutcomeShadowDenied || d.RetryAfter <= 0 || d.Remaining != 0):
+				t.Errorf("request %d: %+v, want outcome shadow_denied, remaining 0, RetryAfter > 0", i+1, v)
+			case !over && v.Outcome != domain.OutcomeAllowed:
+				t.Errorf("request %d: outcome %v, want allowed", i+1, v.Outcome)
+			}
+			if got := v.RetryAfter(); got != 0 {
+				t.Errorf("request %d: verdict RetryAfter %v, want 0 (shadow limits deny nothing)", i+1, got)
+			}
+		}
+	})
+
+	t.Run("a shadow denial spends nothing from the shadow limit", func(t *testing.T) {
+		if h.CountsDenied {
+			t.Skip("the seed's counter counts every request, as it would enforced")
+		}
+		l := h.New(t)
+		tenant := Tenant()
+		long := time.Hour
+		enforced := NamedRule{Name: "enforced", Rule: domain.Rule{Limit: 10, Window: long}}
+		dry := NamedRule{Name: "dry", Rule: domain.Rule{Limit: 3, Window: long}, Shadow: true}
+		// Cost 2: the first spends 2 from both; the second finds 1 left in
+		// the shadow limit, which would deny and spends nothing; the
+		// enforced limit spends, since the request is admitted.
+		v := MustAllow(t, l, h.Request(tenant, 2, enforced, dry))
+		if !v.Allowed || v.Outcome != domain.OutcomeAllowed || v.Decisions[0].Remaining != 8 || v.Decisions[1].Remaining != 1 {
+			t.Fatalf("first request: %+v, want allowed, remaining 8 and 1", v)
+		}
+		v = MustAllow(t, l, h.Request(tenant, 2, enforced, dry))
+		if !v.Allowed || v.Outcome != domain.OutcomeShadowDenied || v.Decisions[1].Allowed || v.Decisions[1].Remaining != 1 {
+			t.Fatalf("second request: %+v, want admitted as shadow_denied, the shadow limit denying with 1 left", v)
+		}
+		if d := v.Decisions[0]; !d.Allowed || d.Remaining != 6 {
+			t.Errorf("second request: enforced limit %+v, want allowed, remaining 6 (admitted requests spend)", d)
+		}
+		// The shadow limit still has its unit: a request of cost 1 spends it.
+		v = MustAllow(t, l, h.Request(tenant, 1, enforced, dry))
+		if !v.Allowed || v.Outcome != domain.OutcomeAllowed || v.Decisions[1].Remaining != 0 || v.Decisions[0].Remaining != 5 {
+			t.Errorf("third request, cost 1: %+v, want allowed, remaining 5 and 0", v)
+		}
+	})
+
+	t.Run("an enforced denial spends nothing from shadow limits", func(t *testing.T) {
+		if h.CountsDenied {
+			t.Skip("the seed's counter decides one limit")
+		}
+		l := h.New(t)
+		tenant := Tenant()
+		long := time.Hour
+		small := NamedRule{Name: "small", Rule: domain.Rule{Limit: 1, Window: long}}
+		dry := NamedRule{Name: "dry", Rule: domain.Rule{Limit: 2, Window: long}, Shadow: true}
+		both := h.Request(tenant, 1, small, dry)
+		if v := MustAllow(t, l, both); !v.Allowed || v.Decisions[1].Remaining != 1 {
+			t.Fatalf("first request: %+v, want allowed, shadow remaining 1", v)
+		}
+		for i := range 3 {
+			v := MustAllow(t, l, both)
+			if v.Allowed || v.Outcome != domain.OutcomeDenied {
+				t.Fatalf("request %d over the enforced limit: %+v, want denied", i+2, v)
+			}
+			if d := v.Decisions[1]; !d.Allowed || d.Remaining != 1 {
+				t.Errorf("request %d: shadow limit %+v, want allowed with 1 left (nothing spent)", i+2, d)
+			}
+			if got, want := v.RetryAfter(), v.Decisions[0].RetryAfter; got != want {
+				t.Errorf("request %d: verdict RetryAfter %v, want the enforced limit's %v", i+2, got, want)
+			}
+		}
+		// A shadow denial beside an enforced one: RetryAfter is the
+		// enforced limit's alone.
+		tiny := NamedRule{Name: "tiny", Rule: domain.Rule{Limit: 1, Window: 2 * long}, Shadow: true}
+		v := MustAllow(t, l, h.Request(Tenant(), 2, small, tiny))
+		if v.Allowed || v.Outcome != domain.OutcomeDenied || v.Decisions[1].Allowed {
+			t.Fatalf("cost 2 over both: %+v, want denied by both", v)
+		}
+		if got, want := v.RetryAfter(), v.Decisions[0].RetryAfter; got != want || got > 2*long+h.Slack {
+			t.Errorf("verdict RetryAfter %v, want the enforced limit's %v, not the shadow limit's %v", got, want, v.Decisions[1].RetryAfter)
+		}
+	})
+
 	t.Run("every key expires within two windows", func(t *testing.T) {
 		if h.TTLs == nil {
 			t.Skip("the store reports no TTLs")
@@ -296,7 +390,8 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		reqs := []domain.Request{h.single(tenant, rule)}
 		if !h.CountsDenied {
 			reqs = append(reqs, h.Request(tenant, 2,
-				NamedRule{"a", rule}, NamedRule{"b", domain.Rule{Limit: 3, Window: h.Window / 2}}))
+				NamedRule{Name: "a", Rule: rule}, NamedRule{Name: "b", Rule: domain.Rule{Limit: 3, Window: h.Window / 2}},
+				NamedRule{Name: "c", Rule: domain.Rule{Limit: 3, Window: h.Window}, Shadow: true}))
 		}
 		for _, req := range reqs {
 			for range rule.Limit + 2 {
@@ -369,8 +464,11 @@ func MustAllow(t *testing.T, l ports.Limiter, req domain.Request) domain.Verdict
 		t.Fatalf("Allow(%s): %d decisions for %d limits", req.Limits[0].Key, len(v.Decisions), len(req.Limits))
 	}
 	allowed := true
-	for _, d := range v.Decisions {
-		allowed = allowed && d.Allowed
+	for i, d := range v.Decisions {
+		if d.Shadow != req.Limits[i].Shadow {
+			t.Fatalf("Allow(%s): decision %d has Shadow %v, its limit %v", req.Limits[0].Key, i, d.Shadow, req.Limits[i].Shadow)
+		}
+		allowed = allowed && (d.Allowed || d.Shadow)
 	}
 	if v.Allowed != allowed {
 		t.Fatalf("Allow(%s): verdict %v disagrees with its decisions %+v", req.Limits[0].Key, v.Allowed, v.Decisions)

@@ -1,6 +1,7 @@
 -- Sliding log over several limits, all or nothing: admit when every
--- limit admitted fewer than limit − cost + 1 requests in its trailing
--- window, and only then log the cost in each. Atomic; the keys share a
+-- enforced limit admitted fewer than limit − cost + 1 requests in its
+-- trailing window, and only then log the cost in each limit that admits
+-- it (a limit in shadow mode that would deny neither denies nor logs). Atomic; the keys share a
 -- hash tag (one tenant); time is the server's (TIME).
 --
 -- KEYS[i]     sorted set of limit i's admitted units: score = instant in
@@ -9,6 +10,8 @@
 -- ARGV[1]     cost
 -- ARGV[3i-1]  limit i; ARGV[3i] its window in µs; ARGV[3i+1] its TTL in
 --             ms (the window, rounded up)
+-- ARGV[#ARGV] shadow flags: character i is '1' when limit i is in shadow
+--             mode, '0' when enforced
 --
 -- Returns {allowed, count_1, free_1, newest_1, …}: 1 if admitted, then
 -- per key the units in the window before this request (at most the
@@ -22,7 +25,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local nowstr = string.format('%d', now)
 
+local shadow = ARGV[#ARGV]
 local out = {1}
+local ok = {}
 for i, key in ipairs(KEYS) do
   local limit = tonumber(ARGV[3 * i - 1])
   local window = tonumber(ARGV[3 * i])
@@ -37,7 +42,8 @@ for i, key in ipairs(KEYS) do
     free = now - tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2])
     newest = now - tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
   end
-  if count + cost > limit then
+  ok[i] = count + cost <= limit
+  if not ok[i] and string.byte(shadow, i) ~= 49 then -- '1'
     out[1] = 0
   end
   out[3 * i - 1] = count
@@ -46,14 +52,16 @@ for i, key in ipairs(KEYS) do
 end
 if out[1] == 1 then
   for i, key in ipairs(KEYS) do
-    local n = out[3 * i - 1]
-    for _ = 1, cost do
-      while redis.call('ZADD', key, 'NX', nowstr, nowstr .. ':' .. n) == 0 do
+    if ok[i] then
+      local n = out[3 * i - 1]
+      for _ = 1, cost do
+        while redis.call('ZADD', key, 'NX', nowstr, nowstr .. ':' .. n) == 0 do
+          n = n + 1
+        end
         n = n + 1
       end
-      n = n + 1
+      redis.call('PEXPIRE', key, ARGV[3 * i + 1])
     end
-    redis.call('PEXPIRE', key, ARGV[3 * i + 1])
   end
 end
 return out

@@ -1,7 +1,8 @@
 -- Sliding window over several limits, all or nothing: admit when, for
--- every limit, previous × (window − elapsed)/window + current + cost − 1
--- < limit, windows aligned to the epoch; only then count the cost in
--- each. Atomic; the keys share a hash tag (one tenant); time is the
+-- every enforced limit, previous × (window − elapsed)/window + current +
+-- cost − 1 < limit, windows aligned to the epoch; only then count the
+-- cost in each limit that admits it (a limit in shadow mode that would
+-- deny neither denies nor counts). Atomic; the keys share a hash tag (one tenant); time is the
 -- server's (TIME).
 --
 -- KEYS[i]     hash of limit i: s = start of the current window (µs since
@@ -9,6 +10,8 @@
 --             in this one
 -- ARGV[1]     cost
 -- ARGV[2i]    limit i; ARGV[2i+1] its window in µs
+-- ARGV[#ARGV] shadow flags: character i is '1' when limit i is in shadow
+--             mode, '0' when enforced
 --
 -- Returns {allowed, prev_1, curr_1, elapsed_1, ok_1, …}: 1 if admitted,
 -- then per key the counts before this request, the µs since its current
@@ -21,6 +24,7 @@ local cost = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
+local shadow = ARGV[#ARGV]
 local out = {1}
 local starts = {}
 for i, key in ipairs(KEYS) do
@@ -42,7 +46,7 @@ for i, key in ipairs(KEYS) do
   local ok = 0
   if c < lim and p * (w - e) < (lim - c) * w then
     ok = 1
-  else
+  elseif string.byte(shadow, i) ~= 49 then -- '1'
     out[1] = 0
   end
   starts[i] = start
@@ -53,9 +57,11 @@ for i, key in ipairs(KEYS) do
 end
 if out[1] == 1 then
   for i, key in ipairs(KEYS) do
-    local w = tonumber(ARGV[2 * i + 1])
-    redis.call('HSET', key, 's', string.format('%d', starts[i]), 'p', out[4 * i - 2], 'c', out[4 * i - 1] + cost)
-    redis.call('PEXPIRE', key, math.ceil((2 * w - out[4 * i]) / 1000))
+    if out[4 * i + 1] == 1 then
+      local w = tonumber(ARGV[2 * i + 1])
+      redis.call('HSET', key, 's', string.format('%d', starts[i]), 'p', out[4 * i - 2], 'c', out[4 * i - 1] + cost)
+      redis.call('PEXPIRE', key, math.ceil((2 * w - out[4 * i]) / 1000))
+    end
   end
 end
 return out

@@ -1,0 +1,265 @@
+package app_test
+
+import (
+	"errors"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/app"
+	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
+)
+
+// TestExamples runs README's walkthrough over the examples/ files on the
+// memory store.
+func TestExamples(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t, apptest.ExampleEnviron...)
+	apptest.CheckExamples(t, g)
+	// 15 shadow denials in a second or two: one or two log lines.
+	lines := logLines(t, g.Logs(), "shadow limit would deny; admitted")
+	if len(lines) < 1 || len(lines) > 3 {
+		t.Fatalf("%d shadow log lines, want 1 to 3 (throttled to one a second)", len(lines))
+	}
+	if l := lines[0]; l["route"] != "default" || l["limits"] != "per-minute" || l["tenant"] != "acme" {
+		t.Errorf("shadow log line %v, want route default, limits per-minute, tenant acme", l)
+	}
+}
+
+// badPolicyFiles are policy files that must be rejected, each with a
+// fragment the error must contain.
+var badPolicyFiles = []struct {
+	name, content, want string
+}{
+	{"empty file", ``, `empty file: want a JSON object with "limits" and "routes" arrays`},
+	{"syntax error", "{\"limits\": [\n  {\"name\": \"a\" \"limit\": 1}]}", `2:16: invalid character '"' after object key:value pair`},
+	{"truncated", `{"limits": [`, "unexpected end of file"},
+	{"trailing data", `{"limits": [{"name": "a", "limit": 1, "window": "1s"}]} []`, "unexpected data after the top-level object"},
+	{"not an object", `[]`, "got a JSON array, want an object"},
+	{"unknown field", "{\"limits\": [\n  {\"name\": \"a\", \"limit\": 1, \"window\": \"1s\", \"shadw\": true}]}", `2:45: json: unknown field "shadw"`},
+	{"unknown top-level field", `{"limit": []}`, `unknown field "limit"`},
+	{"field in another case", `{"limits": [{"Name": "a", "limit": 1, "window": "1s"}]}`,
+		`limits[0].Name: unknown field "Name" (field names are case-sensitive: want "name")`},
+	{"repeated member", `{"routes": [{"name": "r", "path": "/a", "path": "/b"}]}`, `routes[0].path: repeated member "path"`},
+	{"repeated top-level member", `{"limits": [], "limits": []}`, `limits: repeated member "limits"`},
+	{"type error", `{"routes": [{"name": "r", "path": "/a", "cost": "5"}]}`, "routes.cost: got a JSON string, want an integer"},
+	{"shadow not a bool", `{"limits": [{"name": "a", "limit": 1, "window": "1s", "shadow": "yes"}]}`, "got a JSON string, want true or false"},
+	{"nothing", `{}`, "no limits and no routes"},
+	{"empty lists", `{"limits": [], "routes": []}`, "no limits and no routes"},
+	{"no limit", `{"limits": [{"name": "a", "window": "1s"}]}`, `limits[0] (name "a"): no "limit"`},
+	{"no window", `{"limits": [{"name": "a", "limit": 1}]}`, `limits[0] (name "a"): no "window"`},
+	{"bad window", `{"limits": [{"name": "a", "limit": 1, "window": "soon"}]}`, `window "soon": want a Go duration`},
+	{"window too short", `{"limits": [{"name": "a", "limit": 1, "window": "1us"}]}`, "invalid rule: window=1µs"},
+	{"limit 0", `{"limits": [{"name": "a", "limit": 0, "window": "1s"}]}`, "invalid rule: limit=0"},
+	{"bad route limit", `{"routes": [{"name": "r", "path": "/a", "limits": [{"name": "x", "limit": 1}]}]}`, `routes[0].limits[0] (name "x"): no "window"`},
+	{"bad limit name", `{"limits": [{"name": "Per_Day", "limit": 1, "window": "1s"}]}`, `limits[0] (name "Per_Day"): bad name`},
+	{"duplicate limit name", `{"limits": [{"name": "a", "limit": 1, "window": "1s"}, {"name": "a", "limit": 2, "window": "1s"}]}`,
+		`limits[1] (name "a"): duplicate limit name, also limits[0]`},
+	{"duplicate route name", `{"routes": [{"name": "r", "path": "/a"}, {"name": "r", "path": "/b"}]}`, "duplicate route name"},
+	{"duplicate route", `{"routes": [{"name": "r", "method": "GET", "path": "/a"}, {"name": "s", "method": "GET", "path": "/a"}]}`,
+		"duplicate route: routes[0] has the same method and path"},
+	{"route path not normal", `{"routes": [{"name": "r", "path": "/a/../b"}]}`, `path "/a/../b" is not a normal path`},
+	{"route without path", `{"routes": [{"name": "r"}]}`, `path "" is not a normal path`},
+	{"bad method", `{"routes": [{"name": "r", "method": "GET /", "path": "/a"}]}`, "not an HTTP method token"},
+	{"cost too high", `{"routes": [{"name": "r", "path": "/a", "cost": 1000001}]}`, "cost 1000001: want an integer from 0 to 1000000"},
+	{"negative cost", `{"routes": [{"name": "r", "path": "/a", "cost": -1}]}`, "cost -1"},
+	{"every problem reported", `{"limits": [{"name": "A", "limit": 1, "window": "1s"}], "routes": [{"name": "r", "path": "x", "cost": -2}]}`,
+		`: limits[0] (name "A"): bad name: want 1 to 32 of a-z 0-9 -; routes[0] (name "r"): path "x" is not a normal path starting with / and without a trailing slash; routes[0] (name "r"): cost -2`},
+}
+
+// TestBadPolicyFile checks each bad file twice: LoadPolicyFile returns a
+// *FileError naming TOLLGATE_POLICY_FILE, and Run exits 2 with it before
+// listening.
+func TestBadPolicyFile(t *testing.T) {
+	t.Parallel()
+	for _, tt := range badPolicyFiles {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, "policy.json", tt.content)
+			_, err := app.LoadPolicyFile(path, false)
+			var fe *app.FileError
+			if !errors.As(err, &fe) || fe.Path != path || fe.Var != "POLICY_FILE" {
+				t.Errorf("LoadPolicyFile: error %v is not a *FileError for POLICY_FILE %s", err, path)
+			}
+			checkFileError(t, "LoadPolicyFile", err, path, tt.want)
+			checkRunRejectsFile(t, "TOLLGATE_POLICY_FILE", path, tt.want)
+		})
+	}
+	path := t.TempDir() + "/nope.json"
+	_, err := app.LoadPolicyFile(path, false)
+	checkFileError(t, "LoadPolicyFile", err, path, "read: no such file or directory")
+}
+
+// TestPolicyFileShadowAll: TOLLGATE_SHADOW puts every limit, global or a
+// route's, in shadow mode.
+func TestPolicyFileShadowAll(t *testing.T) {
+	t.Parallel()
+	for _, all := range []bool{false, true} {
+		p, err := app.LoadPolicyFile("../examples/policy.json", all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"per-second", "per-minute", "per-day", "exports"} {
+			l, ok := p.Limit(name)
+			if want := all || name == "per-minute"; !ok || l.Shadow != want {
+				t.Errorf("shadow all %v: limit %s: %+v, %v; want shadow %v", all, name, l, ok, want)
+			}
+		}
+		if r := p.Match("POST", "/v1/search"); r.Name != "search" || r.Cost != 5 {
+			t.Errorf("POST /v1/search: route %s cost %d", r.Name, r.Cost)
+		}
+		if r := p.Match("GET", "/v1/export"); r.Cost != 1 {
+			t.Errorf("export: cost %d, want the default 1", r.Cost)
+		}
+	}
+}
+
+// TestTenantsFileOverrides: a tenant's limits override named limits of
+// the policy, global or a route's, each field defaulting to the
+// policy's; names the policy lacks are errors.
+func TestTenantsFileOverrides(t *testing.T) {
+	t.Parallel()
+	policy, err := app.LoadPolicyFile("../examples/policy.json", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(content string) (*app.FileTenants, error) {
+		return app.NewFileTenants(writeFile(t, "tenants.json", content), func() (*domain.Policy, error) { return policy, nil })
+	}
+	ft, err := load(`{"tenants": [
+	  {"id": "acme", "api_keys": ["k1"], "limits": [{"name": "per-second", "limit": 100}, {"name": "exports", "window": "2h"}]},
+	  {"id": "globex", "api_keys": ["k2"]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "k1")
+	acme := ft.ResolveTenant(r)
+	want := map[string]domain.Rule{
+		"per-second": {Limit: 100, Window: time.Second},
+		"exports":    {Limit: 10, Window: 2 * time.Hour},
+	}
+	if !sameTenant(acme, app.Tenant{ID: "acme", Limits: want}) || acme.Policy != policy {
+		t.Errorf("acme = %+v, want own rules %v under the policy", acme, want)
+	}
+	r.Header.Set("X-API-Key", "nope")
+	if u := ft.ResolveTenant(r); u.ID != domain.Unknown || u.Limits != nil || u.Policy != policy {
+		t.Errorf("unknown = %+v, want the policy's rules", u)
+	}
+
+	for _, tt := range []struct{ content, want string }{
+		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "per-week", "limit": 1}]}]}`,
+			`tenants[0] (id "a"): limits[0] (name "per-week"): the policy has no limit of that name`},
+		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limit": 5}]}`,
+			`limit and window override the limit "default", which the policy file does not have`},
+		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "exports", "limit": 1}, {"name": "exports", "limit": 2}]}]}`,
+			`limits[1] (name "exports"): overridden twice`},
+		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "exports", "limit": 0}]}]}`,
+			`limits[0] (name "exports"): limit 0: want an integer`},
+		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "exports", "window": "x"}]}]}`, `window "x"`},
+		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "exports", "shadow": true}]}]}`, `unknown field "shadow"`},
+		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"Name": "exports"}]}]}`, `unknown field "Name"`},
+	} {
+		_, err := load(tt.content)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "TOLLGATE_TENANTS_FILE") {
+			t.Errorf("tenants %s: error %v, want one naming TOLLGATE_TENANTS_FILE and %q", tt.content, err, tt.want)
+		}
+	}
+
+	// Without a policy file, limits may name "default", like limit/window.
+	ft, err = app.LoadFileTenants(writeFile(t, "tenants.json",
+		`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "default", "limit": 7}]}]}`), defaultRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("X-API-Key", "k")
+	if got := ft.ResolveTenant(r); got.Rule != (domain.Rule{Limit: 7, Window: defaultRule.Window}) {
+		t.Errorf("limits naming default: rule %+v, want 7 per %v", got.Rule, defaultRule.Window)
+	}
+}
+
+// TestRunPolicyAndTenantsReload: SIGHUP re-reads both files as one; a
+// bad policy file keeps both the old policy and the old tenants, and a
+// tenants file that names a limit the new policy lacks is rejected with
+// it.
+func TestRunPolicyAndTenantsReload(t *testing.T) {
+	t.Parallel()
+	policy := writeFile(t, "policy.json", `{"limits": [{"name": "a", "limit": 5, "window": "1m"}]}`)
+	tenants := writeFile(t, "tenants.json", `{"tenants": [{"id": "acme", "api_keys": ["k"], "limits": [{"name": "a", "limit": 3}]}]}`)
+	g := apptest.Start(t, "TOLLGATE_POLICY_FILE="+policy, "TOLLGATE_TENANTS_FILE="+tenants)
+	header := func() string {
+		resp, _ := get(t, g.Public+"/", "X-API-Key", "k")
+		return strings.Join(resp.Header.Values("RateLimit-Policy"), ", ")
+	}
+	if got, want := header(), `"a";q=3;w=60`; got != want {
+		t.Fatalf("start: RateLimit-Policy %q, want %q", got, want)
+	}
+	hup := func() {
+		t.Helper()
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both files change together: a new limit, and acme's override of it.
+	rewrite(t, policy, `{"limits": [{"name": "a", "limit": 5, "window": "1m"}, {"name": "b", "limit": 9, "window": "1h"}]}`)
+	rewrite(t, tenants, `{"tenants": [{"id": "acme", "api_keys": ["k"], "limits": [{"name": "b", "limit": 4}]}]}`)
+	hup()
+	waitFor(t, "the new pair", func() bool { return header() == `"a";q=5;w=60, "b";q=4;w=3600` })
+
+	// A bad policy file: both stay.
+	rewrite(t, policy, `{"limits": [{"name": "a", "limit": 0, "window": "1m"}]}`)
+	rewrite(t, tenants, `{"tenants": [{"id": "acme", "api_keys": ["k"]}]}`)
+	hup()
+	waitFor(t, "the policy rejection", func() bool {
+		return len(logLines(t, g.Logs(), "policy file rejected; keeping the previous policy and tenants")) > 0
+	})
+	if got, want := header(), `"a";q=5;w=60, "b";q=4;w=3600`; got != want {
+		t.Errorf("after a bad policy: RateLimit-Policy %q, want %q (both files as they were)", got, want)
+	}
+
+	// A good policy without "b", and tenants still naming "b": rejected
+	// as a pair.
+	rewrite(t, policy, `{"limits": [{"name": "a", "limit": 6, "window": "1m"}]}`)
+	rewrite(t, tenants, `{"tenants": [{"id": "acme", "api_keys": ["k"], "limits": [{"name": "b", "limit": 4}]}]}`)
+	hup()
+	waitFor(t, "the tenants rejection", func() bool {
+		return len(logLines(t, g.Logs(), "tenants file rejected; keeping the previous tenants and policy")) > 0
+	})
+	if got, want := header(), `"a";q=5;w=60, "b";q=4;w=3600`; got != want {
+		t.Errorf("after inconsistent files: RateLimit-Policy %q, want %q", got, want)
+	}
+}
+
+// TestRunPolicyReloadHeaderMode: without a tenants file, SIGHUP reloads
+// the policy file alone.
+func TestRunPolicyReloadHeaderMode(t *testing.T) {
+	t.Parallel()
+	policy := writeFile(t, "policy.json", `{"limits": [{"name": "a", "limit": 5, "window": "1m"}]}`)
+	g := apptest.Start(t, "TOLLGATE_POLICY_FILE="+policy)
+	header := func() string {
+		resp, _ := get(t, g.Public+"/x", "X-Tenant-ID", "acme")
+		return strings.Join(resp.Header.Values("RateLimit-Policy"), ", ")
+	}
+	if got, want := header(), `"a";q=5;w=60`; got != want {
+		t.Fatalf("start: RateLimit-Policy %q, want %q", got, want)
+	}
+	rewrite(t, policy, `{"limits": [{"name": "a", "limit": 5, "window": "1m"}], "routes": [{"name": "x", "path": "/x", "limits": [{"name": "xs", "limit": 2, "window": "1s"}]}]}`)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new policy", func() bool { return header() == `"a";q=5;w=60, "xs";q=2;w=1` })
+	rewrite(t, policy, `{"limits": [{"name": "a", "limit": 5, "window": "1m"}], "bogus": 1}`)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rejection", func() bool {
+		return len(logLines(t, g.Logs(), "policy file rejected; keeping the previous policy")) > 0
+	})
+	if got, want := header(), `"a";q=5;w=60, "xs";q=2;w=1`; got != want {
+		t.Errorf("after a bad policy: %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,264 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Bounds and names of a [Policy].
+const (
+	// MaxCost is the largest cost a route may have.
+	MaxCost = 1_000_000
+	// MaxNameLen is the longest limit or route name.
+	MaxNameLen = 32
+	// DefaultRoute is the name of the implicit route of every request
+	// that matches no route of the policy: cost 1, the global limits.
+	DefaultRoute = "default"
+)
+
+// ErrInvalidPolicy reports a policy that breaks a rule of [NewPolicy].
+var ErrInvalidPolicy = errors.New("invalid policy")
+
+// PolicyLimit is one named limit of a policy: a budget every tenant
+// has, counted per tenant (a route's own limits: per tenant per route).
+type PolicyLimit struct {
+	// Name is 1 to 32 of a-z 0-9 - (see [ValidName]); it names the limit
+	// in the RateLimit headers, the metrics and the keys.
+	Name string
+	// Rule is the budget, in cost units per window.
+	Rule Rule
+	// Shadow reports whether the limit is in shadow mode: decided and
+	// spent, but its denials do not deny (see [Settle]).
+	Shadow bool
+}
+
+// Route is a set of requests with a cost and limits of their own. A
+// route matches a request whose path starts with Path at a segment
+// boundary, and, when Method is set, whose method is Method (in any
+// case, so that "post" cannot dodge a POST route).
+type Route struct {
+	// Name is 1 to 32 of a-z 0-9 -; it labels the metrics and the keys of
+	// the route's own limits.
+	Name string
+	// Method is an HTTP method, or empty for any.
+	Method string
+	// Path is a normal path ([NormalizePath]) without a trailing slash,
+	// or "/" for every path.
+	Path string
+	// Cost is what a request on the route spends from each of its
+	// limits, 0 to [MaxCost]. 0: the route is not metered at all.
+	Cost int64
+	// Limits are the route's own limits, which apply in addition to the
+	// policy's global ones.
+	Limits []PolicyLimit
+
+	applied []PolicyLimit // the global limits, then Limits
+	globals int           // how many of applied are global
+}
+
+// Applied returns every limit that applies to a request on r: the
+// policy's global limits in order, then r's own. It is valid for a
+// route returned by a [Policy]; the caller must not modify it.
+func (r *Route) Applied() []PolicyLimit { return r.applied }
+
+// Own reports whether the i-th limit of [Route.Applied] is r's own (its
+// keys are per tenant per route), not a global one.
+func (r *Route) Own(i int) bool { return i >= r.globals }
+
+// Policy is a validated set of named global limits and routes. It is
+// immutable, and safe for concurrent use by multiple goroutines.
+type Policy struct {
+	limits []PolicyLimit
+	routes []*Route // in matching order: longest path first, a method before none
+	def    *Route
+	names  map[string]PolicyLimit // every limit, global or a route's
+}
+
+// DefaultPolicy returns the policy of a gateway without a policy file:
+// one global limit, "default", with rule, and no routes.
+func DefaultPolicy(rule Rule, shadow bool) *Policy {
+	p, err := NewPolicy([]PolicyLimit{{Name: DefaultLimit, Rule: rule, Shadow: shadow}}, nil)
+	if err != nil {
+		panic("domain: DefaultPolicy: " + err.Error()) // a caller's invalid rule
+	}
+	return p
+}
+
+// NewPolicy validates limits (the global ones) and routes and returns
+// their policy. Every problem is reported, joined, each wrapping
+// [ErrInvalidPolicy] and naming where it is ("routes[1] (name
+// \"export\"): ..."):
+//
+//   - a limit or route name that is not 1 to 32 of a-z 0-9 -, or used
+//     twice: limit names are unique across the whole policy (global and
+//     every route's), so that each names one budget in the headers, the
+//     metrics and a tenant's overrides; route names are unique, and
+//     "default" is the implicit route's;
+//   - an invalid rule ([Rule.Validate]);
+//   - a route path that is not a normal path ([NormalizePath]) starting
+//     with "/" or that ends with "/" (but "/" itself), a method that is
+//     not an HTTP token, or two routes with one method and path (methods
+//     compared in any case);
+//   - a cost outside 0 to [MaxCost], or one above the limit of a limit
+//     that applies to the route (no request could ever be admitted).
+func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
+	var errs []error
+	bad := func(where, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidPolicy, where, fmt.Sprintf(format, args...)))
+	}
+	p := &Policy{limits: append([]PolicyLimit(nil), limits...), names: make(map[string]PolicyLimit)}
+	where := make(map[string]string) // limit name → where it was first defined
+	checkLimit := func(pos string, l PolicyLimit) {
+		at := fmt.Sprintf("%s (name %q)", pos, l.Name)
+		if !ValidName(l.Name) {
+			bad(at, "bad name: want 1 to %d of a-z 0-9 -", MaxNameLen)
+		} else if prev, dup := where[l.Name]; dup {
+			bad(at, "duplicate limit name, also %s: limit names are unique across the policy", prev)
+		} else {
+			where[l.Name] = pos
+			p.names[l.Name] = l
+		}
+		if err := l.Rule.Validate(); err != nil {
+			bad(at, "%v", err)
+		}
+	}
+	for i, l := range limits {
+		checkLimit(fmt.Sprintf("limits[%d]", i), l)
+	}
+	routeNames := make(map[string]int)
+	type methodPath struct{ method, path string }
+	paths := make(map[methodPath]int)
+	for i, r := range routes {
+		at := fmt.Sprintf("routes[%d] (name %q)", i, r.Name)
+		switch j, dup := routeNames[r.Name]; {
+		case !ValidName(r.Name):
+			bad(at, "bad name: want 1 to %d of a-z 0-9 -", MaxNameLen)
+		case r.Name == DefaultRoute:
+			bad(at, "the name %q is the implicit route of requests that match no route", DefaultRoute)
+		case dup:
+			bad(at, "duplicate route name, also routes[%d]", j)
+		default:
+			routeNames[r.Name] = i
+		}
+		if norm, err := NormalizePath(r.Path); err != nil || norm != r.Path || r.Path == "" || (r.Path != "/" && strings.HasSuffix(r.Path, "/")) {
+			want := ""
+			if err == nil && norm != "/" {
+				want = fmt.Sprintf(": want %q", strings.TrimSuffix(norm, "/"))
+			}
+			bad(at, "path %q is not a normal path starting with / and without a trailing slash%s", r.Path, want)
+		}
+		if r.Method != "" && !ValidToken(r.Method) {
+			bad(at, "method %q is not an HTTP method token", r.Method)
+		}
+		mp := methodPath{strings.ToUpper(r.Method), r.Path}
+		if j, dup := paths[mp]; dup {
+			bad(at, "duplicate route: routes[%d] has the same method and path", j)
+		} else {
+			paths[mp] = i
+		}
+		if r.Cost < 0 || r.Cost > MaxCost {
+			bad(at, "cost %d: want an integer from 0 to %d", r.Cost, MaxCost)
+		}
+		for k, l := range r.Limits {
+			checkLimit(fmt.Sprintf("routes[%d].limits[%d]", i, k), l)
+		}
+		route := r
+		route.Limits = append([]PolicyLimit(nil), r.Limits...)
+		route.applied = append(append(make([]PolicyLimit, 0, len(limits)+len(r.Limits)), limits...), r.Limits...)
+		route.globals = len(limits)
+		for _, l := range route.applied {
+			if route.Cost > l.Rule.Limit && l.Rule.Limit > 0 {
+				bad(at, "cost %d is above limit %q's limit of %d: no request could ever be admitted", route.Cost, l.Name, l.Rule.Limit)
+			}
+		}
+		p.routes = append(p.routes, &route)
+	}
+	p.def = &Route{Name: DefaultRoute, Path: "/", Cost: 1, applied: p.limits, globals: len(p.limits)}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// Longest path first; at equal length a route with a method first;
+	// then file order (stable), though no two routes tie on both.
+	sort.SliceStable(p.routes, func(i, j int) bool {
+		a, b := p.routes[i], p.routes[j]
+		if len(a.Path) != len(b.Path) {
+			return len(a.Path) > len(b.Path)
+		}
+		return a.Method != "" && b.Method == ""
+	})
+	return p, nil
+}
+
+// Match returns the route of a request with method and path, path being
+// normal ([NormalizePath], escaped form): of the routes whose path is a
+// prefix of path at a segment boundary and whose method (if any) is
+// method in any case, the one with the longest path, a route with a
+// method winning at equal length; else the implicit route
+// [DefaultRoute]. Matching is case-sensitive on the path. It does not
+// allocate.
+func (p *Policy) Match(method, path string) *Route {
+	for _, r := range p.routes {
+		if (r.Method == "" || strings.EqualFold(r.Method, method)) && underPath(path, r.Path) {
+			return r
+		}
+	}
+	return p.def
+}
+
+// underPath reports whether path is prefix or lies under it, at a
+// segment boundary: /v1/export is under /v1/export, and /v1/export/x,
+// but /v1/exports is not.
+func underPath(path, prefix string) bool {
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	return len(path) == len(prefix) || prefix == "/" || path[len(prefix)] == '/'
+}
+
+// Limits returns the policy's global limits, in order. The caller must
+// not modify it.
+func (p *Policy) Limits() []PolicyLimit { return p.limits }
+
+// Routes returns the policy's routes in matching order, and then the
+// implicit route [DefaultRoute]. The caller must not modify them.
+func (p *Policy) Routes() []*Route {
+	return append(append(make([]*Route, 0, len(p.routes)+1), p.routes...), p.def)
+}
+
+// Limit returns the limit named name, global or a route's.
+func (p *Policy) Limit(name string) (PolicyLimit, bool) {
+	l, ok := p.names[name]
+	return l, ok
+}
+
+// ValidName reports whether s can name a limit or a route: 1 to
+// [MaxNameLen] bytes of a-z 0-9 -. Such a name is a valid structured
+// field string, metric label and key part as it is.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidToken reports whether s is an RFC 9110 token, as an HTTP method
+// and a header name are.
+func ValidToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}

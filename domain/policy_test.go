@@ -1,0 +1,217 @@
+package domain_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+var (
+	perSecond = domain.PolicyLimit{Name: "per-second", Rule: domain.Rule{Limit: 20, Window: time.Second}}
+	perDay    = domain.PolicyLimit{Name: "per-day", Rule: domain.Rule{Limit: 100000, Window: 24 * time.Hour}, Shadow: true}
+	exports   = domain.PolicyLimit{Name: "exports", Rule: domain.Rule{Limit: 10, Window: time.Hour}}
+)
+
+// examplePolicy is the contract's example, with a few routes more for
+// matching.
+func examplePolicy(t *testing.T) *domain.Policy {
+	t.Helper()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond, perDay}, []domain.Route{
+		{Name: "search", Method: "POST", Path: "/v1/search", Cost: 5},
+		{Name: "search-any", Path: "/v1/search", Cost: 2},
+		{Name: "export", Path: "/v1/export", Cost: 1, Limits: []domain.PolicyLimit{exports}},
+		{Name: "status", Path: "/status", Cost: 0},
+		{Name: "v1", Path: "/v1", Cost: 1},
+		{Name: "v1-deep", Path: "/v1/search/deep", Cost: 3},
+		{Name: "files", Path: "/files/a%2Fb", Cost: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPolicyMatch(t *testing.T) {
+	t.Parallel()
+	p := examplePolicy(t)
+	tests := []struct {
+		method, path, want string
+	}{
+		{"POST", "/v1/search", "search"},
+		{"post", "/v1/search", "search"}, // methods in any case: no dodging a POST route
+		{"GET", "/v1/search", "search-any"},
+		{"POST", "/v1/search/x", "search"},
+		{"GET", "/v1/search/", "search-any"},
+		{"POST", "/v1/searches", "v1"}, // not at a segment boundary
+		{"POST", "/v1/search/deep", "v1-deep"},
+		{"POST", "/v1/search/deep/er", "v1-deep"},
+		{"GET", "/v1/export", "export"},
+		{"GET", "/v1/export/x", "export"},
+		{"GET", "/v1/exports", "v1"},
+		{"GET", "/v1", "v1"},
+		{"GET", "/v1/", "v1"},
+		{"GET", "/v10", "default"},
+		{"GET", "/V1/export", "default"}, // paths are case-sensitive
+		{"GET", "/status", "status"},
+		{"GET", "/", "default"},
+		{"GET", "/statusx", "default"},
+		{"GET", "/files/a%2Fb", "files"},
+		{"GET", "/files/a/b", "default"}, // an encoded slash is not a separator
+	}
+	for _, tt := range tests {
+		if got := p.Match(tt.method, tt.path).Name; got != tt.want {
+			t.Errorf("Match(%s %s) = %q, want %q", tt.method, tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestPolicyMatchCatchAll(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond}, []domain.Route{
+		{Name: "all", Path: "/", Cost: 2},
+		{Name: "writes", Method: "PUT", Path: "/", Cost: 3},
+		{Name: "a", Path: "/a", Cost: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ method, path, want string }{
+		{"GET", "/", "all"}, {"GET", "/x/y", "all"}, {"PUT", "/x", "writes"}, {"PUT", "/a/b", "a"}, {"GET", "/ab", "all"},
+	} {
+		if got := p.Match(tt.method, tt.path).Name; got != tt.want {
+			t.Errorf("Match(%s %s) = %q, want %q", tt.method, tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestPolicyApplied(t *testing.T) {
+	t.Parallel()
+	p := examplePolicy(t)
+	export := p.Match("GET", "/v1/export")
+	names := func(r *domain.Route) string {
+		var s []string
+		for i, l := range r.Applied() {
+			n := l.Name
+			if r.Own(i) {
+				n += "(own)"
+			}
+			s = append(s, n)
+		}
+		return strings.Join(s, ",")
+	}
+	if got, want := names(export), "per-second,per-day,exports(own)"; got != want {
+		t.Errorf("export applies %s, want %s (global limits in file order, then the route's)", got, want)
+	}
+	def := p.Match("GET", "/other")
+	if got, want := names(def), "per-second,per-day"; got != want || def.Cost != 1 {
+		t.Errorf("default route applies %s at cost %d, want %s at cost 1", got, def.Cost, want)
+	}
+	if l, ok := p.Limit("exports"); !ok || l.Rule.Limit != 10 {
+		t.Errorf("Limit(exports) = %+v, %v", l, ok)
+	}
+	if l, ok := p.Limit("per-day"); !ok || !l.Shadow {
+		t.Errorf("Limit(per-day) = %+v, %v, want a shadow limit", l, ok)
+	}
+	if _, ok := p.Limit("nope"); ok {
+		t.Error("Limit(nope) found")
+	}
+	if rs := p.Routes(); len(rs) != 8 || rs[len(rs)-1].Name != domain.DefaultRoute {
+		t.Errorf("Routes() has %d routes, the last %q; want 8 ending with default", len(rs), rs[len(rs)-1].Name)
+	}
+	dp := domain.DefaultPolicy(domain.Rule{Limit: 3, Window: time.Minute}, true)
+	if r := dp.Match("GET", "/x"); r.Name != "default" || len(r.Applied()) != 1 || r.Applied()[0].Name != "default" || !r.Applied()[0].Shadow {
+		t.Errorf("DefaultPolicy: %+v", r.Applied())
+	}
+}
+
+func TestNewPolicyErrors(t *testing.T) {
+	t.Parallel()
+	rule := domain.Rule{Limit: 10, Window: time.Minute}
+	lim := func(name string) domain.PolicyLimit { return domain.PolicyLimit{Name: name, Rule: rule} }
+	route := func(name, method, path string, cost int64, own ...domain.PolicyLimit) domain.Route {
+		return domain.Route{Name: name, Method: method, Path: path, Cost: cost, Limits: own}
+	}
+	tests := []struct {
+		name   string
+		limits []domain.PolicyLimit
+		routes []domain.Route
+		want   string
+	}{
+		{"bad limit name", []domain.PolicyLimit{lim("Per-Second")}, nil, `limits[0] (name "Per-Second"): bad name`},
+		{"empty limit name", []domain.PolicyLimit{lim("")}, nil, `limits[0] (name ""): bad name`},
+		{"long limit name", []domain.PolicyLimit{lim(strings.Repeat("a", 33))}, nil, "bad name"},
+		{"underscore", []domain.PolicyLimit{lim("per_day")}, nil, "bad name"},
+		{"duplicate limit", []domain.PolicyLimit{lim("a"), lim("a")}, nil, `limits[1] (name "a"): duplicate limit name, also limits[0]`},
+		{"route limit shadows a global", []domain.PolicyLimit{lim("a")}, []domain.Route{route("r", "", "/r", 1, lim("a"))},
+			`routes[0].limits[0] (name "a"): duplicate limit name, also limits[0]`},
+		{"two routes, one limit name", nil, []domain.Route{route("r", "", "/r", 1, lim("x")), route("s", "", "/s", 1, lim("x"))},
+			"duplicate limit name, also routes[0].limits[0]"},
+		{"bad rule", []domain.PolicyLimit{{Name: "a", Rule: domain.Rule{Limit: 0, Window: time.Second}}}, nil, "invalid rule: limit=0"},
+		{"bad window", []domain.PolicyLimit{{Name: "a", Rule: domain.Rule{Limit: 1, Window: 0}}}, nil, "invalid rule: window=0s"},
+		{"bad route name", nil, []domain.Route{route("Search", "", "/s", 1)}, `routes[0] (name "Search"): bad name`},
+		{"default route name", nil, []domain.Route{route("default", "", "/s", 1)}, "implicit route"},
+		{"duplicate route name", nil, []domain.Route{route("s", "", "/s", 1), route("s", "", "/t", 1)}, "duplicate route name, also routes[0]"},
+		{"duplicate method and path", nil, []domain.Route{route("a", "POST", "/s", 1), route("b", "post", "/s", 1)},
+			"routes[1] (name \"b\"): duplicate route: routes[0] has the same method and path"},
+		{"duplicate path", nil, []domain.Route{route("a", "", "/s", 1), route("b", "", "/s", 1)}, "duplicate route"},
+		{"relative path", nil, []domain.Route{route("a", "", "s", 1)}, `path "s" is not a normal path`},
+		{"empty path", nil, []domain.Route{route("a", "", "", 1)}, `path "" is not a normal path`},
+		{"dot segments", nil, []domain.Route{route("a", "", "/v1/../s", 1)}, `want "/s"`},
+		{"repeated slashes", nil, []domain.Route{route("a", "", "//s", 1)}, `want "/s"`},
+		{"trailing slash", nil, []domain.Route{route("a", "", "/s/", 1)}, `want "/s"`},
+		{"encoded unreserved", nil, []domain.Route{route("a", "", "/%73", 1)}, `want "/s"`},
+		{"climbs", nil, []domain.Route{route("a", "", "/..", 1)}, "not a normal path"},
+		{"bad method", nil, []domain.Route{route("a", "GE T", "/s", 1)}, "not an HTTP method token"},
+		{"negative cost", nil, []domain.Route{route("a", "", "/s", -1)}, "cost -1: want an integer from 0 to 1000000"},
+		{"cost too high", nil, []domain.Route{route("a", "", "/s", 1_000_001)}, "cost 1000001"},
+		{"cost above a limit", []domain.PolicyLimit{lim("a")}, []domain.Route{route("r", "", "/s", 11)}, `cost 11 is above limit "a"'s limit of 10`},
+	}
+	for _, tt := range tests {
+		_, err := domain.NewPolicy(tt.limits, tt.routes)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, domain.ErrInvalidPolicy) {
+			t.Errorf("%s: NewPolicy error %v, want one containing %q wrapping ErrInvalidPolicy", tt.name, err, tt.want)
+		}
+	}
+	// Every problem is reported.
+	_, err := domain.NewPolicy([]domain.PolicyLimit{lim("A"), lim("b"), lim("b")}, []domain.Route{route("r", "", "x", -1)})
+	if err == nil || strings.Count(err.Error(), "invalid policy") != 4 {
+		t.Errorf("four problems: %v", err)
+	}
+	// Cost 0 and no limits at all are valid.
+	if _, err := domain.NewPolicy(nil, []domain.Route{route("free", "", "/", 0)}); err != nil {
+		t.Errorf("a free route without limits: %v", err)
+	}
+}
+
+func TestValidName(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		"a": true, "per-day": true, "0": true, strings.Repeat("z", 32): true,
+		"": false, "A": false, "a_b": false, "a b": false, "a:b": false, strings.Repeat("z", 33): false, "é": false,
+	} {
+		if got := domain.ValidName(s); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// BenchmarkPolicyMatch is the per-request cost of matching a route.
+func BenchmarkPolicyMatch(b *testing.B) {
+	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond, perDay}, []domain.Route{
+		{Name: "search", Method: "POST", Path: "/v1/search", Cost: 5},
+		{Name: "export", Path: "/v1/export", Cost: 1, Limits: []domain.PolicyLimit{exports}},
+		{Name: "status", Path: "/status", Cost: 0},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.Match("GET", "/v1/export/123").Name != "export" {
+			b.Fatal("no match")
+		}
+	}
+}
