@@ -135,13 +135,15 @@ func clusterPorts(k int) ([]int, []int, error) {
 
 // containerName returns the name of a container this run creates: the
 // tollgate-<run>- prefix keeps concurrent runs (and other projects) apart.
-func containerName(suffix string) string {
-	run := os.Getenv("TOLLGATE_TEST_RUN")
-	if run == "" {
-		run = strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+func containerName(suffix string) string { return "tollgate-" + testRun() + "-" + suffix }
+
+// testRun is TOLLGATE_TEST_RUN, or an id of this process's own.
+var testRun = sync.OnceValue(func() string {
+	if run := os.Getenv("TOLLGATE_TEST_RUN"); run != "" {
+		return run
 	}
-	return "tollgate-" + run + "-" + suffix
-}
+	return strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+})
 
 // newCluster starts 6 nodes, forms the cluster and waits until every node
 // agrees it is ok. teardown is never nil and removes what was started.
