@@ -137,7 +137,9 @@ func validateDurations(q url.Values) error {
 // the log the gateway limits to one store-error line per second.
 //
 // With opts.Cluster, rawURL is a seed list and the same defaults apply
-// per node (see openCluster).
+// per node, but for Read/WriteTimeout, at least 1 s so that background
+// reloads of the slot map succeed on a loaded machine (decisions stay
+// bounded by their context; see openCluster).
 func Open(rawURL string, opts ClientOptions) (*Client, error) {
 	if opts.Cluster {
 		return openCluster(rawURL, opts)
