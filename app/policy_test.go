@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -12,14 +14,27 @@ import (
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
 )
 
 // TestExamples runs README's walkthrough over the examples/ files on the
 // memory store.
 func TestExamples(t *testing.T) {
 	t.Parallel()
-	g := apptest.Start(t, apptest.ExampleEnviron...)
+	g := apptest.Start(t, append([]string{"TOLLGATE_ACCESS_LOG=true"}, apptest.ExampleEnviron...)...)
 	apptest.CheckExamples(t, g)
+	routes := map[string]string{} // route → an outcome seen on it
+	for _, l := range logLines(t, g.Logs(), "access") {
+		routes[l["route"].(string)] = l["outcome"].(string)
+	}
+	for _, route := range []string{"search", "status", "export", "default"} {
+		if _, ok := routes[route]; !ok {
+			t.Errorf("no access line on route %s (got %v)", route, routes)
+		}
+	}
+	if routes["status"] != "unmetered" {
+		t.Errorf("access line on route status: outcome %q, want unmetered", routes["status"])
+	}
 	// 15 shadow denials in a second or two: one or two log lines.
 	lines := logLines(t, g.Logs(), "shadow limit would deny; admitted")
 	if len(lines) < 1 || len(lines) > 3 {
@@ -261,5 +276,86 @@ func TestRunPolicyReloadHeaderMode(t *testing.T) {
 	})
 	if got, want := header(), `"a";q=5;w=60, "xs";q=2;w=1`; got != want {
 		t.Errorf("after a bad policy: %q, want %q", got, want)
+	}
+}
+
+// TestMiddlewarePolicy drives the middleware over a policy with a
+// scripted limiter: a route of cost 0 never reaches the limiter; the
+// request carries the route's cost, its limits in order (global, then
+// own) with the tenant's rules and keys; a shadow denial is admitted with
+// its headers and no Retry-After; a denial's Retry-After ignores shadow
+// limits.
+func TestMiddlewarePolicy(t *testing.T) {
+	t.Parallel()
+	policy, err := app.LoadPolicyFile("../examples/policy.json", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []domain.Request
+	var verdict func(domain.Request) domain.Verdict
+	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request) (domain.Verdict, error) {
+		got = append(got, req)
+		return verdict(req), nil
+	})
+	tenants := app.HeaderTenants{Header: "X-Tenant-ID", Policy: func() *domain.Policy { return policy }}
+	h := app.RateLimit(lim, tenants, app.RateLimitOptions{KeyPrefix: "rl:"})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	serve := func(method, path string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, nil)
+		r.Header.Set("X-Tenant-ID", "acme")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+
+	verdict = func(domain.Request) domain.Verdict { t.Fatal("the limiter was asked"); return domain.Verdict{} }
+	if w := serve("GET", "/status/x"); w.Code != 200 || w.Header()["RateLimit"] != nil || len(got) != 0 {
+		t.Errorf("cost 0: %d, headers %v, %d decisions; want 200, no headers, no decision", w.Code, w.Header(), len(got))
+	}
+
+	// Each limit decides on its own: per-minute (shadow) denies.
+	decide := func(deny map[string]time.Duration) func(domain.Request) domain.Verdict {
+		return func(req domain.Request) domain.Verdict {
+			return domain.Settle(req, func(i int, cost int64) domain.Decision {
+				if wait, ok := deny[req.Limits[i].Name]; ok && cost > 0 {
+					return domain.Decision{Limit: req.Limits[i].Rule.Limit, ResetAfter: wait, RetryAfter: wait}
+				}
+				return domain.Decision{Allowed: true, Limit: req.Limits[i].Rule.Limit, Remaining: 3, ResetAfter: time.Second}
+			})
+		}
+	}
+	verdict = decide(map[string]time.Duration{"per-minute": 40 * time.Second})
+	w := serve("GET", "/v1/export/a")
+	if w.Code != 200 || w.Header().Get("Retry-After") != "" {
+		t.Errorf("shadow denial: %d, Retry-After %q; want 200 without Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+	if got, want := w.Header()["RateLimit"], `"per-second";r=3;t=1, "per-minute";r=0;t=40, "per-day";r=3;t=1, "exports";r=3;t=1`; len(got) != 1 || got[0] != want {
+		t.Errorf("shadow denial: RateLimit %q, want %q", got, want)
+	}
+	req := got[len(got)-1]
+	if req.Route != "export" || req.Cost != 1 || len(req.Limits) != 4 {
+		t.Fatalf("request %+v, want route export, cost 1, four limits", req)
+	}
+	for i, want := range []domain.Limit{
+		{Name: "per-second", Key: "rl:{acme}:per-second", Rule: domain.Rule{Limit: 20, Window: time.Second}},
+		{Name: "per-minute", Key: "rl:{acme}:per-minute", Rule: domain.Rule{Limit: 60, Window: time.Minute}, Shadow: true},
+		{Name: "per-day", Key: "rl:{acme}:per-day", Rule: domain.Rule{Limit: 100000, Window: 24 * time.Hour}},
+		{Name: "exports", Key: "rl:{acme}:route:export:exports", Rule: domain.Rule{Limit: 10, Window: time.Hour}},
+	} {
+		if req.Limits[i] != want {
+			t.Errorf("limit %d: %+v, want %+v", i, req.Limits[i], want)
+		}
+	}
+
+	// An enforced denial beside a longer shadow one: Retry-After is the
+	// enforced limit's.
+	verdict = decide(map[string]time.Duration{"per-minute": 50 * time.Second, "exports": 7 * time.Second})
+	if w := serve("GET", "/v1/export"); w.Code != 429 || w.Header().Get("Retry-After") != "7" {
+		t.Errorf("enforced denial: %d, Retry-After %q; want 429, 7", w.Code, w.Header().Get("Retry-After"))
+	}
+	// A search costs 5.
+	verdict = decide(nil)
+	serve("POST", "/v1/search")
+	if req := got[len(got)-1]; req.Route != "search" || req.Cost != 5 || len(req.Limits) != 3 {
+		t.Errorf("search: %+v, want route search, cost 5, three limits", req)
 	}
 }

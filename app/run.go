@@ -115,7 +115,13 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			Log:              log,
 		})
 	}
-	metrics.Routes(policies.Policy())
+	current := func() *domain.Policy { // the policy requests are metered under
+		if fileTenants != nil {
+			return fileTenants.Policy()
+		}
+		return policies.Policy()
+	}
+	metrics.Routes(current())
 	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
 	admin := newHTTPServer(NewAdminServer(be.pinger, cfg.RedisTimeout, reg), log)
 	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
@@ -131,7 +137,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
-		"tenants", tenantsForLog(cfg, fileTenants), "policy", policyForLog(cfg, policies.Policy()), "shadow", cfg.Shadow,
+		"tenants", tenantsForLog(cfg, fileTenants), "policy", policyForLog(cfg, current()), "shadow", cfg.Shadow,
 		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
 
 	serveErr := make(chan error, 2)
@@ -149,11 +155,7 @@ wait:
 			break wait
 		case <-hup:
 			reload(cfg, fileTenants, policies, log)
-			if fileTenants != nil {
-				metrics.Routes(fileTenants.Policy())
-			} else {
-				metrics.Routes(policies.Policy())
-			}
+			metrics.Routes(current())
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)

@@ -354,7 +354,10 @@ func TestEveryAlgorithmOnRedisWithTenantBudgets(t *testing.T) {
 	prefix := fmt.Sprintf("it:algos:%d:", time.Now().UnixNano())
 	for _, algo := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
 		g := startReplica(t, srv.URL, "TOLLGATE_ALGORITHM="+algo, "TOLLGATE_KEY_PREFIX="+prefix,
-			"TOLLGATE_TENANTS_FILE="+tenants, "TOLLGATE_LIMIT=1", "TOLLGATE_FAIL_MODE=closed")
+			"TOLLGATE_TENANTS_FILE="+tenants, "TOLLGATE_LIMIT=1", "TOLLGATE_FAIL_MODE=closed",
+			// A first decision loads its script on a new connection: under
+			// load that can take longer than the default 50ms.
+			"TOLLGATE_REDIS_TIMEOUT=5s")
 		for _, tt := range []struct {
 			key    string
 			want   []int
@@ -392,5 +395,29 @@ func TestEveryAlgorithmOnRedisWithTenantBudgets(t *testing.T) {
 	// Three tenants (unknown included) × four algorithms, each its own key.
 	if n := srv.checkTTLs(t, prefix+"*", 2*time.Hour); n != 12 {
 		t.Errorf("keys written = %d, want 12", n)
+	}
+}
+
+// TestExamplesOnRedis runs README's walkthrough of the examples/ files
+// through a gateway on real Redis: several limits per request in one
+// script, a route's own limit, cost, and a shadow limit counting
+// would-be denials without denying; then no key without a TTL.
+func TestExamplesOnRedis(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	prefix := uniquePrefix(t)
+	g := startReplica(t, srv.URL, append([]string{"TOLLGATE_KEY_PREFIX=" + prefix, "TOLLGATE_REDIS_TIMEOUT=5s",
+		"TOLLGATE_FAIL_MODE=closed"}, apptest.ExampleEnviron...)...)
+	apptest.CheckExamples(t, g)
+	ttls := keyTTLs(t, srv.Client, prefix)
+	for _, want := range []string{"{acme}:per-second", "{acme}:per-minute", "{acme}:per-day", "{initech}:route:export:exports"} {
+		if _, ok := ttls[prefix+want]; !ok {
+			t.Errorf("no key %s%s among %v", prefix, want, ttls)
+		}
+	}
+	for k, ttl := range ttls {
+		if ttl <= 0 || ttl > 48*time.Hour {
+			t.Errorf("key %s: TTL %v, want in (0, 2 windows]", k, ttl)
+		}
 	}
 }

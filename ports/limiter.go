@@ -10,12 +10,15 @@ import (
 // It is the seam the rate-limit middleware sees; the stores implement it
 // once per algorithm, and layers ([Layer]) wrap it.
 //
-// Allow decides req and, when every limit admits it, spends req.Cost from
-// each: all or nothing. The Verdict holds one Decision per limit, in
-// req.Limits' order. A request that any limit denies spends nothing from
-// any limit, with one exception kept from the seed's design: a
-// fixed-window limiter over a [Counter] (one limit, INCR first) counts
-// denied requests that reach the store in their window.
+// Allow decides req and, when every limit not in shadow mode admits it,
+// spends req.Cost from each limit that admits it: all or nothing, by
+// [domain.Settle]'s rule (a limit spends iff the verdict is allowed and
+// that limit's decision is). The Verdict holds one Decision per limit,
+// in req.Limits' order. A request that any enforced limit denies spends
+// nothing from any limit, and a shadow limit that would deny an admitted
+// request spends nothing from itself; with one exception kept from the
+// seed's design: a fixed-window limiter over a [Counter] (one limit,
+// INCR first) counts every request that reaches the store in its window.
 //
 // req.Limits is not empty, every rule is valid, req.Cost is at least 1,
 // and the keys of one request share a tenant (and so a Redis Cluster
