@@ -159,12 +159,13 @@ func newCluster() (c *redisCluster, teardown func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	c = &redisCluster{Nodes: make([]*clusterNode, len(ports))}
+	// teardown holds cl, not the result c: an error return sets c to nil.
+	cl := &redisCluster{Nodes: make([]*clusterNode, len(ports))}
 	teardown = func() {
-		if c.Client != nil {
-			c.Client.Close()
+		if cl.Client != nil {
+			cl.Client.Close()
 		}
-		for _, n := range c.Nodes {
+		for _, n := range cl.Nodes {
 			if n == nil {
 				continue
 			}
@@ -205,7 +206,7 @@ func newCluster() (c *redisCluster, teardown func(), err error) {
 				Started: true,
 			})
 			node := &clusterNode{ctr: ctr, Port: ports[i], BusPort: bus[i]}
-			c.Nodes[i] = node
+			cl.Nodes[i] = node
 			if err != nil {
 				errs[i] = fmt.Errorf("node %d (image %s): %w", i, redisImage(), err)
 				return
@@ -219,12 +220,12 @@ func newCluster() (c *redisCluster, teardown func(), err error) {
 			return nil, teardown, err
 		}
 	}
-	if err := c.form(ctx); err != nil {
+	if err := cl.form(ctx); err != nil {
 		return nil, teardown, err
 	}
-	c.Seed = "redis://" + c.Nodes[0].Addr()
-	c.Client = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{c.Nodes[0].Addr()}})
-	return c, teardown, nil
+	cl.Seed = "redis://" + cl.Nodes[0].Addr()
+	cl.Client = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{cl.Nodes[0].Addr()}})
+	return cl, teardown, nil
 }
 
 // form joins the nodes into one cluster: the first three own a third of
@@ -238,10 +239,16 @@ func (c *redisCluster) form(ctx context.Context) error {
 		n.ID = id
 	}
 	first := c.Nodes[0]
-	for _, n := range c.Nodes[1:] {
-		if err := first.Client.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", n.Port, n.BusPort).Err(); err != nil {
-			return fmt.Errorf("CLUSTER MEET %s: %w", n.Addr(), err)
+	meet := func() error {
+		for _, n := range c.Nodes[1:] {
+			if err := first.Client.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", n.Port, n.BusPort).Err(); err != nil {
+				return fmt.Errorf("CLUSTER MEET %s: %w", n.Addr(), err)
+			}
 		}
+		return nil
+	}
+	if err := meet(); err != nil {
+		return err
 	}
 	const slots = 16384
 	for i := range clusterMasters {
@@ -250,14 +257,23 @@ func (c *redisCluster) form(ctx context.Context) error {
 			return fmt.Errorf("CLUSTER ADDSLOTSRANGE %d %d on %s: %w", lo, hi, c.Nodes[i].Addr(), err)
 		}
 	}
-	// A replica can only follow a master it has heard of.
+	// A replica can only follow a master it has heard of. A handshake not
+	// done within cluster-node-timeout (a loaded machine) is dropped for
+	// good: MEET again, at most once a second, until every node knows
+	// every other (a MEET of a known node is ignored).
+	lastMeet := time.Now()
 	if err := c.waitUntil(ctx, "every node knows every other", func(n *clusterNode) (bool, error) {
 		nodes, err := n.Client.ClusterNodes(ctx).Result()
 		if err != nil {
 			return false, err
 		}
 		lines := strings.Split(strings.TrimSpace(nodes), "\n")
-		return len(lines) == len(c.Nodes) && !strings.Contains(nodes, "handshake") && !strings.Contains(nodes, "noaddr"), nil
+		ok := len(lines) == len(c.Nodes) && !strings.Contains(nodes, "handshake") && !strings.Contains(nodes, "noaddr")
+		if !ok && time.Since(lastMeet) > time.Second {
+			lastMeet = time.Now()
+			_ = meet() // a handshake still in progress refuses a second one
+		}
+		return ok, nil
 	}); err != nil {
 		return err
 	}
