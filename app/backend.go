@@ -2,9 +2,13 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/adapters"
@@ -20,33 +24,50 @@ import (
 type backend struct {
 	limiter ports.Limiter
 	pinger  ports.Pinger
-	closer  io.Closer
+	closers []io.Closer // closed in order: the layers' goroutines, then the store
+}
+
+// Close closes what the backend holds, in order, and returns the errors.
+func (be backend) Close() error {
+	var errs []error
+	for _, c := range be.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // newBackend is the composition root: the only place in tollgate that
 // knows the adapters. It builds cfg.Algorithm on cfg.Store from the
 // table of algorithms, and wraps it in the layers a request meets, in
-// order: the fail mode, then the store.
+// order: the deny cache (TOLLGATE_DENY_CACHE), the fail mode (open,
+// closed, or local: the same algorithm in memory, limits divided by the
+// replicas), the breaker (Redis only: the memory store does not fail),
+// then the store.
 //
 // Without a policy file (one limit, cost 1) the fixed window runs the
 // seed's design, over the store's Counter (INCR first, denied requests
 // counted); with one, every algorithm decides all limits before it
 // spends.
-func newBackend(ctx context.Context, cfg Config, onStoreError func(error), log *slog.Logger) (backend, error) {
+func newBackend(ctx context.Context, cfg Config, onStoreError func(error), metrics *Metrics, log *slog.Logger) (backend, error) {
 	algo, ok := adapters.Lookup(cfg.Algorithm)
 	if !ok {
 		return backend{}, fmt.Errorf("algorithm %q: not in the table", cfg.Algorithm) // Validate rejects it first
 	}
-	var be backend
+	var (
+		be       backend
+		store    ports.Limiter
+		breaker  []ports.Layer // at most one
+		replicas = func() int { return 1 }
+	)
 	switch cfg.Store {
 	case StoreMemory:
 		opts := memory.Options{}
 		if algo.MemoryCounter != nil && cfg.PolicyFile == "" {
 			c := algo.MemoryCounter(opts)
-			be = backend{limiter: adapters.SeedLimiter(c), pinger: alwaysUp{}, closer: c}
+			store, be = adapters.SeedLimiter(c), backend{pinger: alwaysUp{}, closers: []io.Closer{c}}
 		} else {
 			l := algo.Memory(opts)
-			be = backend{limiter: l, pinger: alwaysUp{}, closer: l}
+			store, be = l, backend{pinger: alwaysUp{}, closers: []io.Closer{l}}
 		}
 	case StoreRedis:
 		client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{
@@ -58,21 +79,64 @@ func newBackend(ctx context.Context, cfg Config, onStoreError func(error), log *
 		}
 		checkRedis(ctx, client, cfg, log)
 		opts := redis.Options{Timeout: cfg.RedisTimeout}
-		be = backend{pinger: client, closer: client}
 		if algo.RedisCounter != nil && cfg.PolicyFile == "" {
-			be.limiter = adapters.SeedLimiter(algo.RedisCounter(client, opts))
+			store = adapters.SeedLimiter(algo.RedisCounter(client, opts))
 		} else {
-			be.limiter = algo.Redis(client, opts)
+			store = algo.Redis(client, opts)
 		}
+		b := layers.NewBreaker(layers.BreakerOptions{
+			Probe:        client,
+			Timeout:      cfg.RedisTimeout,
+			OnProbeError: onStoreError,
+			OnChange:     metrics.setStoreUp,
+		})
+		breaker = append(breaker, b.Layer())
+		be = backend{pinger: client, closers: []io.Closer{b}}
+		if cfg.FailMode == FailLocal && cfg.Replicas == 0 {
+			count := layers.NewReplicaCount(layers.ReplicaCountOptions{
+				Announcer: redis.NewReplicas(client, cfg.KeyPrefix),
+				ID:        replicaID(),
+				OnError:   onStoreError,
+				OnCount:   metrics.setReplicas,
+			})
+			replicas = count.N
+			be.closers = append(be.closers, count) // withdraws before the client closes
+		}
+		be.closers = append(be.closers, client)
 	default:
 		return backend{}, fmt.Errorf("store %q: not implemented", cfg.Store)
 	}
-	failMode := layers.FailOpen
-	if cfg.FailMode == FailClosed {
-		failMode = layers.FailClosed
+	if cfg.Replicas > 0 {
+		replicas = func() int { return cfg.Replicas }
+		metrics.setReplicas(cfg.Replicas)
 	}
-	be.limiter = ports.Chain(be.limiter, failMode(onStoreError))
+
+	var failMode ports.Layer
+	switch cfg.FailMode {
+	case FailClosed:
+		failMode = layers.FailClosed(onStoreError)
+	case FailLocal:
+		local := algo.Memory(memory.Options{})
+		be.closers = append(be.closers, local)
+		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onStoreError})
+	default:
+		failMode = layers.FailOpen(onStoreError)
+	}
+	var outer []ports.Layer
+	if cfg.DenyCache {
+		outer = append(outer, layers.DenyCache(layers.DenyCacheOptions{}))
+	}
+	be.limiter = ports.Chain(store, slices.Concat(outer, []ports.Layer{failMode}, breaker)...)
 	return be, nil
+}
+
+// replicaID names this process among the replicas: host, process id and
+// random bits, so that two processes never share one.
+func replicaID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
 }
 
 // alwaysUp is the Pinger of a store in process memory.

@@ -27,6 +27,10 @@ const (
 
 	FailOpen   = "open"
 	FailClosed = "closed"
+	FailLocal  = "local"
+
+	// MaxReplicas bounds TOLLGATE_REPLICAS.
+	MaxReplicas = 10000
 
 	RedisSingle  = "single"
 	RedisCluster = "cluster"
@@ -53,8 +57,15 @@ type Config struct {
 	Limit int64 `env:"LIMIT" envDefault:"100"`
 	// Window is the default window.
 	Window time.Duration `env:"WINDOW" envDefault:"1m"`
-	// FailMode is open (admit on a store error) or closed (answer 503).
+	// FailMode is open (admit on a store error), closed (answer 503) or
+	// local (decide in process with the limits divided by the replicas).
 	FailMode string `env:"FAIL_MODE" envDefault:"open"`
+	// Replicas is N for the local fail mode: the replicas sharing the
+	// store. 0 counts them through the store.
+	Replicas int `env:"REPLICAS" envDefault:"0"`
+	// DenyCache answers an already-denied tenant from memory until its
+	// Retry-After.
+	DenyCache bool `env:"DENY_CACHE" envDefault:"true"`
 	// TenantHeader carries the tenant id when no tenants file is set. Only
 	// trust it behind an edge that sets and overwrites it.
 	TenantHeader string `env:"TENANT_HEADER" envDefault:"X-Tenant-ID"`
@@ -93,7 +104,9 @@ var accepted = map[string]string{
 	"STORE":            "memory or redis",
 	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
 	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
-	"FAIL_MODE":        "open or closed",
+	"FAIL_MODE":        "open, closed or local",
+	"REPLICAS":         "an integer from 0 (count the replicas through the store) to 10000",
+	"DENY_CACHE":       "true or false (also 1, 0, t, f)",
 	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
 	"POLICY_FILE":      "empty, or the path of a JSON policy file of limits and routes",
@@ -201,7 +214,8 @@ func (c Config) Validate() error {
 	check(windowOK, "WINDOW", dur(c.Window))
 	check(c.Limit >= 1 && c.Limit <= domain.MaxLimit && (!windowOK || c.Rule().Validate() == nil),
 		"LIMIT", strconv.FormatInt(c.Limit, 10))
-	check(oneOf(c.FailMode, FailOpen, FailClosed), "FAIL_MODE", c.FailMode)
+	check(oneOf(c.FailMode, FailOpen, FailClosed, FailLocal), "FAIL_MODE", c.FailMode)
+	check(c.Replicas >= 0 && c.Replicas <= MaxReplicas, "REPLICAS", strconv.Itoa(c.Replicas))
 	check(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
 	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
 	validURL := redis.ValidateURL

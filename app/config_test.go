@@ -24,6 +24,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Limit:           100,
 		Window:          time.Minute,
 		FailMode:        "open",
+		DenyCache:       true,
 		TenantHeader:    "X-Tenant-ID",
 		RedisMode:       "single",
 		RedisURL:        "redis://localhost:6379/0",
@@ -40,7 +41,7 @@ func TestLoadConfigOverrides(t *testing.T) {
 	t.Parallel()
 	cfg, err := app.LoadConfig([]string{
 		"TOLLGATE_LIMIT=5", "TOLLGATE_WINDOW=1500ms", "TOLLGATE_ALGORITHM=token_bucket",
-		"TOLLGATE_STORE=redis", "TOLLGATE_FAIL_MODE=closed", "TOLLGATE_KEY_PREFIX=gw:",
+		"TOLLGATE_STORE=redis", "TOLLGATE_FAIL_MODE=local", "TOLLGATE_REPLICAS=3", "TOLLGATE_KEY_PREFIX=gw:", "TOLLGATE_DENY_CACHE=false",
 		"TOLLGATE_UPSTREAM_URL=http://svc:8000/api", "TOLLGATE_REDIS_URL=rediss://u:p@redis:6380/2",
 		"UNRELATED=1", "LIMIT=7",
 	})
@@ -48,7 +49,7 @@ func TestLoadConfigOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Limit != 5 || cfg.Window != 1500*time.Millisecond || cfg.Algorithm != "token_bucket" ||
-		cfg.Store != "redis" || cfg.FailMode != "closed" || cfg.KeyPrefix != "gw:" ||
+		cfg.Store != "redis" || cfg.FailMode != "local" || cfg.Replicas != 3 || cfg.KeyPrefix != "gw:" || cfg.DenyCache ||
 		cfg.UpstreamURL != "http://svc:8000/api" {
 		t.Errorf("LoadConfig = %+v", cfg)
 	}
@@ -73,7 +74,11 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_WINDOW=-1m", "TOLLGATE_WINDOW", "duration"},
 		{"TOLLGATE_ALGORITHM=leaky", "TOLLGATE_ALGORITHM", "sliding_log"},
 		{"TOLLGATE_STORE=etcd", "TOLLGATE_STORE", "memory or redis"},
-		{"TOLLGATE_FAIL_MODE=maybe", "TOLLGATE_FAIL_MODE", "open or closed"},
+		{"TOLLGATE_FAIL_MODE=maybe", "TOLLGATE_FAIL_MODE", "open, closed or local"},
+		{"TOLLGATE_REPLICAS=-1", "TOLLGATE_REPLICAS", `"-1"`},
+		{"TOLLGATE_REPLICAS=10001", "TOLLGATE_REPLICAS", "to 10000"},
+		{"TOLLGATE_REPLICAS=two", "TOLLGATE_REPLICAS", `"two"`},
+		{"TOLLGATE_DENY_CACHE=maybe", "TOLLGATE_DENY_CACHE", "true or false"},
 		{"TOLLGATE_LOG_LEVEL=loud", "TOLLGATE_LOG_LEVEL", "debug"},
 		{"TOLLGATE_LISTEN_ADDR=8080", "TOLLGATE_LISTEN_ADDR", "host:port"},
 		{"TOLLGATE_ADMIN_ADDR=:99999", "TOLLGATE_ADMIN_ADDR", "host:port"},

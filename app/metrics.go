@@ -18,6 +18,9 @@ import (
 type Metrics struct {
 	decisions   [len(outcomeLabels)]prometheus.Counter // by domain.Outcome
 	storeErrors prometheus.Counter
+	storeUp     prometheus.Gauge
+	opens       prometheus.Counter
+	replicas    prometheus.Gauge
 	duration    prometheus.Observer
 
 	// By route and limit name: bounded by the policy file, never by
@@ -65,6 +68,20 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 		Name: "tollgate_store_errors_total",
 		Help: "Failed store calls, probes included.",
 	})
+	storeUp := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tollgate_store_up",
+		Help: "1 while decisions go to the store, 0 while its breaker is open (the store failing: decisions take the fail mode at once).",
+	})
+	storeUp.Set(1)
+	opens := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tollgate_store_breaker_opens_total",
+		Help: "Times the store's breaker opened (the store failing: no decision succeeded for TOLLGATE_REDIS_TIMEOUT and several failed in a row).",
+	})
+	replicas := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tollgate_replicas",
+		Help: "N of the local fail mode: TOLLGATE_REPLICAS, or the replicas alive at the last count through the store (1 before any).",
+	})
+	replicas.Set(1)
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tollgate_decision_duration_seconds",
 		Help:    "Time taken by the limiter to decide, store round trip included.",
@@ -83,9 +100,9 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 		Help:    "Time taken by the upstream (or the echo responder) to answer an admitted request, by route.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
-	reg.MustRegister(decisions, storeErrors, duration, limitDecisions, requests, upstreamTime,
+	reg.MustRegister(decisions, storeErrors, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{storeErrors: storeErrors, duration: duration.WithLabelValues(algorithm),
+	m := &Metrics{storeErrors: storeErrors, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
 		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
@@ -193,5 +210,25 @@ func (m *Metrics) request(r *domain.Route, code int) {
 func (m *Metrics) requestUnrouted(code int) {
 	if m != nil {
 		m.requests.WithLabelValues(domain.DefaultRoute, strconv.Itoa(code)).Inc()
+	}
+}
+
+// setStoreUp records the store's state, as its breaker sees it.
+func (m *Metrics) setStoreUp(up bool) {
+	if m == nil {
+		return
+	}
+	if up {
+		m.storeUp.Set(1)
+	} else {
+		m.storeUp.Set(0)
+		m.opens.Inc()
+	}
+}
+
+// setReplicas records the local fail mode's N.
+func (m *Metrics) setReplicas(n int) {
+	if m != nil {
+		m.replicas.Set(float64(n))
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -248,11 +250,14 @@ func acceptsJSON(r *http.Request) bool {
 	return false
 }
 
-// StoreErrorReporter returns what the fail-mode layer calls on every
-// failed store call: it counts the error and logs at most one line per
-// storeErrorLogInterval per process, however many requests fail. During
-// an outage every request fails, and a line per request would flood the
-// log when it matters most; each line says how many errors it stood for.
+// StoreErrorReporter returns what the fail-mode layer and the breaker's
+// probe call on every store error: it counts failed store calls and logs
+// at most one line per storeErrorLogInterval per process, however many
+// requests fail. During an outage every request fails, and a line per
+// request would flood the log when it matters most; each line says how
+// many errors it stood for. A decision the open breaker refused
+// ([layers.ErrBreakerOpen]) is logged with them but not counted: no call
+// was made.
 func StoreErrorReporter(log *slog.Logger, metrics *Metrics, failMode string) func(error) {
 	var tl throttledLog
 	msg := "rate-limit store error; failing " + failMode
@@ -261,9 +266,13 @@ func StoreErrorReporter(log *slog.Logger, metrics *Metrics, failMode string) fun
 		msg += ": admitting"
 	case FailClosed:
 		msg += ": answering 503"
+	case FailLocal:
+		msg += ": deciding in process"
 	}
 	return func(err error) {
-		metrics.storeError()
+		if !errors.Is(err, layers.ErrBreakerOpen) {
+			metrics.storeError()
+		}
 		tl.log(log, msg, err)
 	}
 }

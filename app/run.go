@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,12 +97,12 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg, cfg.Algorithm)
-	be, err := newBackend(ctx, cfg, StoreErrorReporter(log, metrics, cfg.FailMode), log)
+	be, err := newBackend(ctx, cfg, StoreErrorReporter(log, metrics, cfg.FailMode), metrics, log)
 	if err != nil {
 		return fmt.Errorf("tollgate: %w", err)
 	}
 	defer func() {
-		if err := be.closer.Close(); err != nil {
+		if err := be.Close(); err != nil {
 			log.Error("closing the store", "err", err)
 		}
 	}()
@@ -137,6 +138,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
+		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache,
 		"tenants", tenantsForLog(cfg, fileTenants), "policy", policyForLog(cfg, current()), "shadow", cfg.Shadow,
 		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
 
@@ -251,6 +253,19 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// replicasForLog says what N the local fail mode divides limits by.
+func replicasForLog(cfg Config) string {
+	switch {
+	case cfg.FailMode != FailLocal:
+		return ""
+	case cfg.Replicas > 0:
+		return strconv.Itoa(cfg.Replicas)
+	case cfg.Store == StoreRedis:
+		return "counted through the store"
+	}
+	return "1"
 }
 
 func upstreamName(u string) string {

@@ -76,8 +76,10 @@ func TestRunUnexpectedArgument(t *testing.T) {
 	if err := app.Run(t.Context(), []string{"tollgate", "-h"}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "TOLLGATE_REDIS_TIMEOUT") || !strings.Contains(out.String(), "TOLLGATE_REDIS_MODE") {
-		t.Errorf("-h output lacks the variables:\n%s", out.String())
+	for _, v := range []string{"TOLLGATE_REDIS_TIMEOUT", "TOLLGATE_FAIL_MODE", "TOLLGATE_REPLICAS", "TOLLGATE_DENY_CACHE", "TOLLGATE_REDIS_MODE"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("-h output lacks %s:\n%s", v, out.String())
+		}
 	}
 	for _, a := range adapters.Algorithms {
 		if !strings.Contains(out.String(), a.Name+" ") || !strings.Contains(out.String(), a.Summary) {
@@ -154,6 +156,11 @@ func TestGatewayEndToEnd(t *testing.T) {
 	if got := resp.Header.Get("RateLimit-Policy"); got != `"default";q=5;w=3600` {
 		t.Errorf("RateLimit-Policy = %q", got)
 	}
+	// The next denial comes from the deny cache, with the same answer.
+	again := get("acme")
+	if again.StatusCode != 429 || again.Header.Get("Retry-After") == "" || again.Header.Get("RateLimit-Policy") != `"default";q=5;w=3600` {
+		t.Errorf("request 7 (deny cache): status %d, headers %v", again.StatusCode, again.Header)
+	}
 	// Unresolved traffic shares one budget.
 	for range 5 {
 		get("")
@@ -182,8 +189,9 @@ func TestGatewayEndToEnd(t *testing.T) {
 	for _, want := range []string{
 		`tollgate_decisions_total{algorithm="fixed_window",outcome="allowed"} 10`,
 		`tollgate_decisions_total{algorithm="fixed_window",outcome="denied"} 2`,
+		`tollgate_decisions_total{algorithm="fixed_window",outcome="cached_denied"} 1`,
 		`tollgate_store_errors_total 0`,
-		`tollgate_decision_duration_seconds_count{algorithm="fixed_window"} 12`,
+		`tollgate_decision_duration_seconds_count{algorithm="fixed_window"} 13`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -343,6 +343,23 @@ func nodeCommandCalls(ctx context.Context, c *goredis.Client) (map[string]int64,
 	return calls, nil
 }
 
+// decisionCommands returns the commands Redis ran since its stats were
+// reset, but for the harness's own (INFO, CONFIG RESETSTAT) and
+// connection set-up and probes (HELLO, CLIENT SETINFO, PING): the store
+// work of decisions, commands inside scripts included.
+func (s *redisServer) decisionCommands(tb testing.TB) int64 {
+	tb.Helper()
+	var cmds int64
+	for name, n := range s.commandCalls(tb) {
+		switch name {
+		case "info", "config|resetstat", "hello", "ping", "client|setinfo":
+		default:
+			cmds += n
+		}
+	}
+	return cmds
+}
+
 // resetStats zeroes INFO commandstats on every master of rdb.
 func resetStats(tb testing.TB, rdb goredis.UniversalClient) {
 	tb.Helper()

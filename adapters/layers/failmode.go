@@ -28,6 +28,16 @@ func FailClosed(onError func(error)) ports.Layer {
 }
 
 func failMode(admit bool, onError func(error)) ports.Layer {
+	return fallback(onError, func(context.Context, domain.Request) domain.Verdict {
+		return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError}
+	})
+}
+
+// fallback returns the layer that passes decisions through and, when one
+// fails, tells onError (if not nil) and answers with decide's verdict.
+// A caller gone mid-decision gets the error back: nobody reads an
+// answer, and it is no store error.
+func fallback(onError func(error), decide func(context.Context, domain.Request) domain.Verdict) ports.Layer {
 	return func(next ports.Limiter) ports.Limiter {
 		return ports.LimiterFunc(func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 			v, err := next.Allow(ctx, req)
@@ -35,14 +45,12 @@ func failMode(admit bool, onError func(error)) ports.Layer {
 				return v, nil
 			}
 			if ctx.Err() != nil {
-				// The caller went away mid-decision: nobody reads an
-				// answer, and it is no store error.
 				return domain.Verdict{}, err
 			}
 			if onError != nil {
 				onError(err)
 			}
-			return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError}, nil
+			return decide(ctx, req), nil
 		})
 	}
 }

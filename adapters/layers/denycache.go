@@ -1,0 +1,212 @@
+package layers
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// DefaultDenyCacheCapacity is how many denials a deny cache holds when
+// [DenyCacheOptions].Capacity is zero: about 4 MB for one-limit requests.
+const DefaultDenyCacheCapacity = 16384
+
+// denyCacheShards is the number of independently locked parts of a deny
+// cache. A power of two.
+const denyCacheShards = 16
+
+// DenyCacheOptions configure [DenyCache]. The zero value is ready to use.
+type DenyCacheOptions struct {
+	// Capacity bounds the denials held. When the cache is full, a new
+	// denial evicts the one that expires soonest (an expired one first),
+	// so a flood of distinct denied tenants never grows it. Zero means
+	// DefaultDenyCacheCapacity.
+	Capacity int
+	// Now returns the current time. If nil, the process's monotonic clock
+	// is used. Tests inject a fake clock here.
+	Now func() time.Time
+}
+
+// DenyCache returns the layer that remembers denials: when the limiter
+// under it denies a tenant's request on a route (with decisions: a store,
+// memory or local denial, not the closed fail mode's), the tenant's next
+// requests on that route are denied from memory, without a call to the
+// limiter, until the Retry-After that denial gave has passed. It never
+// admits.
+//
+// A cached answer is the first denial's decisions with their times
+// counted down, and outcome [domain.OutcomeCachedDenied]. It is served
+// only to a request with the same cost and limits (names, rules and
+// keys) as the one denied: a budget changed by a reload, or another
+// cost, goes to the limiter at once. Time runs from before the first
+// denial's call, so a cached denial never outlasts the limiter's own.
+//
+// The cache is sharded and bounded (see [DenyCacheOptions].Capacity).
+func DenyCache(opts DenyCacheOptions) ports.Layer {
+	capacity := opts.Capacity
+	if capacity <= 0 {
+		capacity = DefaultDenyCacheCapacity
+	}
+	perShard := max(1, (capacity+denyCacheShards-1)/denyCacheShards)
+	now := opts.Now
+	if now == nil {
+		now = time.Now // with its monotonic reading
+	}
+	origin := now()
+	return func(next ports.Limiter) ports.Limiter {
+		c := &denyCache{next: next, nanos: func() int64 { return int64(now().Sub(origin)) }}
+		for i := range c.shards {
+			c.shards[i] = denyShard{m: make(map[denyKey]*denial), capacity: perShard}
+		}
+		return c
+	}
+}
+
+// denyCache is the layer [DenyCache] builds.
+type denyCache struct {
+	next   ports.Limiter
+	nanos  func() int64 // the time since an origin
+	shards [denyCacheShards]denyShard
+}
+
+// denyKey is what a denial is remembered by.
+type denyKey struct {
+	tenant domain.TenantID
+	route  string
+}
+
+// denial is one remembered denial. Its fields but index never change
+// after it is stored; index belongs to the shard's heap, under its lock.
+type denial struct {
+	key       denyKey
+	cost      int64
+	limits    []domain.Limit    // a copy of the denied request's
+	decisions []domain.Decision // as the limiter gave them at at
+	at, until int64             // nanos since the origin: when decided, when it ends
+	index     int
+}
+
+// denyShard is one locked part of the cache: a map for lookups and a heap
+// by expiry for eviction, both holding the same denials.
+type denyShard struct {
+	mu       sync.RWMutex // guards m and byEnd
+	m        map[denyKey]*denial
+	byEnd    denialHeap
+	capacity int
+}
+
+// Allow implements [ports.Limiter].
+func (c *denyCache) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	k := denyKey{tenant: req.Tenant, route: req.Route}
+	sh := &c.shards[k.shard()]
+	now := c.nanos()
+	sh.mu.RLock()
+	d := sh.m[k]
+	sh.mu.RUnlock()
+	if d != nil && now < d.until && d.matches(req) {
+		return d.verdict(now), nil
+	}
+	v, err := c.next.Allow(ctx, req)
+	if err != nil || v.Allowed || v.Decisions == nil {
+		return v, err
+	}
+	if retry := v.RetryAfter(); retry > 0 {
+		sh.put(&denial{
+			key:       k,
+			cost:      req.Cost,
+			limits:    append([]domain.Limit(nil), req.Limits...),
+			decisions: append([]domain.Decision(nil), v.Decisions...),
+			at:        now,
+			until:     now + int64(retry),
+		}, now)
+	}
+	return v, nil
+}
+
+// shard returns the shard of k: FNV-1a over the tenant and the route.
+func (k denyKey) shard() int {
+	h := uint32(2166136261)
+	for i := 0; i < len(k.tenant); i++ {
+		h = (h ^ uint32(k.tenant[i])) * 16777619
+	}
+	h = (h ^ 0xff) * 16777619 // a separator: ("ab","c") is not ("a","bc")
+	for i := 0; i < len(k.route); i++ {
+		h = (h ^ uint32(k.route[i])) * 16777619
+	}
+	return int(h & (denyCacheShards - 1))
+}
+
+// matches reports whether req is what d denied: the same cost and limits.
+func (d *denial) matches(req domain.Request) bool {
+	if req.Cost != d.cost || len(req.Limits) != len(d.limits) {
+		return false
+	}
+	for i, l := range req.Limits {
+		if l != d.limits[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// verdict returns d's answer at now (before d.until): its decisions with
+// the time since d was decided taken off their waits. A limit that denied
+// keeps a positive wait.
+func (d *denial) verdict(now int64) domain.Verdict {
+	elapsed := time.Duration(now - d.at)
+	ds := make([]domain.Decision, len(d.decisions))
+	for i, dec := range d.decisions {
+		dec.ResetAfter = max(dec.ResetAfter-elapsed, 0)
+		if !dec.Allowed {
+			dec.RetryAfter = max(dec.RetryAfter-elapsed, 1)
+		}
+		ds[i] = dec
+	}
+	return domain.Verdict{Allowed: false, Outcome: domain.OutcomeCachedDenied, Decisions: ds}
+}
+
+// put stores d, replacing the key's previous denial; when the shard is
+// full it first evicts the denial that ends soonest.
+func (s *denyShard) put(d *denial, now int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.m[d.key]; old != nil {
+		d.index = old.index
+		s.byEnd[d.index] = d
+		s.m[d.key] = d
+		heap.Fix(&s.byEnd, d.index)
+		return
+	}
+	for len(s.byEnd) > 0 && (len(s.byEnd) >= s.capacity || s.byEnd[0].until <= now) {
+		gone := heap.Pop(&s.byEnd).(*denial)
+		delete(s.m, gone.key)
+	}
+	heap.Push(&s.byEnd, d)
+	s.m[d.key] = d
+}
+
+// denialHeap orders denials by their end, soonest first
+// (container/heap).
+type denialHeap []*denial
+
+func (h denialHeap) Len() int           { return len(h) }
+func (h denialHeap) Less(i, j int) bool { return h[i].until < h[j].until }
+func (h denialHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *denialHeap) Push(x any) {
+	d := x.(*denial)
+	d.index = len(*h)
+	*h = append(*h, d)
+}
+func (h *denialHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return d
+}

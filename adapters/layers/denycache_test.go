@@ -1,0 +1,251 @@
+package layers_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/ports/portstest"
+)
+
+func newFakeClock() *portstest.FakeClock {
+	return portstest.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+}
+
+// scripted is a limiter whose answer tests set, counting its calls.
+type scripted struct {
+	mu     sync.Mutex
+	answer func(domain.Request) (domain.Verdict, error)
+	calls  atomic.Int64
+}
+
+func (s *scripted) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
+	s.calls.Add(1)
+	s.mu.Lock()
+	a := s.answer
+	s.mu.Unlock()
+	return a(req)
+}
+
+func (s *scripted) set(a func(domain.Request) (domain.Verdict, error)) {
+	s.mu.Lock()
+	s.answer = a
+	s.mu.Unlock()
+}
+
+// deny answers every request denied by its one limit, with retry to wait
+// and reset until the budget is whole, with outcome o.
+func deny(o domain.Outcome, retry, reset time.Duration) func(domain.Request) (domain.Verdict, error) {
+	return func(req domain.Request) (domain.Verdict, error) {
+		return domain.Verdict{Outcome: o, Decisions: []domain.Decision{{Limit: req.Limits[0].Rule.Limit, ResetAfter: reset, RetryAfter: retry}}}, nil
+	}
+}
+
+func admit(req domain.Request) (domain.Verdict, error) {
+	return domain.Verdict{Allowed: true, Decisions: []domain.Decision{{Allowed: true, Limit: req.Limits[0].Rule.Limit, Remaining: 1}}}, nil
+}
+
+func requestFor(tenant, route string) domain.Request {
+	r := request()
+	r.Tenant, r.Route = domain.TenantID(tenant), route
+	r.Limits = []domain.Limit{{Name: "default", Rule: domain.Rule{Limit: 1, Window: time.Minute}, Key: "rl:{" + tenant + "}:" + route}}
+	return r
+}
+
+func TestDenyCacheServesUntilRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, first := range []domain.Outcome{domain.OutcomeDenied, domain.OutcomeLocalDenied} {
+		clk := newFakeClock()
+		store := &scripted{answer: deny(first, 10*time.Second, 40*time.Second)}
+		l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}))
+		req := request()
+
+		if v, _ := l.Allow(t.Context(), req); v.Outcome != first || store.calls.Load() != 1 {
+			t.Fatalf("%v: first denial: %+v, %d calls; want the limiter's own", first, v, store.calls.Load())
+		}
+		for _, step := range []time.Duration{0, 3 * time.Second, 6*time.Second + 999*time.Millisecond} {
+			clk.Advance(step)
+			v, err := l.Allow(t.Context(), req)
+			if err != nil || v.Allowed || v.Outcome != domain.OutcomeCachedDenied || len(v.Decisions) != 1 {
+				t.Fatalf("%v: cached answer: %+v, %v; want cached_denied with one decision", first, v, err)
+			}
+		}
+		// 9.999s after the denial: the waits are counted down.
+		v, _ := l.Allow(t.Context(), req)
+		if d := v.Decisions[0]; d.RetryAfter != time.Millisecond || d.ResetAfter != 30*time.Second+time.Millisecond || d.Limit != 1 {
+			t.Errorf("%v: cached decision 9.999s on: %+v, want RetryAfter 1ms, ResetAfter 30.001s", first, d)
+		}
+		if n := store.calls.Load(); n != 1 {
+			t.Errorf("%v: limiter called %d times while the denial stood, want 1", first, n)
+		}
+		// At the Retry-After, the limiter decides again.
+		clk.Advance(time.Millisecond)
+		store.set(admit)
+		if v, _ := l.Allow(t.Context(), req); !v.Allowed || store.calls.Load() != 2 {
+			t.Errorf("%v: at the Retry-After: %+v after %d calls, want the limiter's admission", first, v, store.calls.Load())
+		}
+	}
+}
+
+func TestDenyCacheNeverAdmitsNorCachesWhatIsNoDenial(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	for name, answer := range map[string]func(domain.Request) (domain.Verdict, error){
+		"allowed":     admit,
+		"fail closed": func(domain.Request) (domain.Verdict, error) { return domain.Verdict{Outcome: domain.OutcomeError}, nil },
+		"fail open": func(domain.Request) (domain.Verdict, error) {
+			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}, nil
+		},
+		"error": func(domain.Request) (domain.Verdict, error) { return domain.Verdict{}, errStore },
+		"shadow": func(req domain.Request) (domain.Verdict, error) {
+			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeShadowDenied, Decisions: []domain.Decision{{RetryAfter: time.Second}}}, nil
+		},
+	} {
+		store := &scripted{answer: answer}
+		l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}))
+		for range 3 {
+			want, wantErr := answer(request())
+			v, err := l.Allow(t.Context(), request())
+			if v.Allowed != want.Allowed || v.Outcome != want.Outcome || (err == nil) != (wantErr == nil) {
+				t.Errorf("%s: %+v, %v; want the limiter's %+v, %v", name, v, err, want, wantErr)
+			}
+		}
+		if n := store.calls.Load(); n != 3 {
+			t.Errorf("%s: limiter called %d times for 3 requests, want 3 (nothing cached)", name, n)
+		}
+	}
+}
+
+func TestDenyCacheKeysByTenantRouteCostAndLimits(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	store := &scripted{answer: deny(domain.OutcomeDenied, time.Minute, time.Minute)}
+	l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}))
+	base := requestFor("acme", "search")
+	l.Allow(t.Context(), base)
+
+	raised := requestFor("acme", "search")
+	raised.Limits[0].Rule.Limit = 1000 // a SIGHUP raised the budget
+	cost := requestFor("acme", "search")
+	cost.Cost = 2
+	more := requestFor("acme", "search")
+	more.Limits = append(more.Limits, domain.Limit{Name: "per-day", Rule: domain.Rule{Limit: 9, Window: time.Hour}, Key: "rl:{acme}:per-day"})
+	for name, req := range map[string]domain.Request{
+		"another tenant": requestFor("globex", "search"),
+		"another route":  requestFor("acme", "export"),
+		"a raised limit": raised,
+		"another cost":   cost,
+		"another limit":  more,
+	} {
+		before := store.calls.Load()
+		if v, _ := l.Allow(t.Context(), req); v.Outcome == domain.OutcomeCachedDenied || store.calls.Load() != before+1 {
+			t.Errorf("%s: answered %v from the cache of acme's denial on search, want the limiter", name, v.Outcome)
+		}
+	}
+	// The route and tenant concatenate without colliding.
+	a, b := requestFor("ab", "c"), requestFor("a", "bc")
+	b.Limits = a.Limits
+	l.Allow(t.Context(), a)
+	if v, _ := l.Allow(t.Context(), b); v.Outcome == domain.OutcomeCachedDenied {
+		t.Errorf(`tenant "a" on route "bc" was answered from the denial of "ab" on "c"`)
+	}
+}
+
+// TestDenyCacheIsBounded: a flood of distinct denied tenants keeps at
+// most Capacity denials, and evicts those ending soonest first.
+func TestDenyCacheIsBounded(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	store := &scripted{answer: deny(domain.OutcomeDenied, time.Hour, time.Hour)}
+	const capacity = 64
+	l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Capacity: capacity, Now: clk.Now}))
+	long := requestFor("long", "default")
+	l.Allow(t.Context(), long) // ends in an hour; the flood's end sooner
+	store.set(deny(domain.OutcomeDenied, time.Minute, time.Minute))
+	const flood = 5000
+	for i := range flood {
+		l.Allow(t.Context(), requestFor(fmt.Sprint("t", i), "default"))
+	}
+	before := store.calls.Load()
+	for i := range flood {
+		l.Allow(t.Context(), requestFor(fmt.Sprint("t", i), "default"))
+	}
+	if cached := flood - (store.calls.Load() - before); cached > capacity {
+		t.Errorf("%d of %d flooding tenants answered from the cache, want at most the capacity %d", cached, flood, capacity)
+	}
+	before = store.calls.Load()
+	if v, _ := l.Allow(t.Context(), long); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != before {
+		t.Errorf("the denial ending last was evicted by denials ending sooner: %v", v.Outcome)
+	}
+}
+
+// TestDenyCacheConcurrent runs denials, expiries and lookups at once
+// (for -race); every answer is a denial.
+func TestDenyCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	store := &scripted{answer: deny(domain.OutcomeDenied, time.Second, time.Second)}
+	l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Capacity: 32, Now: clk.Now}))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				if g == 0 && i%100 == 0 {
+					clk.Advance(300 * time.Millisecond)
+				}
+				if v, err := l.Allow(context.Background(), requestFor(fmt.Sprint("t", (g*7+i)%100), "default")); err != nil || v.Allowed {
+					t.Errorf("an admission or error from a limiter that only denies: %+v, %v", v, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkDenyCache compares a denial answered from the cache with one
+// the memory store makes itself (the fastest store), in parallel over one
+// denied tenant and over 1000.
+func BenchmarkDenyCache(b *testing.B) {
+	for _, tenants := range []int{1, 1000} {
+		reqs := make([]domain.Request, tenants)
+		for i := range reqs {
+			reqs[i] = requestFor(fmt.Sprint("t", i), "default")
+		}
+		for _, c := range []struct {
+			name  string
+			layer bool
+		}{{"memory-store", false}, {"deny-cache-over-memory", true}} {
+			b.Run(fmt.Sprintf("%s/tenants=%d", c.name, tenants), func(b *testing.B) {
+				store := memory.NewFixedWindow(memory.Options{SweepInterval: -1})
+				defer store.Close()
+				var l ports.Limiter = store
+				if c.layer {
+					l = ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{}))
+				}
+				for _, r := range reqs { // spend every budget of 1
+					l.Allow(context.Background(), r)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					i := 0
+					for pb.Next() {
+						if v, _ := l.Allow(context.Background(), reqs[i%tenants]); v.Allowed {
+							b.Error("admitted over the budget")
+							return
+						}
+						i++
+					}
+				})
+			})
+		}
+	}
+}

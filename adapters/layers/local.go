@@ -1,0 +1,201 @@
+package layers
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// LocalOptions configure [FailLocal].
+type LocalOptions struct {
+	// Limiter decides in process while the store fails: the same
+	// algorithm as the store's, in this replica's memory. Required.
+	Limiter ports.Limiter
+	// Replicas returns N, the number of replicas that share the store;
+	// each replica's local budget is every limit divided by N, rounded
+	// up. Nil, or a value below 1, means 1.
+	Replicas func() int
+	// OnError, if not nil, is told of every failed decision, as for
+	// [FailOpen].
+	OnError func(error)
+}
+
+// FailLocal returns the local fail mode: a request whose decision failed
+// (the store did not answer, or its breaker is open) is decided by
+// opts.Limiter with each limit divided by N (rounded up), so that N
+// replicas together keep about the fleet's budget instead of none, or N
+// times it. The verdict carries the local decisions (and so rate-limit
+// headers that show the local budget), with outcome
+// [domain.OutcomeLocalAllowed] or [domain.OutcomeLocalDenied]. Decisions
+// return to the store as soon as it answers.
+//
+// A local limiter that fails too (a malformed request) admits, as
+// [FailOpen] does.
+func FailLocal(opts LocalOptions) ports.Layer {
+	if opts.Limiter == nil {
+		panic("layers: FailLocal needs a Limiter")
+	}
+	return fallback(opts.OnError, func(ctx context.Context, req domain.Request) domain.Verdict {
+		n := 1
+		if opts.Replicas != nil {
+			n = max(opts.Replicas(), 1)
+		}
+		v, err := opts.Limiter.Allow(ctx, divide(req, n))
+		if err != nil {
+			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}
+		}
+		switch {
+		case !v.Allowed:
+			v.Outcome = domain.OutcomeLocalDenied
+		case v.Outcome == domain.OutcomeAllowed:
+			v.Outcome = domain.OutcomeLocalAllowed
+		}
+		return v
+	})
+}
+
+// divide returns req with every limit divided by n, rounded up. It leaves
+// req's own slice alone.
+func divide(req domain.Request, n int) domain.Request {
+	if n <= 1 {
+		return req
+	}
+	limits := make([]domain.Limit, len(req.Limits))
+	for i, l := range req.Limits {
+		l.Rule.Limit = (l.Rule.Limit + int64(n) - 1) / int64(n)
+		limits[i] = l
+	}
+	req.Limits = limits
+	return req
+}
+
+// Announcer is how a replica tells the store it is alive, and learns how
+// many replicas are: the store keeps each announcement for ttl.
+type Announcer interface {
+	// Announce records replica id as alive for ttl and returns the
+	// number of replicas alive, id included.
+	Announce(ctx context.Context, id string, ttl time.Duration) (int, error)
+	// Withdraw removes id's announcement.
+	Withdraw(ctx context.Context, id string) error
+}
+
+// ReplicaCount defaults.
+const (
+	// DefaultAnnounceInterval is how often a replica announces itself.
+	DefaultAnnounceInterval = time.Second
+	// DefaultAnnounceTTL is how long an announcement lasts: a replica
+	// that stopped is no longer counted after it.
+	DefaultAnnounceTTL = 3 * time.Second
+)
+
+// ReplicaCountOptions configure [NewReplicaCount].
+type ReplicaCountOptions struct {
+	// Announcer is the store the replicas announce themselves in.
+	// Required.
+	Announcer Announcer
+	// ID names this replica, unique in the fleet. Required.
+	ID string
+	// Interval is the time between two announcements. Zero means
+	// DefaultAnnounceInterval.
+	Interval time.Duration
+	// TTL is how long an announcement lasts. Zero means
+	// DefaultAnnounceTTL.
+	TTL time.Duration
+	// Timeout bounds each call to the Announcer. Zero means Interval.
+	Timeout time.Duration
+	// OnError, if not nil, is told of every failed announcement (a failed
+	// store call).
+	OnError func(error)
+	// OnCount, if not nil, is told every count. It is called from one
+	// goroutine.
+	OnCount func(n int)
+}
+
+// ReplicaCount announces this replica every Interval and keeps the last
+// count of replicas alive, for [FailLocal]'s N. While the store fails the
+// count stays what it was at the last announcement that succeeded (at
+// most about Interval before the failure). Close stops announcing and
+// withdraws the announcement.
+//
+// ReplicaCount is safe for concurrent use by multiple goroutines.
+type ReplicaCount struct {
+	opts ReplicaCountOptions
+	n    atomic.Int64 // 0: never counted
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// NewReplicaCount starts announcing at once.
+func NewReplicaCount(opts ReplicaCountOptions) *ReplicaCount {
+	if opts.Announcer == nil || opts.ID == "" {
+		panic("layers: NewReplicaCount needs an Announcer and an ID")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultAnnounceInterval
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultAnnounceTTL
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = opts.Interval
+	}
+	r := &ReplicaCount{opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// N returns the replicas alive at the last count, at least 1 (1 before
+// any count succeeded).
+func (r *ReplicaCount) N() int { return int(max(r.n.Load(), 1)) }
+
+func (r *ReplicaCount) run() {
+	defer close(r.done)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		r.announce()
+		t.Reset(max(r.opts.Interval-time.Since(start), 0))
+	}
+}
+
+func (r *ReplicaCount) announce() {
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+	defer cancel()
+	n, err := r.opts.Announcer.Announce(ctx, r.opts.ID, r.opts.TTL)
+	if err != nil {
+		if r.opts.OnError != nil {
+			r.opts.OnError(err)
+		}
+		return
+	}
+	r.n.Store(int64(n))
+	if r.opts.OnCount != nil {
+		r.opts.OnCount(n)
+	}
+}
+
+// Close stops announcing and withdraws this replica's announcement
+// (within Timeout), so the others stop counting it. It is idempotent and
+// returns the withdrawal's error.
+func (r *ReplicaCount) Close() error {
+	var err error
+	r.once.Do(func() {
+		close(r.stop)
+		<-r.done
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+		defer cancel()
+		err = r.opts.Announcer.Withdraw(ctx, r.opts.ID)
+	})
+	return err
+}

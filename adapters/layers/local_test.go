@@ -1,0 +1,186 @@
+package layers_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+)
+
+func limitRequest(limit int64) domain.Request {
+	r := request()
+	r.Limits = []domain.Limit{{Name: "default", Rule: domain.Rule{Limit: limit, Window: time.Minute}, Key: "rl:{acme}"}}
+	return r
+}
+
+// TestFailLocalDividesTheBudget: while the store fails, N replicas each
+// admit limit/N rounded up, with the local decisions' headers; when it
+// answers, decisions are the store's again.
+func TestFailLocalDividesTheBudget(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		limit     int64
+		replicas  int
+		wantLocal int64
+	}{
+		{10, 2, 5}, {5, 2, 3}, {100, 3, 34}, {7, 1, 7}, {7, 0, 7}, {1, 50, 1},
+	} {
+		clk := newFakeClock()
+		local := memory.NewFixedWindow(memory.Options{Now: clk.Now, SweepInterval: -1})
+		defer local.Close()
+		store := &fakeStore{}
+		store.down.Store(true)
+		var errs atomic.Int64
+		l := ports.Chain(store, layers.FailLocal(layers.LocalOptions{
+			Limiter:  local,
+			Replicas: func() int { return tt.replicas },
+			OnError:  func(err error) { errs.Add(1) },
+		}))
+		req := limitRequest(tt.limit)
+		for i := range tt.wantLocal + 2 {
+			v, err := l.Allow(t.Context(), req)
+			wantAllowed := i < tt.wantLocal
+			wantOutcome := domain.OutcomeLocalAllowed
+			if !wantAllowed {
+				wantOutcome = domain.OutcomeLocalDenied
+			}
+			if err != nil || v.Allowed != wantAllowed || v.Outcome != wantOutcome || len(v.Decisions) != 1 || v.Decisions[0].Limit != tt.wantLocal {
+				t.Fatalf("limit %d over %d replicas, request %d: %+v, %v; want allowed=%v, %v, local limit %d",
+					tt.limit, tt.replicas, i+1, v, err, wantAllowed, wantOutcome, tt.wantLocal)
+			}
+		}
+		if req.Limits[0].Rule.Limit != tt.limit {
+			t.Errorf("the caller's request was changed: limit %d", req.Limits[0].Rule.Limit)
+		}
+		if errs.Load() != tt.wantLocal+2 {
+			t.Errorf("OnError told of %d failures, want %d", errs.Load(), tt.wantLocal+2)
+		}
+		store.down.Store(false)
+		if v, err := l.Allow(t.Context(), req); err != nil || v.Outcome != domain.OutcomeAllowed {
+			t.Errorf("store back: %+v, %v; want the store's decision", v, err)
+		}
+	}
+}
+
+func TestFailLocalCanceledCaller(t *testing.T) {
+	t.Parallel()
+	local := memory.NewFixedWindow(memory.Options{SweepInterval: -1})
+	defer local.Close()
+	called := false
+	l := ports.Chain(failing(errStore), layers.FailLocal(layers.LocalOptions{Limiter: local, OnError: func(error) { called = true }}))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := l.Allow(ctx, request()); err == nil || called {
+		t.Errorf("canceled caller: err %v, OnError called %v; want the error back and no call", err, called)
+	}
+	// A local limiter that fails too admits, as fail open does.
+	broken := ports.Chain(failing(errStore), layers.FailLocal(layers.LocalOptions{Limiter: failing(errors.New("local"))}))
+	if v, err := broken.Allow(t.Context(), request()); err != nil || !v.Allowed || v.Outcome != domain.OutcomeError {
+		t.Errorf("local limiter failing: %+v, %v; want admitted with outcome error", v, err)
+	}
+}
+
+// announcer is a fake store of announcements.
+type announcer struct {
+	mu        sync.Mutex
+	alive     map[string]bool
+	down      bool
+	announces int
+}
+
+func (a *announcer) Announce(_ context.Context, id string, _ time.Duration) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.down {
+		return 0, errStore
+	}
+	a.announces++
+	a.alive[id] = true
+	return len(a.alive), nil
+}
+
+func (a *announcer) Withdraw(_ context.Context, id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.alive, id)
+	return nil
+}
+
+func (a *announcer) set(f func(*announcer)) {
+	a.mu.Lock()
+	f(a)
+	a.mu.Unlock()
+}
+
+// TestReplicaCount: a replica announces itself at once and every
+// interval, counts the others, keeps its last count while the store
+// fails, and withdraws on Close.
+func TestReplicaCount(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := &announcer{alive: map[string]bool{}}
+		var errs atomic.Int64
+		var counts []int
+		newCount := func(id string) *layers.ReplicaCount {
+			return layers.NewReplicaCount(layers.ReplicaCountOptions{
+				Announcer: a, ID: id, OnError: func(error) { errs.Add(1) },
+				OnCount: func(n int) {
+					if id == "a" {
+						counts = append(counts, n)
+					}
+				},
+			})
+		}
+		a.set(func(a *announcer) { a.down = true })
+		ra := newCount("a")
+		synctest.Wait()
+		if ra.N() != 1 {
+			t.Errorf("N before any count = %d, want 1", ra.N())
+		}
+		a.set(func(a *announcer) { a.down = false })
+		rb := newCount("b")
+		time.Sleep(2 * layers.DefaultAnnounceInterval) // both announced twice
+		synctest.Wait()
+		if ra.N() != 2 || rb.N() != 2 {
+			t.Errorf("N = %d and %d with two replicas, want 2", ra.N(), rb.N())
+		}
+		a.set(func(a *announcer) { a.down = true })
+		time.Sleep(5 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 2 {
+			t.Errorf("N while the store fails = %d, want the last count, 2", ra.N())
+		}
+		if errs.Load() < 10 {
+			t.Errorf("failed announcements reported: %d, want one per replica per second", errs.Load())
+		}
+		a.set(func(a *announcer) { a.down = false })
+		if err := rb.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rb.Close() // idempotent
+		time.Sleep(layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 1 {
+			t.Errorf("N after the other replica withdrew = %d, want 1", ra.N())
+		}
+		ra.Close()
+		a.mu.Lock()
+		announces := a.announces
+		a.mu.Unlock()
+		time.Sleep(5 * layers.DefaultAnnounceInterval)
+		if a.announces != announces || len(a.alive) != 0 {
+			t.Errorf("after Close: %d more announcements, %d alive; want none", a.announces-announces, len(a.alive))
+		}
+		if len(counts) < 3 {
+			t.Errorf("OnCount saw %v", counts)
+		}
+	})
+}

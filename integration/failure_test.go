@@ -1,0 +1,477 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/app/apptest"
+)
+
+// scrape returns every series of g's /metrics (name and labels exactly
+// as printed) with its value.
+func scrape(t testing.TB, g *apptest.Gateway) map[string]float64 {
+	t.Helper()
+	resp, err := httpClient.Get(g.Admin + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	series := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("metric %s: %q", name, v)
+		}
+		series[name] = f
+	}
+	return series
+}
+
+// metric returns the value of one series on g, or -1 when it is absent.
+func metric(t testing.TB, g *apptest.Gateway, series string) float64 {
+	t.Helper()
+	if v, ok := scrape(t, g)[series]; ok {
+		return v
+	}
+	return -1
+}
+
+func outcomes(t testing.TB, g *apptest.Gateway, outcome string) float64 {
+	t.Helper()
+	return metric(t, g, `tollgate_decisions_total{algorithm="fixed_window",outcome="`+outcome+`"}`)
+}
+
+// flood sends n requests as tenant to g from workers goroutines and
+// returns the count per status.
+func flood(t testing.TB, g *apptest.Gateway, tenant string, n, workers int) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				code, _ := get(t, g, tenant)
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// TestDenyCacheFloodCostsTheStoreNothing: under a flood from one denied
+// tenant, the store runs at most 0.05 commands per denied request (INFO
+// commandstats), for every algorithm. The window is an hour, so that the
+// denials stand for the whole test (a sliding window aligned on the
+// epoch admits again as soon as a boundary passes: that is no denial to
+// cache). The tenant is denied once before the flood: it is a denied
+// tenant's flood (a flood that starts with the budget left may cost one
+// store call per concurrent request as it crosses the limit).
+func TestDenyCacheFloodCostsTheStoreNothing(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	for _, algo := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
+		g := startReplica(t, srv.URL, "TOLLGATE_ALGORITHM="+algo, "TOLLGATE_LIMIT=5", "TOLLGATE_WINDOW=1h",
+			"TOLLGATE_KEY_PREFIX="+uniquePrefix(t), "TOLLGATE_REDIS_TIMEOUT=2s", "TOLLGATE_FAIL_MODE=closed")
+		if codes := flood(t, g, "flooder", 6, 1); codes[200] != 5 || codes[429] != 1 {
+			t.Fatalf("%s: the budget of 5, then a denial: %v", algo, codes)
+		}
+		srv.resetStats(t)
+		const n = 1000
+		codes := flood(t, g, "flooder", n, 16)
+		cmds := srv.decisionCommands(t)
+		if codes[429] != n {
+			t.Errorf("%s: flood of %d over the budget: %v, want every one 429", algo, n, codes)
+		}
+		perDenial := float64(cmds) / n
+		t.Logf("%s: %d store commands for %d denied requests: %.4f per denial", algo, cmds, n, perDenial)
+		if perDenial > 0.05 {
+			t.Errorf("%s: %.4f store commands per denied request, want <= 0.05", algo, perDenial)
+		}
+		if got := metric(t, g, `tollgate_decisions_total{algorithm="`+algo+`",outcome="cached_denied"}`); got != n {
+			t.Errorf("%s: cached_denied = %v, want about %d", algo, got, n)
+		}
+		if got := metric(t, g, `tollgate_decision_duration_seconds_count{algorithm="`+algo+`"}`); got != n+6 {
+			t.Errorf("%s: decision durations observed %v, want %d (cached answers included)", algo, got, n+6)
+		}
+		if code, _ := get(t, g, "another"); code != 200 {
+			t.Errorf("%s: another tenant: %d, want 200", algo, code)
+		}
+	}
+}
+
+// TestBreakerDuringAStall: while Redis is frozen (docker pause), after
+// the first failures requests take the fail mode at once (p99 <= 5 ms
+// after the first half second) instead of each waiting for the deadline;
+// decisions are back on Redis within 250 ms of it answering; the probes
+// are counted as store errors, the refused decisions are not.
+//
+// Not parallel: it measures latency, and runs alone in this binary (the
+// parallel tests wait until the sequential ones are done). Its clients
+// pace themselves (a request every millisecond or so each): they measure
+// the breaker, not a CPU saturated by the test itself.
+func TestBreakerDuringAStall(t *testing.T) {
+	srv := startRedis(t)
+	const timeout = 50 * time.Millisecond
+	g := startReplica(t, srv.URL, "TOLLGATE_LIMIT=1000000", "TOLLGATE_KEY_PREFIX="+uniquePrefix(t),
+		"TOLLGATE_REDIS_TIMEOUT="+timeout.String(), "TOLLGATE_FAIL_MODE=open")
+	if code, h := get(t, g, "acme"); code != 200 || h.Get("X-RateLimit-Limit") == "" {
+		t.Fatalf("healthy: %d %v", code, h)
+	}
+
+	srv.pause(t)
+	paused := true
+	defer func() {
+		if paused {
+			srv.unpause(t)
+		}
+	}()
+	stalled := time.Now()
+	const stall = 1500 * time.Millisecond
+	var mu sync.Mutex
+	var after []time.Duration // latencies of requests sent from half a second on
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ; time.Since(stalled) < stall; time.Sleep(time.Millisecond) {
+				start := time.Now()
+				code, h := get(t, g, "acme")
+				took := time.Since(start)
+				if code != 200 || h.Get("X-RateLimit-Limit") != "" {
+					t.Errorf("fail open during the stall: %d with headers %v", code, h.Get("X-RateLimit-Limit"))
+					return
+				}
+				if start.Sub(stalled) >= 500*time.Millisecond {
+					mu.Lock()
+					after = append(after, took)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	// The decisions' own latency, from the gateway's histogram: those
+	// from the first half second on.
+	time.Sleep(time.Until(stalled.Add(500 * time.Millisecond)))
+	fast0, all0 := decisionsWithin(t, g, "0.005")
+	wg.Wait()
+	fast1, all1 := decisionsWithin(t, g, "0.005")
+	n, fast := all1-all0, fast1-fast0
+	t.Logf("stall: %v decisions after the first half second, %.2f%% within 5 ms", n, 100*fast/n)
+	if fast < 0.99*n {
+		t.Errorf("decisions during the stall within 5 ms: %v of %v, want >= 99%%", fast, n)
+	}
+	// And what the clients saw, through HTTP, on a machine this test
+	// shares (logged; the median is asserted: the typical request does
+	// not wait for the deadline).
+	slices.Sort(after)
+	p50, p99 := after[len(after)/2], after[len(after)*99/100]
+	t.Logf("stall: %d requests after the first half second: p50 %v, p99 %v, max %v", len(after), p50, p99, after[len(after)-1])
+	if p50 >= timeout/2 {
+		t.Errorf("median request during the stall = %v, want well under the deadline %v", p50, timeout)
+	}
+	if up := metric(t, g, "tollgate_store_up"); up != 0 {
+		t.Errorf("tollgate_store_up during the stall = %v, want 0", up)
+	}
+	errs, refused := metric(t, g, "tollgate_store_errors_total"), outcomes(t, g, "error")
+	// The first failures (at most a deadline of 4 clients) and a probe
+	// every 50 ms: about 35; the refused decisions are thousands.
+	if maxErrs := 4*2 + float64(stall/(50*time.Millisecond)) + 5; errs > maxErrs || errs < 10 {
+		t.Errorf("tollgate_store_errors_total = %v during a %v stall with %v decisions refused, want 10 to %v (probes and first failures only)", errs, stall, refused, maxErrs)
+	}
+
+	srv.unpause(t)
+	paused = false
+	thawed := time.Now()
+	for {
+		code, h := get(t, g, "acme")
+		if code == 200 && h.Get("X-RateLimit-Limit") != "" {
+			break
+		}
+		if time.Since(thawed) > 5*time.Second {
+			t.Fatal("no decision on Redis 5s after it thawed")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	back := time.Since(thawed)
+	t.Logf("decisions back on Redis %v after it thawed", back)
+	if back > 250*time.Millisecond {
+		t.Errorf("decisions back on Redis %v after it thawed, want <= 250ms", back)
+	}
+	if up := metric(t, g, "tollgate_store_up"); up != 1 {
+		t.Errorf("tollgate_store_up after the stall = %v, want 1", up)
+	}
+	if opens := metric(t, g, "tollgate_store_breaker_opens_total"); opens != 1 {
+		t.Errorf("tollgate_store_breaker_opens_total = %v after one stall, want 1", opens)
+	}
+}
+
+// TestLocalModeHoldsTheFleetBudget: two replicas in local mode during an
+// outage admit about the budget between them (±10%), with N from
+// TOLLGATE_REPLICAS or counted through Redis; the responses carry the
+// local decision's headers; decisions return to Redis when it is back.
+func TestLocalModeHoldsTheFleetBudget(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		env  []string
+	}{
+		{"TOLLGATE_REPLICAS=2", []string{"TOLLGATE_REPLICAS=2"}},
+		{"counted", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			port := freePort(t)
+			srv := startRedis(t, withFixedHostPort(port))
+			prefix := uniquePrefix(t)
+			env := append([]string{"TOLLGATE_LIMIT=100", "TOLLGATE_WINDOW=1m", "TOLLGATE_KEY_PREFIX=" + prefix,
+				"TOLLGATE_REDIS_TIMEOUT=100ms", "TOLLGATE_FAIL_MODE=local"}, tt.env...)
+			url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+			a, b := startReplica(t, url, env...), startReplica(t, url, env...)
+			for _, g := range []*apptest.Gateway{a, b} {
+				waitMetric(t, g, "tollgate_replicas", 2)
+			}
+			if tt.env == nil {
+				if n := srv.checkTTLs(t, prefix+"replicas", 30*time.Second); n != 1 {
+					t.Errorf("announcement keys: %d, want 1 (%sreplicas)", n, prefix)
+				}
+			}
+
+			srv.stop(t)
+			admitted, denied := 0, 0
+			for i := range 300 {
+				g := []*apptest.Gateway{a, b}[i%2]
+				code, h := get(t, g, "acme")
+				switch code {
+				case 200:
+					admitted++
+				case 429:
+					denied++
+				default:
+					t.Fatalf("request %d during the outage: status %d", i, code)
+				}
+				if p := h.Get("RateLimit-Policy"); p != `"default";q=50;w=60` {
+					t.Fatalf("request %d during the outage: RateLimit-Policy %q, want the local budget q=50", i, p)
+				}
+			}
+			t.Logf("outage: %d admitted, %d denied over two replicas, budget 100", admitted, denied)
+			if admitted < 90 || admitted > 110 {
+				t.Errorf("two replicas in local mode admitted %d of a budget of 100, want 90 to 110", admitted)
+			}
+			for name, g := range map[string]*apptest.Gateway{"A": a, "B": b} {
+				// The first local denial is remembered: the rest are cached.
+				la, ld, cd := outcomes(t, g, "local_allowed"), outcomes(t, g, "local_denied"), outcomes(t, g, "cached_denied")
+				if la != 50 || ld < 1 || ld+cd != 100 {
+					t.Errorf("replica %s: local_allowed %v, local_denied %v, cached_denied %v; want 50, and 100 denials", name, la, ld, cd)
+				}
+			}
+
+			srv.start(t)
+			for _, g := range []*apptest.Gateway{a, b} {
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					// Another tenant: acme's local denials stand in the
+					// deny cache until their Retry-After.
+					code, h := get(t, g, "globex")
+					if code == 200 && h.Get("RateLimit-Policy") == `"default";q=100;w=60` {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("decisions not back on Redis 5s after it restarted: %d %q", code, h.Get("RateLimit-Policy"))
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+// decisionsWithin returns how many decisions g has taken within le
+// seconds (a bucket of its histogram) and how many in all.
+func decisionsWithin(t testing.TB, g *apptest.Gateway, le string) (within, all float64) {
+	t.Helper()
+	m := scrape(t, g) // one scrape: the bucket and the count agree
+	return m[`tollgate_decision_duration_seconds_bucket{algorithm="fixed_window",le="`+le+`"}`],
+		m[`tollgate_decision_duration_seconds_count{algorithm="fixed_window"}`]
+}
+
+// TestBurstIsNoFailure: a burst of concurrent requests against a healthy
+// Redis never opens the breaker, even when the burst is more than the
+// store's deadline can take (some decisions time out while others
+// succeed). The gateway is warmed first: a cold pool's first burst is
+// the connection pool's concern (warm connections), not the breaker's.
+func TestBurstIsNoFailure(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	g := startReplica(t, srv.URL, "TOLLGATE_KEY_PREFIX="+uniquePrefix(t), "TOLLGATE_LIMIT=100000")
+	burst := func(n int) {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				get(t, g, fmt.Sprint("tenant-", i%50))
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for errs := outcomes(t, g, "error"); ; errs = outcomes(t, g, "error") {
+		burst(32)
+		if outcomes(t, g, "error") == errs {
+			break // 32 at once, none failed: warm
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway still fails decisions of 32 concurrent requests after 10 s")
+		}
+	}
+	opens, errs := metric(t, g, "tollgate_store_breaker_opens_total"), outcomes(t, g, "error")
+	for range 5 {
+		burst(100)
+	}
+	if got := metric(t, g, "tollgate_store_breaker_opens_total"); got != opens {
+		t.Errorf("the breaker opened %v times in bursts against a healthy Redis", got-opens)
+	}
+	t.Logf("5 bursts of 100 on a warm gateway: %v took the fail mode (the store's deadline, not the breaker)", outcomes(t, g, "error")-errs)
+}
+
+// waitMetric waits up to 5 s for g's series to read want.
+func waitMetric(t *testing.T, g *apptest.Gateway, series string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for got := metric(t, g, series); got != want; got = metric(t, g, series) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v after 5s, want %v", series, got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReplicaAnnouncements: replicas announce themselves in one key
+// with a TTL of at most 30 s, count each other on Redis's clock, stop
+// counting one whose announcement expired, and forget one that withdrew.
+func TestReplicaAnnouncements(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	prefix := uniquePrefix(t)
+	r := redis.NewReplicas(redis.NewClient(srv.Client), prefix)
+	ctx := context.Background()
+	steps := []struct {
+		id   string
+		ttl  time.Duration
+		want int
+	}{{"a", time.Second, 1}, {"b", 300 * time.Millisecond, 2}, {"a", time.Second, 2}}
+	for _, s := range steps {
+		n, err := r.Announce(ctx, s.id, s.ttl)
+		if err != nil || n != s.want {
+			t.Fatalf("Announce(%s) = %d, %v; want %d", s.id, n, err, s.want)
+		}
+	}
+	if r.Key() != prefix+"replicas" {
+		t.Errorf("key %q, want %q", r.Key(), prefix+"replicas")
+	}
+	if n := srv.checkTTLs(t, prefix+"*", time.Second); n != 1 {
+		t.Errorf("%d keys, want one", n)
+	}
+	time.Sleep(400 * time.Millisecond) // b's announcement expires
+	if n, err := r.Announce(ctx, "a", time.Hour); err != nil || n != 1 {
+		t.Errorf("after b expired: %d, %v; want 1", n, err)
+	}
+	srv.checkTTLs(t, prefix+"*", 30*time.Second) // capped
+	if err := r.Withdraw(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := srv.Client.Exists(ctx, r.Key()).Result(); n != 0 {
+		t.Errorf("the key outlived the last replica's withdrawal")
+	}
+}
+
+// BenchmarkGatewayDenied measures denied requests/s through the whole
+// gateway (HTTP, tenant, decision, 429) for one tenant over its budget,
+// 64 client goroutines: on the memory store, on Redis (deny cache on, the
+// default) and on Redis without the deny cache. The three gateways run
+// side by side and take turns in fifteen short interleaved rounds, so that a
+// machine shared with other work loads them alike (each round starts
+// with the next one); it reports each one's
+// median denied/s and the ratios to the memory store's (the contract
+// wants Redis with the cache at >= 0.9x), and per denial the Redis
+// commands (INFO commandstats) and the answers that were not 429.
+func BenchmarkGatewayDenied(b *testing.B) {
+	srv := startRedis(b)
+	configs := []struct {
+		name string
+		env  []string
+	}{
+		{"memory", []string{"TOLLGATE_STORE=memory"}},
+		{"redis", []string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=" + srv.URL}},
+		{"redis-no-deny-cache", []string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=" + srv.URL, "TOLLGATE_DENY_CACHE=false"}},
+	}
+	gws := make([]*apptest.Gateway, len(configs))
+	for i, c := range configs {
+		gws[i] = apptest.Start(b, append([]string{"TOLLGATE_LIMIT=1", "TOLLGATE_WINDOW=1h",
+			"TOLLGATE_KEY_PREFIX=" + uniquePrefix(b), "TOLLGATE_REDIS_TIMEOUT=1s"}, c.env...)...)
+		get(b, gws[i], "flooder") // the budget
+		get(b, gws[i], "flooder") // the first denial
+	}
+	const rounds = 15
+	per := max(b.N/(rounds*len(configs)), 64)
+	rates := make([][]float64, len(configs))
+	cmds := make([]int64, len(configs))
+	other := make([]int64, len(configs))
+	b.ResetTimer()
+	for round := range rounds {
+		for k := range gws {
+			i := (round + k) % len(gws) // each takes every turn: no order bias
+			g := gws[i]
+			srv.resetStats(b)
+			var next, bad atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range benchGoroutines {
+				wg.Go(func() {
+					for next.Add(1) <= int64(per) {
+						if code, _ := get(b, g, "flooder"); code != 429 {
+							bad.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			rates[i] = append(rates[i], float64(per)/time.Since(start).Seconds())
+			cmds[i] += srv.decisionCommands(b)
+			other[i] += bad.Load()
+		}
+	}
+	b.StopTimer()
+	median := func(xs []float64) float64 {
+		xs = slices.Sorted(slices.Values(xs))
+		return xs[len(xs)/2]
+	}
+	for i, c := range configs {
+		m := median(rates[i])
+		b.ReportMetric(m, c.name+"-denied/s")
+		b.ReportMetric(float64(cmds[i])/float64(rounds*per), c.name+"-redis-cmds/denial")
+		b.ReportMetric(float64(other[i])/float64(rounds*per), c.name+"-not-429/op")
+		if i > 0 {
+			b.ReportMetric(m/median(rates[0]), c.name+"/memory")
+		}
+	}
+}
