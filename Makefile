@@ -25,7 +25,7 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
+.PHONY: test unit vet bench bench-gateway image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
 
 ## test: images, go vet, all tests with -race, compose smoke tests; cleanup always
 test:
@@ -49,6 +49,13 @@ vet:
 ## bench: Redis benchmarks (medians: benchstat the output)
 bench: image
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCH_COUNT) $(BENCH_PKGS)
+
+## bench-gateway: tollgate side by side with a bare httputil.ReverseProxy,
+## nginx limit_req and HAProxy under wrk (bench/gateway/run.sh; ~20 min;
+## not part of test). Writes docs/gateway-bench.{tsv,md,png}.
+## ROUNDS, DURATION, PORT_BASE, TARGETS, BASELINE_REV: see the script.
+bench-gateway:
+	bench/gateway/run.sh
 
 ## image: the Redis and gateway images, built locally
 image:

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -35,4 +36,19 @@ func NewAdminServer(store ports.Pinger, timeout time.Duration, gatherer promethe
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return r
+}
+
+// withPprof returns admin with net/http/pprof's handlers under
+// /debug/pprof/ (TOLLGATE_PPROF): the index, cmdline, profile (CPU),
+// symbol, trace, and every runtime profile by name (heap, allocs,
+// goroutine, mutex, block).
+func withPprof(admin http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", admin)
+	return mux
 }

@@ -91,6 +91,11 @@ type Config struct {
 	AccessLog bool `env:"ACCESS_LOG" envDefault:"false"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+	// Pprof serves net/http/pprof under /debug/pprof/ on the admin
+	// listener, for profiling under load. Off by default: profiles reveal
+	// the process's internals, and the admin listener may be reachable
+	// by more than its operators.
+	Pprof bool `env:"PPROF" envDefault:"false"`
 }
 
 // accepted says, per variable (without the prefix), what values it
@@ -117,6 +122,7 @@ var accepted = map[string]string{
 	"KEY_PREFIX":       "any string",
 	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
 	"LOG_LEVEL":        "debug, info, warn or error",
+	"PPROF":            "true or false (also 1, 0, t, f)",
 }
 
 // ConfigError is a setting that does not parse or is out of range. It

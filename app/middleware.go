@@ -173,41 +173,78 @@ func (m *meter) logShadow(tenant domain.TenantID, route *domain.Route, req domai
 	})
 }
 
+// newRequestBuffers returns room for a request's n limits and for its
+// verdict's n decisions ([domain.Request.Decisions]): one allocation for
+// up to two limits, where a slice of each would be two, and two beyond.
+func newRequestBuffers(n int) ([]domain.Limit, []domain.Decision) {
+	const inline = 2
+	if n > inline {
+		return make([]domain.Limit, n), make([]domain.Decision, 0, n)
+	}
+	b := new(struct {
+		limits    [inline]domain.Limit
+		decisions [inline]domain.Decision
+	})
+	return b.limits[:n:n], b.decisions[:0:n]
+}
+
 // setRateLimitHeaders writes the contract's five rate-limit headers for
 // verdict v of limits at now: RateLimit-Policy and RateLimit with one item
 // per limit, X-RateLimit-* for the most constrained one. Times are
 // rounded up to whole seconds, so a client that waits as told is never
 // early. It runs on every metered request, so it writes the keys
 // directly (Header.Set would canonicalize, and allocate, each time) and
-// backs the five values with one slice.
+// makes two allocations in all: the five values are formatted into one
+// buffer on the stack and become substrings of one string, and one slice
+// backs the five one-element value slices.
 func setRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict, now time.Time) {
-	var policy, state string
-	for i, d := range v.Decisions {
-		if i > 0 {
-			policy += ", "
-			state += ", "
-		}
+	var (
+		stack [256]byte // a handful of limits fit
+		ends  [len(rateLimitHeaderKeys)]int
+	)
+	b := stack[:0]
+	for i, d := range v.Decisions { // RateLimit-Policy
 		// A limit name is a-z 0-9 -: a valid sf-string as it is.
-		name := limits[i].Name
-		policy += `"` + name + `";q=` + strconv.FormatInt(d.Limit, 10) + ";w=" + strconv.FormatInt(max(domain.CeilSeconds(limits[i].Rule.Window), 1), 10)
-		state += `"` + name + `";r=` + strconv.FormatInt(max(d.Remaining, 0), 10) + ";t=" + strconv.FormatInt(domain.CeilSeconds(d.ResetAfter), 10)
+		b = appendItem(b, i, limits[i].Name, ";q=", d.Limit, ";w=", max(domain.CeilSeconds(limits[i].Rule.Window), 1))
 	}
+	ends[0] = len(b)
+	for i, d := range v.Decisions { // RateLimit
+		b = appendItem(b, i, limits[i].Name, ";r=", max(d.Remaining, 0), ";t=", domain.CeilSeconds(d.ResetAfter))
+	}
+	ends[1] = len(b)
 	d := v.Decisions[v.Tightest()]
 	resetAt := now.Add(d.ResetAfter)
 	resetUnix := resetAt.Unix()
 	if resetAt.Nanosecond() > 0 {
 		resetUnix++
 	}
-	vals := []string{
-		policy,
-		state,
-		strconv.FormatInt(d.Limit, 10),
-		strconv.FormatInt(max(d.Remaining, 0), 10),
-		strconv.FormatInt(resetUnix, 10),
-	} // one allocation for the five one-element slices
-	for i, k := range rateLimitHeaderKeys {
-		h[k] = vals[i : i+1 : i+1]
+	for i, n := range [...]int64{d.Limit, max(d.Remaining, 0), resetUnix} {
+		b = strconv.AppendInt(b, n, 10)
+		ends[2+i] = len(b)
 	}
+	all := string(b)
+	vals := make([]string, len(rateLimitHeaderKeys))
+	from := 0
+	for i, k := range rateLimitHeaderKeys {
+		vals[i] = all[from:ends[i]]
+		h[k] = vals[i : i+1 : i+1]
+		from = ends[i]
+	}
+}
+
+// appendItem appends the i-th item of a RateLimit or RateLimit-Policy
+// list to b: `"name";<k1><v1><k2><v2>`, after ", " unless it is the first.
+func appendItem(b []byte, i int, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
+	if i > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, '"')
+	b = append(b, k1...)
+	b = strconv.AppendInt(b, v1, 10)
+	b = append(b, k2...)
+	return strconv.AppendInt(b, v2, 10)
 }
 
 // rateLimitHeaderKeys are the keys setRateLimitHeaders writes, in the

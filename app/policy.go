@@ -193,7 +193,8 @@ func (m *meter) resolve(r *http.Request, t Tenant) (route *domain.Route, req dom
 	if route.Cost == 0 || len(applied) == 0 {
 		return route, domain.Request{}, false
 	}
-	req = domain.Request{Tenant: t.ID, Route: route.Name, Cost: route.Cost, Limits: make([]domain.Limit, len(applied))}
+	req = domain.Request{Tenant: t.ID, Route: route.Name, Cost: route.Cost}
+	req.Limits, req.Decisions = newRequestBuffers(len(applied))
 	for i, l := range applied {
 		keyRoute := ""
 		if route.Own(i) {

@@ -124,7 +124,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	metrics.Routes(current())
 	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
-	admin := newHTTPServer(NewAdminServer(be.pinger, cfg.RedisTimeout, reg), log)
+	adminHandler := NewAdminServer(be.pinger, cfg.RedisTimeout, reg)
+	if cfg.Pprof {
+		adminHandler = withPprof(adminHandler)
+	}
+	admin := newHTTPServer(adminHandler, log)
 	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("tollgate: public listener: %w", err)
@@ -184,7 +188,7 @@ wait:
 // tenant header, with the current policy of policies.
 func newTenantResolver(cfg Config, policies *policySource) (TenantResolver, *FileTenants, error) {
 	if cfg.TenantsFile == "" {
-		return HeaderTenants{Header: cfg.TenantHeader, Policy: policies.Policy}, nil, nil
+		return HeaderTenants{Header: http.CanonicalHeaderKey(cfg.TenantHeader), Policy: policies.Policy}, nil, nil
 	}
 	ft, err := NewFileTenants(cfg.TenantsFile, policies.Read)
 	if err != nil {

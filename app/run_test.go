@@ -410,6 +410,31 @@ func TestRunIgnoresSIGHUPWithoutTenantsFile(t *testing.T) {
 	}
 }
 
+// TestRunPprof: TOLLGATE_PPROF=true serves the profiles on the admin
+// listener, beside the admin endpoints; by default they are not there.
+func TestRunPprof(t *testing.T) {
+	t.Parallel()
+	status := func(url string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	on := apptest.Start(t, "TOLLGATE_PPROF=true")
+	for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/heap", "/healthz"} {
+		if got := status(on.Admin + path); got != http.StatusOK {
+			t.Errorf("TOLLGATE_PPROF=true: GET %s = %d, want 200", path, got)
+		}
+	}
+	off := apptest.Start(t)
+	if got := status(off.Admin + "/debug/pprof/cmdline"); got != http.StatusNotFound {
+		t.Errorf("default: GET /debug/pprof/cmdline = %d, want 404", got)
+	}
+}
+
 // TestRunLogsVersionAtStartup: the start-up line names the build, so a
 // log shows which tollgate answered.
 func TestRunLogsVersionAtStartup(t *testing.T) {

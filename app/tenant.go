@@ -47,7 +47,7 @@ type TenantResolver interface {
 // it: run it behind an authenticating edge that sets the header and
 // overwrites any value a client sent.
 type HeaderTenants struct {
-	Header string      // canonical or not; http.Header.Get canonicalizes
+	Header string      // canonical or not; in canonical form (X-Tenant-Id) it is looked up without allocating
 	Rule   domain.Rule // every tenant's rule for the limit "default"; zero: the policy's
 	// Policy returns the current policy. Nil: one limit, "default", with
 	// Rule.
@@ -68,16 +68,33 @@ type contextKey struct{ name string }
 
 var tenantKey = &contextKey{"tenant"}
 
-// withTenant returns ctx carrying the resolved tenant id.
+// withTenant returns ctx carrying the resolved tenant id. It is one
+// allocation, where context.WithValue would be two (the context, and the
+// id boxed in an interface): it runs on every request.
 func withTenant(ctx context.Context, id domain.TenantID) context.Context {
-	return context.WithValue(ctx, tenantKey, id)
+	return &tenantContext{Context: ctx, id: id}
+}
+
+// tenantContext is a context carrying a tenant id under tenantKey. Its
+// Value is a pointer to the id, which an interface holds without
+// allocating.
+type tenantContext struct {
+	context.Context
+	id domain.TenantID
+}
+
+func (c *tenantContext) Value(key any) any {
+	if key == tenantKey {
+		return &c.id
+	}
+	return c.Context.Value(key)
 }
 
 // TenantFrom returns the tenant the rate-limit middleware resolved for the
 // request of ctx, or [domain.Unknown] outside it.
 func TenantFrom(ctx context.Context) domain.TenantID {
-	if id, ok := ctx.Value(tenantKey).(domain.TenantID); ok {
-		return id
+	if id, ok := ctx.Value(tenantKey).(*domain.TenantID); ok {
+		return *id
 	}
 	return domain.Unknown
 }

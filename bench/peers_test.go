@@ -48,8 +48,10 @@ func tollgate(b *testing.B) allowFunc {
 	rule := domain.Rule{Limit: limit, Window: window}
 	ctx := context.Background()
 	return func(key string) bool {
+		var decisions [1]domain.Decision // the verdict's, on the stack
 		v, _ := lim.Allow(ctx, domain.Request{Tenant: "bench", Route: "default", Cost: 1,
-			Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}}})
+			Limits:    []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}},
+			Decisions: decisions[:0]})
 		return v.Allowed
 	}
 }

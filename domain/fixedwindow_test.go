@@ -90,3 +90,30 @@ func BenchmarkFixedWindowDecide(b *testing.B) {
 	}
 	_ = d
 }
+
+// TestSettleIntoRequestDecisions: with room in req.Decisions, the
+// verdict's decisions are written there, and settling allocates nothing;
+// without room, Settle allocates and leaves req.Decisions alone.
+func TestSettleIntoRequestDecisions(t *testing.T) {
+	decide := func(i int, cost int64) domain.Decision {
+		return domain.Decision{Allowed: i == 0, Limit: 10, Remaining: 10 - cost}
+	}
+	req := domain.Request{Limits: make([]domain.Limit, 2), Cost: 3}
+	want := domain.Settle(req, decide)
+	req.Decisions = make([]domain.Decision, 0, 2)
+	v := domain.Settle(req, decide)
+	if len(v.Decisions) != 2 || &v.Decisions[0] != &req.Decisions[:1][0] {
+		t.Fatalf("Settle with room: decisions %v not in req.Decisions' array", v.Decisions)
+	}
+	// Denied by limit 1: limit 0 is decided again at cost 0, as without room.
+	if v.Allowed || v.Outcome != want.Outcome || v.Decisions[0] != want.Decisions[0] || v.Decisions[1] != want.Decisions[1] {
+		t.Errorf("Settle with room = %+v, want %+v", v, want)
+	}
+	small := domain.Request{Limits: req.Limits, Cost: 1, Decisions: make([]domain.Decision, 0, 1)}
+	if v := domain.Settle(small, decide); len(v.Decisions) != 2 || small.Decisions[:1][0] != (domain.Decision{}) {
+		t.Errorf("Settle(room for 1 of 2) = %v, or wrote into the short buffer %v", v.Decisions, small.Decisions[:1])
+	}
+	if n := testing.AllocsPerRun(100, func() { domain.Settle(req, decide) }); n != 0 {
+		t.Errorf("Settle with room allocates %v times, want 0", n)
+	}
+}

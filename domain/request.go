@@ -35,6 +35,14 @@ type Request struct {
 	// Cost is what the request spends from each limit, at least 1. A
 	// request of cost 0 is not metered, and is never put to a limiter.
 	Cost int64
+	// Decisions, if its capacity holds one Decision per limit, is where
+	// the limiter writes the verdict's Decisions instead of allocating
+	// them ([Settle]): the verdict's Decisions then share its array.
+	// A caller that provides it owns that array for as long as it reads
+	// the verdict, and gives each request its own; a layer that keeps a
+	// verdict past its request copies the Decisions. Nil: the limiter
+	// allocates them.
+	Decisions []Decision
 }
 
 // Outcome is how a request was decided, as the decisions metric labels
@@ -139,10 +147,16 @@ func (v Verdict) RetryAfter() time.Duration {
 // [OutcomeShadowDenied]) and spends nothing from itself: it keeps
 // exactly the state it would have if it were enforced, so its would-be
 // denials are what enforcing it would deny. Every decision of a shadow
-// limit has Shadow set. The verdict's decisions are its one allocation.
+// limit has Shadow set. The verdict's decisions are written to
+// req.Decisions when it has room for them, and else are Settle's one
+// allocation.
 func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 	n := len(req.Limits)
-	v := Verdict{Allowed: true, Decisions: make([]Decision, 0, n)}
+	dst := req.Decisions
+	if cap(dst) < n {
+		dst = make([]Decision, 0, n)
+	}
+	v := Verdict{Allowed: true, Decisions: dst[:0]}
 	shadowDenied := false
 	for i := range n {
 		d := decide(i, req.Cost)

@@ -60,7 +60,8 @@ func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
 
 // Allow implements [ports.Limiter]. It fails only on a malformed request
 // (more than 16 limits, or two with one key). For keys it already holds,
-// it takes their mutexes and allocates only its verdict's decisions.
+// it takes their mutexes and allocates nothing, but for its verdict's
+// decisions when req.Decisions has no room for them.
 func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
 	n := len(req.Limits)
 	if n > maxLimits {

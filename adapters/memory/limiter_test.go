@@ -134,6 +134,14 @@ func TestLimiterAllowDoesNotAllocate(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, req) }); n > 1 {
 			t.Errorf("%s: Allow of a held tenant allocates %v times, want 1 (the verdict's decision)", a.name, n)
 		}
+		// With room for the decision in the request, nothing.
+		req.Decisions = make([]domain.Decision, 0, 1)
+		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, req) }); n > 0 {
+			t.Errorf("%s: Allow of a held tenant with Request.Decisions allocates %v times, want 0", a.name, n)
+		}
+		if v := portstest.MustAllow(t, l, req); &v.Decisions[0] != &req.Decisions[:1][0] {
+			t.Errorf("%s: the verdict's decisions are not in Request.Decisions", a.name)
+		}
 		l.Close()
 	}
 }
