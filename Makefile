@@ -1,8 +1,9 @@
 # tollgate's build and test entry points. `make test` is what CI runs
 # (.ci/run): on a machine with Docker, apt and no registry, it builds the
 # images it needs, vets, runs every test (integration against real Redis
-# containers included), then the docker-compose smoke test, and always
-# removes the test containers.
+# containers and a Redis Cluster included), then the docker-compose smoke
+# tests (one Redis; a 3-master cluster), and always removes the test
+# containers.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -24,15 +25,16 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench bench-integration bench-gateway image compose-up compose-down compose-test clean
+.PHONY: test unit vet bench bench-integration bench-gateway image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
 
-## test: images, go vet, all tests with -race, compose smoke test; cleanup always
+## test: images, go vet, all tests with -race, compose smoke tests; cleanup always
 test:
 	@status=0; \
 	{ $(MAKE) --no-print-directory image && \
 	  $(MAKE) --no-print-directory vet && \
 	  go test -race -shuffle=on -count=1 ./... && \
-	  scripts/compose-test.sh; } || status=$$?; \
+	  scripts/compose-test.sh && \
+	  scripts/compose-cluster-test.sh; } || status=$$?; \
 	scripts/cleanup-containers.sh; \
 	exit $$status
 
@@ -77,10 +79,23 @@ compose-down:
 compose-test:
 	scripts/compose-test.sh
 
+## compose-cluster-up: a 3-master Redis Cluster and two gateways (docker-compose.cluster.yml)
+compose-cluster-up: image
+	docker-compose -p tollgate-cluster -f docker-compose.cluster.yml down --remove-orphans
+	docker-compose -p tollgate-cluster -f docker-compose.cluster.yml up -d
+
+compose-cluster-down:
+	docker-compose -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans
+
+compose-cluster-test:
+	scripts/compose-cluster-test.sh
+
 ## clean: remove this project's test containers (any run), compose stacks and local images
 clean:
 	TOLLGATE_TEST_RUN= scripts/cleanup-containers.sh
 	-docker-compose -p tollgate -f docker-compose.yml down -v --remove-orphans 2>/dev/null
 	-docker-compose -p tollgate-ci -f docker-compose.yml down -v --remove-orphans 2>/dev/null
+	-docker-compose -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
+	-docker-compose -p tollgate-ci-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
 	-docker image rm tollgate.local/redis:7 tollgate.local/tollgate:dev 2>/dev/null
 	go clean -testcache

@@ -70,7 +70,10 @@ func newBackend(ctx context.Context, cfg Config, onStoreError func(error), metri
 			store, be = l, backend{pinger: alwaysUp{}, closers: []io.Closer{l}}
 		}
 	case StoreRedis:
-		client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{Timeout: cfg.RedisTimeout})
+		client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{
+			Timeout: cfg.RedisTimeout,
+			Cluster: cfg.RedisMode == RedisCluster,
+		})
 		if err != nil {
 			return backend{}, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
 		}
@@ -165,5 +168,5 @@ func checkRedis(ctx context.Context, client *redis.Client, cfg Config, log *slog
 			"redis_url", MaskURL(cfg.RedisURL), "err", err)
 		return
 	}
-	log.Info("redis answered", "redis_url", MaskURL(cfg.RedisURL), "redis_version", version)
+	log.Info("redis answered", "redis_url", MaskURL(cfg.RedisURL), "redis_mode", cfg.RedisMode, "redis_version", version)
 }

@@ -31,6 +31,9 @@ const (
 
 	// MaxReplicas bounds TOLLGATE_REPLICAS.
 	MaxReplicas = 10000
+
+	RedisSingle  = "single"
+	RedisCluster = "cluster"
 )
 
 // Config is every setting of the gateway, parsed from TOLLGATE_* variables
@@ -74,7 +77,11 @@ type Config struct {
 	// Shadow puts every limit in shadow mode: would-be denials are
 	// forwarded, logged and counted.
 	Shadow bool `env:"SHADOW" envDefault:"false"`
-	// RedisURL is a go-redis URL; it may hold credentials.
+	// RedisMode is single (one Redis, or a proxy) or cluster (Redis
+	// Cluster: RedisURL is then a seed list).
+	RedisMode string `env:"REDIS_MODE" envDefault:"single"`
+	// RedisURL is a go-redis URL; it may hold credentials. In cluster
+	// mode, redis://[user:pass@]host:port?addr=host2:port2&addr=...
 	RedisURL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0"`
 	// RedisTimeout is the deadline for the store work of one decision.
 	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"50ms"`
@@ -109,7 +116,8 @@ var accepted = map[string]string{
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
 	"POLICY_FILE":      "empty, or the path of a JSON policy file of limits and routes",
 	"SHADOW":           "true or false (also 1, 0, t, f)",
-	"REDIS_URL":        "a redis://, rediss:// or unix:// URL",
+	"REDIS_MODE":       "single (one Redis, or a proxy) or cluster (Redis Cluster)",
+	"REDIS_URL":        "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
 	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 50ms",
 	"KEY_PREFIX":       "any string",
 	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
@@ -215,7 +223,12 @@ func (c Config) Validate() error {
 	check(oneOf(c.FailMode, FailOpen, FailClosed, FailLocal), "FAIL_MODE", c.FailMode)
 	check(c.Replicas >= 0 && c.Replicas <= MaxReplicas, "REPLICAS", strconv.Itoa(c.Replicas))
 	check(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
-	check(redis.ValidateURL(c.RedisURL) == nil, "REDIS_URL", c.RedisURL)
+	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
+	validURL := redis.ValidateURL
+	if c.RedisMode == RedisCluster {
+		validURL = redis.ValidateClusterURL
+	}
+	check(validURL(c.RedisURL) == nil, "REDIS_URL", c.RedisURL)
 	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)

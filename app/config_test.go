@@ -26,6 +26,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		FailMode:        "open",
 		DenyCache:       true,
 		TenantHeader:    "X-Tenant-ID",
+		RedisMode:       "single",
 		RedisURL:        "redis://localhost:6379/0",
 		RedisTimeout:    50 * time.Millisecond,
 		KeyPrefix:       "rl:",
@@ -104,6 +105,27 @@ func TestLoadConfigErrors(t *testing.T) {
 		}
 		if ce.Var != tt.wantVar || !strings.Contains(err.Error(), tt.wantIn) {
 			t.Errorf("LoadConfig(%s) = %q, want one naming %s and containing %s", tt.env, err, tt.wantVar, tt.wantIn)
+		}
+	}
+}
+
+// TOLLGATE_REDIS_MODE=cluster takes a seed list: one seed, or several as
+// addr= parameters, with credentials and go-redis's cluster options.
+func TestLoadConfigRedisCluster(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{
+		"redis://a:7000",
+		"redis://a:7000/0",
+		"rediss://user:pw@a:7000?addr=b:7001&addr=c:7002",
+		"redis://:pw@10.0.0.1:7000?addr=10.0.0.2:7000&max_redirects=5&read_timeout=1s",
+	} {
+		cfg, err := app.LoadConfig([]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_MODE=cluster", "TOLLGATE_REDIS_URL=" + url})
+		if err != nil {
+			t.Errorf("cluster URL %s: %v", url, err)
+			continue
+		}
+		if cfg.RedisMode != app.RedisCluster {
+			t.Errorf("RedisMode = %q, want cluster", cfg.RedisMode)
 		}
 	}
 }

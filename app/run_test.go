@@ -35,6 +35,13 @@ func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@localhost:6379/0/1"}, []string{"TOLLGATE_REDIS_URL"}},
 		// A lone user-info field is a password to go-redis: masked too.
 		{[]string{"TOLLGATE_REDIS_URL=redis://pw-secret@host:6379/0?dial_timeout=-1s"}, []string{"TOLLGATE_REDIS_URL", "xxxxx@host"}},
+		{[]string{"TOLLGATE_REDIS_MODE=sentinel"}, []string{"TOLLGATE_REDIS_MODE", `"sentinel"`, "single", "cluster"}},
+		// A seed list is a cluster's URL, not a single Redis's; a cluster
+		// has no unix socket and only database 0.
+		{[]string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=redis://:pw-secret@a:7000?addr=b:7001"}, []string{"TOLLGATE_REDIS_URL"}},
+		{[]string{"TOLLGATE_REDIS_MODE=cluster", "TOLLGATE_REDIS_URL=unix:///run/redis.sock"}, []string{"TOLLGATE_REDIS_URL", "seed list"}},
+		{[]string{"TOLLGATE_REDIS_MODE=cluster", "TOLLGATE_REDIS_URL=redis://:pw-secret@a:7000/3"}, []string{"TOLLGATE_REDIS_URL", "database 0"}},
+		{[]string{"TOLLGATE_REDIS_MODE=cluster", "TOLLGATE_REDIS_URL=redis://:pw-secret@a:7000?addr=b"}, []string{"TOLLGATE_REDIS_URL"}},
 		{[]string{"TOLLGATE_ALGORITHM=leaky_bucket"}, []string{"TOLLGATE_ALGORITHM", "fixed_window, sliding_log, sliding_window, token_bucket"}},
 	}
 	for _, tt := range tests {
@@ -69,7 +76,7 @@ func TestRunUnexpectedArgument(t *testing.T) {
 	if err := app.Run(t.Context(), []string{"tollgate", "-h"}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"TOLLGATE_REDIS_TIMEOUT", "TOLLGATE_FAIL_MODE", "TOLLGATE_REPLICAS", "TOLLGATE_DENY_CACHE"} {
+	for _, v := range []string{"TOLLGATE_REDIS_TIMEOUT", "TOLLGATE_FAIL_MODE", "TOLLGATE_REPLICAS", "TOLLGATE_DENY_CACHE", "TOLLGATE_REDIS_MODE"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("-h output lacks %s:\n%s", v, out.String())
 		}

@@ -216,10 +216,10 @@ func TestStallEnds(t *testing.T) {
 	}
 }
 
-// load is 64 goroutines deciding in a loop on one limiter of a client
+// decisionLoad is 64 goroutines deciding in a loop on one limiter of a client
 // opened as the gateway opens it (warm, 1 s deadline), each on its own
 // tenant of 16, under a fresh prefix.
-type load struct {
+type decisionLoad struct {
 	prefix      string
 	window      time.Duration
 	ok, failed  atomic.Int64
@@ -230,7 +230,7 @@ type load struct {
 	wg          sync.WaitGroup
 }
 
-func startLoad(t *testing.T, srv *redisServer, l redisLimiter) *load {
+func startLoad(t *testing.T, srv *redisServer, l redisLimiter) *decisionLoad {
 	t.Helper()
 	c, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: time.Second})
 	if err != nil {
@@ -241,7 +241,7 @@ func startLoad(t *testing.T, srv *redisServer, l redisLimiter) *load {
 		t.Fatal(err)
 	}
 	lim := l.new(c, redis.Options{Timeout: time.Second})
-	ld := &load{prefix: uniquePrefix(t), window: time.Hour}
+	ld := &decisionLoad{prefix: uniquePrefix(t), window: time.Hour}
 	rule := domain.Rule{Limit: 1 << 40, Window: ld.window}
 	for i := range 64 {
 		ld.wg.Go(func() {
@@ -264,7 +264,7 @@ func startLoad(t *testing.T, srv *redisServer, l redisLimiter) *load {
 
 // end stops the load and checks that decisions succeeded and that no key
 // is left without a TTL.
-func (ld *load) end(t *testing.T, srv *redisServer) {
+func (ld *decisionLoad) end(t *testing.T, srv *redisServer) {
 	t.Helper()
 	ld.stop.Store(true)
 	ld.wg.Wait()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/tollgate/app/apptest"
 )
 
@@ -104,13 +106,21 @@ func TestReplicasShareOneBudget(t *testing.T) {
 func TestReplicasStorm(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
+	storm(t, srv.Client, srv.URL, "fixed_window", time.Minute)
+}
+
+// storm sends 200 concurrent requests of one tenant over two replicas of
+// algo on rdb (at redisURL; environ added) with a limit of 50, and checks
+// that exactly 50 are admitted and that the one key written has a TTL.
+func storm(t *testing.T, rdb goredis.UniversalClient, redisURL, algo string, window time.Duration, environ ...string) {
+	t.Helper()
 	prefix := uniquePrefix(t)
-	const window = time.Minute
-	env := []string{"TOLLGATE_LIMIT=50", "TOLLGATE_WINDOW=" + window.String(), "TOLLGATE_KEY_PREFIX=" + prefix,
+	env := append([]string{"TOLLGATE_LIMIT=50", "TOLLGATE_WINDOW=" + window.String(), "TOLLGATE_KEY_PREFIX=" + prefix,
+		"TOLLGATE_ALGORITHM=" + algo,
 		// No store error may blur the count: a generous deadline, and an
 		// error would show as a 503.
-		"TOLLGATE_REDIS_TIMEOUT=5s", "TOLLGATE_FAIL_MODE=closed"}
-	gws := []*apptest.Gateway{startReplica(t, srv.URL, env...), startReplica(t, srv.URL, env...)}
+		"TOLLGATE_REDIS_TIMEOUT=5s", "TOLLGATE_FAIL_MODE=closed"}, environ...)
+	gws := []*apptest.Gateway{startReplica(t, redisURL, env...), startReplica(t, redisURL, env...)}
 
 	var mu sync.Mutex
 	codes := map[int]int{}
@@ -128,10 +138,10 @@ func TestReplicasStorm(t *testing.T) {
 	close(start)
 	wg.Wait()
 	if codes[200] != 50 || codes[429] != 150 {
-		t.Errorf("200 concurrent requests, limit 50: statuses %v, want 50×200 and 150×429", codes)
+		t.Errorf("%s: 200 concurrent requests, limit 50: statuses %v, want 50×200 and 150×429", algo, codes)
 	}
-	if n := srv.checkTTLs(t, prefix+"*", 2*window); n != 1 {
-		t.Errorf("found %d keys under %s*, want 1", n, prefix)
+	if n := checkTTLs(t, rdb, prefix+"*", 2*window); n != 1 {
+		t.Errorf("%s: found %d keys under %s*, want 1", algo, n, prefix)
 	}
 }
 
@@ -399,7 +409,7 @@ func TestExamplesOnRedis(t *testing.T) {
 	g := startReplica(t, srv.URL, append([]string{"TOLLGATE_KEY_PREFIX=" + prefix, "TOLLGATE_REDIS_TIMEOUT=5s",
 		"TOLLGATE_FAIL_MODE=closed"}, apptest.ExampleEnviron...)...)
 	apptest.CheckExamples(t, g)
-	ttls := keyTTLs(t, srv, prefix)
+	ttls := keyTTLs(t, srv.Client, prefix)
 	for _, want := range []string{"{acme}:per-second", "{acme}:per-minute", "{acme}:per-day", "{initech}:route:export:exports"} {
 		if _, ok := ttls[prefix+want]; !ok {
 			t.Errorf("no key %s%s among %v", prefix, want, ttls)

@@ -47,10 +47,11 @@ func one(key string, rule domain.Rule) domain.Request {
 		Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}}}
 }
 
-// limiterHarness runs l on srv in real time: a short window, and slack
-// for the round trips between the test's sleeps and Redis's TIME.
-func limiterHarness(srv *redisServer, l redisLimiter, window time.Duration) portstest.LimiterHarness {
-	client := redis.NewClient(srv.Client)
+// limiterHarness runs l on rdb (one Redis or a cluster) in real time: a
+// short window, and slack for the round trips between the test's sleeps
+// and Redis's TIME.
+func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Duration) portstest.LimiterHarness {
+	client := redis.NewClient(rdb)
 	return portstest.LimiterHarness{
 		New: func(*testing.T) ports.Limiter {
 			return l.new(client, redis.Options{Timeout: 5 * time.Second})
@@ -60,26 +61,21 @@ func limiterHarness(srv *redisServer, l redisLimiter, window time.Duration) port
 		Slack:        40 * time.Millisecond,
 		Algorithm:    l.algorithm,
 		CountsDenied: l.seed,
-		TTLs:         func(t *testing.T, key string) map[string]time.Duration { return keyTTLs(t, srv, key) },
+		TTLs:         func(t *testing.T, key string) map[string]time.Duration { return keyTTLs(t, rdb, key) },
 	}
 }
 
 // keyTTLs returns every key that starts with key, and its PTTL.
-func keyTTLs(t *testing.T, srv *redisServer, key string) map[string]time.Duration {
+func keyTTLs(t *testing.T, rdb goredis.UniversalClient, key string) map[string]time.Duration {
 	t.Helper()
-	ctx := context.Background()
 	pattern := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(key) + "*"
 	ttls := map[string]time.Duration{}
-	iter := srv.Client.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		ttl, err := srv.Client.PTTL(ctx, iter.Val()).Result()
+	for _, k := range scanKeys(t, rdb, pattern) {
+		ttl, err := rdb.PTTL(context.Background(), k).Result()
 		if err != nil {
-			t.Fatalf("PTTL %s: %v", iter.Val(), err)
+			t.Fatalf("PTTL %s: %v", k, err)
 		}
-		ttls[iter.Val()] = ttl
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatalf("SCAN %s: %v", pattern, err)
+		ttls[k] = ttl
 	}
 	return ttls
 }
@@ -89,11 +85,26 @@ func TestRedisLimiterContract(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real time: seconds")
 	}
-	srv := startRedis(t)
+	limiterContract(t, startRedis(t).Client, 600*time.Millisecond)
+}
+
+// TestClusterLimiterContract: the whole conformance suite, every
+// algorithm, on a Redis Cluster of 3 masters.
+func TestClusterLimiterContract(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("real time: seconds")
+	}
+	// A longer window than on one Redis: the TTL check finds a tenant's
+	// keys on its master after a dozen decisions, slower under -race.
+	limiterContract(t, sharedClusterFor(t).Client, time.Second)
+}
+
+func limiterContract(t *testing.T, rdb goredis.UniversalClient, window time.Duration) {
 	for _, l := range redisLimiters {
 		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
-			portstest.TestLimiter(t, limiterHarness(srv, l, 600*time.Millisecond))
+			portstest.TestLimiter(t, limiterHarness(rdb, l, window))
 		})
 	}
 }
@@ -112,9 +123,12 @@ func TestRedisBoundaryBurst(t *testing.T) {
 	for _, l := range redisLimiters {
 		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
-			// A window long enough that what refills while a burst's
-			// round trips run (slow under -race) is at most a token.
-			got := portstest.BoundaryBurst(t, limiterHarness(srv, l, 3*time.Second), limit)
+			// A window long enough that a burst's round trips (slow
+			// under -race on a loaded machine) fit in the twentieth of
+			// it before the edge (300 ms), and what refills meanwhile is
+			// at most a token. At 3 s (150 ms) a slow burst spilled over
+			// the edge: 14 admitted for fixed window.
+			got := portstest.BoundaryBurst(t, limiterHarness(srv.Client, l, 6*time.Second), limit)
 			t.Logf("%s: %d admitted across the edge, limit %d", l.name, got, limit)
 			switch {
 			case l.algorithm == domain.AlgorithmFixedWindow:
@@ -138,14 +152,27 @@ func TestRedisBoundaryBurst(t *testing.T) {
 // and the tenant's state is intact.
 func TestRedisLimiterSurvivesScriptFlush(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
+	survivesScriptFlush(t, startRedis(t).Client)
+}
+
+// TestClusterLimiterSurvivesScriptFlush: the same on every master of a
+// cluster, as after a failover to a replica whose script cache is empty.
+func TestClusterLimiterSurvivesScriptFlush(t *testing.T) {
+	t.Parallel()
+	survivesScriptFlush(t, sharedClusterFor(t).Client)
+}
+
+func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 5, Window: time.Hour}
 	for _, l := range redisLimiters {
-		lim := l.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
-		key := "it:flush:" + l.name + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+		key := domain.Key("it:flush:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		for i := range int64(4) {
 			if i == 2 {
-				if err := srv.Client.ScriptFlush(t.Context()).Err(); err != nil {
+				err := eachMaster(t.Context(), rdb, func(ctx context.Context, c *goredis.Client) error {
+					return c.ScriptFlush(ctx).Err()
+				})
+				if err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -165,25 +192,36 @@ func TestRedisLimiterSurvivesScriptFlush(t *testing.T) {
 // script's commands are the ones README lists.
 func TestRedisLimiterOneRoundTrip(t *testing.T) {
 	// Not parallel: it reads the server's command statistics.
-	srv := startRedis(t)
+	oneRoundTrip(t, startRedis(t).Client)
+}
+
+// TestClusterLimiterOneRoundTrip: on a cluster too, one EVALSHA per
+// decision, on the tenant's master: no CROSSSLOT, no redirect.
+func TestClusterLimiterOneRoundTrip(t *testing.T) {
+	// Not parallel: it reads the masters' command statistics, and the
+	// tests that share the cluster run in parallel after it.
+	oneRoundTrip(t, sharedClusterFor(t).Client)
+}
+
+func oneRoundTrip(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 3, Window: time.Hour}
 	for _, l := range redisLimiters {
 		if l.seed {
 			continue // TestCounterCommandsPerDecision counts the counter's commands
 		}
-		lim := l.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
-		key := "it:rtt:" + l.name + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+		key := domain.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		if _, err := lim.Allow(t.Context(), one(key, rule)); err != nil { // loads the script
 			t.Fatal(err)
 		}
-		srv.resetStats(t)
+		resetStats(t, rdb)
 		const n = 5 // 2 admitted, 3 denied
 		for range n {
 			if _, err := lim.Allow(t.Context(), one(key, rule)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		calls := srv.commandCalls(t)
+		calls := commandCalls(t, rdb)
 		if got := calls["evalsha"]; got != n {
 			t.Errorf("%s: %d decisions ran EVALSHA %d times, want %d; commands %v", l.name, n, got, n, calls)
 		}

@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 		os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
 	}
 	code := m.Run()
+	stopSharedCluster()
 	reportSkips()
 	os.Exit(code)
 }
@@ -215,12 +216,21 @@ func withFixedHostPort(port int) testcontainers.CustomizeRequestOption {
 // freePort returns a TCP port that was free on loopback a moment ago.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := loopbackPort()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return p
+}
+
+// loopbackPort returns a TCP port that was free on loopback a moment ago.
+func loopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // pause freezes the Redis process (docker pause): connections stay open
@@ -285,9 +295,57 @@ func (s *redisServer) start(tb testing.TB) {
 // keyed by lower-case name (incr, pexpire, evalsha).
 func (s *redisServer) commandCalls(tb testing.TB) map[string]int64 {
 	tb.Helper()
-	info, err := s.Client.Info(context.Background(), "commandstats").Result()
+	return commandCalls(tb, s.Client)
+}
+
+// resetStats zeroes INFO commandstats.
+func (s *redisServer) resetStats(tb testing.TB) {
+	tb.Helper()
+	resetStats(tb, s.Client)
+}
+
+// checkTTLs fails tb unless every key matching pattern has a TTL of at
+// most maxTTL, and returns how many keys it checked.
+func (s *redisServer) checkTTLs(tb testing.TB, pattern string, maxTTL time.Duration) int {
+	tb.Helper()
+	return checkTTLs(tb, s.Client, pattern, maxTTL)
+}
+
+// eachMaster runs fn on rdb's one server, or on every master of a
+// cluster, and returns the first error.
+func eachMaster(ctx context.Context, rdb goredis.UniversalClient, fn func(context.Context, *goredis.Client) error) error {
+	if cc, ok := rdb.(*goredis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, fn)
+	}
+	return fn(ctx, rdb.(*goredis.Client))
+}
+
+// commandCalls returns the calls per command from INFO commandstats,
+// summed over rdb's masters.
+func commandCalls(tb testing.TB, rdb goredis.UniversalClient) map[string]int64 {
+	tb.Helper()
+	calls := map[string]int64{}
+	var mu sync.Mutex
+	err := eachMaster(context.Background(), rdb, func(ctx context.Context, c *goredis.Client) error {
+		n, err := nodeCommandCalls(ctx, c)
+		mu.Lock()
+		defer mu.Unlock()
+		for k, v := range n {
+			calls[k] += v
+		}
+		return err
+	})
 	if err != nil {
 		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	return calls
+}
+
+// nodeCommandCalls returns the calls per command of one server.
+func nodeCommandCalls(ctx context.Context, c *goredis.Client) (map[string]int64, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
 	}
 	calls := map[string]int64{}
 	sc := bufio.NewScanner(strings.NewReader(info))
@@ -300,7 +358,7 @@ func (s *redisServer) commandCalls(tb testing.TB) map[string]int64 {
 		n, _, _ := strings.Cut(rest, ",")
 		calls[name], _ = strconv.ParseInt(n, 10, 64)
 	}
-	return calls
+	return calls, nil
 }
 
 // decisionCommands returns the commands Redis ran since its stats were
@@ -320,24 +378,44 @@ func (s *redisServer) decisionCommands(tb testing.TB) int64 {
 	return cmds
 }
 
-// resetStats zeroes INFO commandstats.
-func (s *redisServer) resetStats(tb testing.TB) {
+// resetStats zeroes INFO commandstats on every master of rdb.
+func resetStats(tb testing.TB, rdb goredis.UniversalClient) {
 	tb.Helper()
-	if err := s.Client.ConfigResetStat(context.Background()).Err(); err != nil {
+	err := eachMaster(context.Background(), rdb, func(ctx context.Context, c *goredis.Client) error {
+		return c.ConfigResetStat(ctx).Err()
+	})
+	if err != nil {
 		tb.Fatalf("CONFIG RESETSTAT: %v", err)
 	}
 }
 
-// checkTTLs fails tb unless every key matching pattern has a TTL of at
-// most maxTTL, and returns how many keys it checked.
-func (s *redisServer) checkTTLs(tb testing.TB, pattern string, maxTTL time.Duration) int {
+// scanKeys returns every key matching pattern on rdb's masters.
+func scanKeys(tb testing.TB, rdb goredis.UniversalClient, pattern string) []string {
 	tb.Helper()
-	ctx := context.Background()
+	var mu sync.Mutex
+	var keys []string
+	err := eachMaster(context.Background(), rdb, func(ctx context.Context, c *goredis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		tb.Fatalf("SCAN %s: %v", pattern, err)
+	}
+	return keys
+}
+
+// checkTTLs fails tb unless every key matching pattern on rdb's masters
+// has a TTL of at most maxTTL, and returns how many keys it checked.
+func checkTTLs(tb testing.TB, rdb goredis.UniversalClient, pattern string, maxTTL time.Duration) int {
+	tb.Helper()
 	n := 0
-	iter := s.Client.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		ttl, err := s.Client.PTTL(ctx, key).Result()
+	for _, key := range scanKeys(tb, rdb, pattern) {
+		ttl, err := rdb.PTTL(context.Background(), key).Result()
 		if err != nil {
 			tb.Fatalf("PTTL %s: %v", key, err)
 		}
@@ -350,9 +428,6 @@ func (s *redisServer) checkTTLs(tb testing.TB, pattern string, maxTTL time.Durat
 			tb.Errorf("key %s: TTL %v > %v", key, ttl, maxTTL)
 		}
 		n++
-	}
-	if err := iter.Err(); err != nil {
-		tb.Fatalf("SCAN %s: %v", pattern, err)
 	}
 	return n
 }

@@ -8,51 +8,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+NAME=compose-test COMPOSE_FILE=docker-compose.yml
 PROJECT=${TOLLGATE_COMPOSE_PROJECT:-tollgate-ci}
-log() { printf 'compose-test: %s\n' "$*" >&2; }
-
-# Install a missing tool from Debian's packages: need COMMAND PACKAGE.
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  log "installing $2"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "$2" >/dev/null
-}
-need docker-compose docker-compose
-need curl curl
-
-TOLLGATE_REDIS_IMAGE="$(scripts/redis-image.sh)"
-TOLLGATE_IMAGE="$(scripts/gateway-image.sh)"
-export TOLLGATE_REDIS_IMAGE TOLLGATE_IMAGE
 export TOLLGATE_LIMIT=100 TOLLGATE_WINDOW=1m TOLLGATE_FAIL_MODE=closed
 export TOLLGATE_TENANTS_FILE=/etc/tollgate/tenants.json TOLLGATE_CONFIG_DIR=./examples
 export TOLLGATE_POLICY_FILE=/etc/tollgate/policy.json
 KEY=k-initech BUDGET=2 ROUTE_PATH=/v1/export/smoke # examples/: initech's exports
 P1=${TOLLGATE_PORT_1:-8081} P2=${TOLLGATE_PORT_2:-8082}
 A1=${TOLLGATE_ADMIN_PORT_1:-9091} A2=${TOLLGATE_ADMIN_PORT_2:-9092}
+. scripts/compose-lib.sh
 
-dc() { docker-compose -p "$PROJECT" -f docker-compose.yml "$@"; }
-down() { dc down -v --remove-orphans >/dev/null 2>&1 || true; }
-fail() {
-  log "FAIL: $*"
-  dc logs --no-color --tail=50 >&2 || true
-  exit 1
-}
-trap down EXIT
-
-# docker-compose v1 can fail recreating containers (KeyError
-# 'ContainerConfig') on newer engines: always start from nothing.
-down
 dc up -d >&2
-
 # Ready = the gateway serves and its Redis answers.
-for port in "$A1" "$A2"; do
-  for i in $(seq 1 150); do
-    [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" == 200 ]] && break
-    [[ $i == 150 ]] && fail "admin :$port /readyz not 200 after 30s"
-    sleep 0.2
-  done
-done
+wait_ready "$A1" "$A2"
 log "both replicas ready"
 
 status() { curl -s -o /dev/null -w '%{http_code}' -H "X-API-Key: $KEY" "http://127.0.0.1:$1$ROUTE_PATH"; }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the local Redis 7 image used by tollgate's integration tests and
-# docker-compose, without any registry: FROM scratch + Debian's redis binary.
+# docker-compose, without any registry: FROM scratch + Debian's redis
+# binaries (redis-server, and redis-cli for docker-compose.cluster.yml's
+# healthchecks and cluster creation).
 #
 #   scripts/redis-image.sh            # build if missing, print image name
 #   FORCE=1 scripts/redis-image.sh    # rebuild even if present
@@ -15,18 +17,23 @@ set -euo pipefail
 REPO="${REDIS_IMAGE_REPO:-tollgate.local/redis}"
 IMAGE="${REPO}:7"
 SRC_BIN=/usr/bin/redis-check-rdb   # the real binary; redis-server is a symlink to it
+CLI_BIN=/usr/bin/redis-cli
+# Bumped when the image's contents change, so that an older local image is
+# rebuilt rather than reused.
+CONTENTS=server+cli
 
 log() { printf 'redis-image: %s\n' "$*" >&2; }
 
 command -v docker >/dev/null 2>&1 || { log "docker CLI not found"; exit 1; }
 
-if [[ "${FORCE:-0}" != 1 ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
+have="$(docker image inspect -f '{{index .Config.Labels "tollgate.redis.contents"}}' "$IMAGE" 2>/dev/null || true)"
+if [[ "${FORCE:-0}" != 1 && "$have" == "$CONTENTS" ]]; then
   log "$IMAGE already present (FORCE=1 to rebuild)"
   echo "$IMAGE"
   exit 0
 fi
 
-if [[ ! -x "$SRC_BIN" ]]; then
+if [[ ! -x "$SRC_BIN" || ! -x "$CLI_BIN" ]]; then
   log "installing redis-tools (provides $SRC_BIN)"
   SUDO=()
   if [[ $EUID -ne 0 ]]; then SUDO=(sudo); fi
@@ -44,6 +51,8 @@ install -d -m 1777 "$root/tmp"
 # Redis picks its personality from argv[0]: the file must be named redis-server.
 cp -L "$SRC_BIN" "$root/usr/bin/redis-server"
 chmod 0755 "$root/usr/bin/redis-server"
+cp -L "$CLI_BIN" "$root/usr/bin/redis-cli"
+chmod 0755 "$root/usr/bin/redis-cli"
 
 # Every library ldd lists, plus the loader, at the exact paths the loader
 # expects (symlinks resolved: cp -L copies the target's content).
@@ -57,10 +66,10 @@ nlibs=0
 while read -r path; do
   copy_lib "$path"
   nlibs=$((nlibs + 1))
-done < <(ldd "$SRC_BIN" | awk '
+done < <({ ldd "$SRC_BIN"; ldd "$CLI_BIN"; } | awk '
   $2 == "=>" && $3 ~ /^\// { print $3; next }   # libfoo.so => /path (0x..)
   $1 ~ /^\//               { print $1 }         # /lib64/ld-linux-x86-64.so.2 (0x..)
-')
+' | sort -u)
 log "copied $nlibs libraries (incl. loader)"
 
 # Version straight from the binary we ship (e.g. 7.0.15).
@@ -71,9 +80,10 @@ case "$version" in
   *) log "expected Redis 7.x, got $version"; exit 1 ;;
 esac
 
-cat > "$ctx/Dockerfile" <<'DOCKERFILE'
+cat > "$ctx/Dockerfile" <<DOCKERFILE
 FROM scratch
 COPY rootfs/ /
+LABEL tollgate.redis.contents=$CONTENTS
 EXPOSE 6379
 ENTRYPOINT ["/usr/bin/redis-server"]
 CMD ["--protected-mode", "no", "--bind", "* -::*", "--save", "", "--appendonly", "no", "--dir", "/data"]

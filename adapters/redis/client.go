@@ -34,6 +34,12 @@ type ClientOptions struct {
 	// value, [BatchCoalesce], is what the gateway runs; the others exist
 	// so that the benchmarks can compare.
 	Batching Batching
+	// Cluster makes the URL a seed list of a Redis Cluster
+	// (TOLLGATE_REDIS_MODE=cluster; see [ValidateClusterURL]): the client
+	// discovers the masters, sends each decision to the master of its
+	// tenant's slot, follows MOVED and ASK, and reloads the slot map when
+	// a master fails.
+	Cluster bool
 }
 
 // Batching is how concurrent decisions reach Redis.
@@ -71,8 +77,9 @@ const DefaultLanes = 1
 // bytes one write carries: a decision's EVALSHA is about 100 bytes).
 const maxBatch = 512
 
-// Client is a connection to one Redis (or a proxy), tuned for a
-// gateway: it is what every store of this package runs on. Concurrent
+// Client is a connection to one Redis (or a proxy), or to every node of
+// a Redis Cluster, tuned for a gateway: it is what every store of this
+// package runs on. Concurrent
 // decisions share round trips: at most [ClientOptions.Lanes] of them are
 // in flight at once, each on a pooled connection; a decision that finds
 // every lane busy queues and leaves with the next batch, one pipeline of
@@ -105,10 +112,8 @@ func ValidateURL(s string) error {
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
-		if p := u.Port(); p != "" {
-			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
-				return fmt.Errorf("redis: port %q out of range", p)
-			}
+		if err := validatePort(u.Port()); err != nil {
+			return err
 		}
 		if u.Hostname() == "" {
 			return errors.New("redis: no host")
@@ -120,7 +125,34 @@ func ValidateURL(s string) error {
 	default:
 		return fmt.Errorf("redis: scheme %q, want redis, rediss or unix", u.Scheme)
 	}
-	q := u.Query()
+	if err := validateDurations(u.Query()); err != nil {
+		return err
+	}
+	if err := validateRetries(u.Query()); err != nil {
+		return err
+	}
+	if _, err := goredis.ParseURL(s); err != nil {
+		// go-redis's errors name the option, never the password.
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+// validatePort reports whether p, a URL's port, is empty (the default)
+// or in 1..65535.
+func validatePort(p string) error {
+	if p == "" {
+		return nil
+	}
+	if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("redis: port %q out of range", p)
+	}
+	return nil
+}
+
+// validateDurations reports whether every duration option in q parses
+// and is at least 0.
+func validateDurations(q url.Values) error {
 	for _, name := range durationParams {
 		if !q.Has(name) {
 			continue
@@ -138,12 +170,15 @@ func ValidateURL(s string) error {
 			return fmt.Errorf("redis: %s=%q, want a duration of at least 0", name, v)
 		}
 	}
+	return nil
+}
+
+// validateRetries refuses a max_retries in q that would retry: a retried
+// script that had run counts a request twice, a retried batch a whole
+// batch twice.
+func validateRetries(q url.Values) error {
 	if q.Has("max_retries") && q.Get("max_retries") != "-1" {
 		return fmt.Errorf("redis: max_retries=%q: tollgate never retries a decision (a retried script that ran counts twice); leave it out", q.Get("max_retries"))
-	}
-	if _, err := goredis.ParseURL(s); err != nil {
-		// go-redis's errors name the option, never the password.
-		return fmt.Errorf("redis: %w", err)
 	}
 	return nil
 }
@@ -188,7 +223,16 @@ func ValidateURL(s string) error {
 // (once per process): it prints a line per failed dial, which during an
 // outage would flood the log the gateway limits to one store-error line
 // per second.
+//
+// With opts.Cluster, rawURL is a seed list and the same defaults apply
+// per node, but for Read/WriteTimeout, at least 1 s so that background
+// reloads of the slot map succeed on a loaded machine (decisions stay
+// bounded by their context; see openCluster). Decisions share round
+// trips there too: a batch's pipeline splits by node.
 func Open(rawURL string, opts ClientOptions) (*Client, error) {
+	if opts.Cluster {
+		return openCluster(rawURL, opts)
+	}
 	if err := ValidateURL(rawURL); err != nil {
 		return nil, err
 	}
@@ -196,22 +240,8 @@ func Open(rawURL string, opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	u, _ := url.Parse(rawURL) // ValidateURL parsed it
-	q := u.Query()
-	set := func(name string, apply func()) {
-		if !q.Has(name) {
-			apply()
-		}
-	}
-	lanes := opts.lanes()
-	set("pool_size", func() { opt.PoolSize = max(64, 16*lanes) })
-	set("min_idle_conns", func() { opt.MinIdleConns = 0 })
+	tune(rawURL, opts, tuning{&opt.PoolSize, &opt.MinIdleConns, &opt.ReadTimeout, &opt.WriteTimeout, &opt.DialTimeout})
 	opt.MaxRetries = -1
-	if opts.Timeout > 0 {
-		set("read_timeout", func() { opt.ReadTimeout = 2 * opts.Timeout })
-		set("write_timeout", func() { opt.WriteTimeout = 2 * opts.Timeout })
-		set("dial_timeout", func() { opt.DialTimeout = max(2*opts.Timeout, 100*time.Millisecond) })
-	}
 	opt.ContextTimeoutEnabled = true
 	opt.DialerRetries = 1
 	// A new connection says HELLO and nothing more: no CLIENT SETINFO,
@@ -222,6 +252,38 @@ func Open(rawURL string, opts ClientOptions) (*Client, error) {
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	quietLogs.Do(func() { goredis.SetLogger(discardLogger{}) })
 	return NewClientWith(goredis.NewClient(opt), opts)
+}
+
+// tuning points at the go-redis options [Open] sets for a gateway, in a
+// single node's options or a cluster's (per node).
+type tuning struct {
+	poolSize, minIdleConns    *int
+	readTimeout, writeTimeout *time.Duration
+	dialTimeout               *time.Duration
+}
+
+// tune applies Open's defaults to t, but for those rawURL's query sets:
+// a setting in the URL wins.
+func tune(rawURL string, opts ClientOptions, t tuning) {
+	set := func(name string, apply func()) {
+		if !queryHas(rawURL, name) {
+			apply()
+		}
+	}
+	lanes := opts.lanes()
+	set("pool_size", func() { *t.poolSize = max(64, 16*lanes) })
+	set("min_idle_conns", func() { *t.minIdleConns = 0 })
+	if opts.Timeout > 0 {
+		set("read_timeout", func() { *t.readTimeout = 2 * opts.Timeout })
+		set("write_timeout", func() { *t.writeTimeout = 2 * opts.Timeout })
+		set("dial_timeout", func() { *t.dialTimeout = max(2*opts.Timeout, 100*time.Millisecond) })
+	}
+}
+
+// queryHas reports whether rawURL, a URL that parses, sets option name.
+func queryHas(rawURL, name string) bool {
+	u, err := url.Parse(rawURL)
+	return err == nil && u.Query().Has(name)
 }
 
 // NewClient returns a Client over rdb, a go-redis client the caller
@@ -353,19 +415,29 @@ type discardLogger struct{}
 func (discardLogger) Printf(context.Context, string, ...any) {}
 
 // Ping implements [ports.Pinger]: the /readyz check. A client that is
-// not warm yet warms first (see [Client.Warm]).
+// not warm yet warms first (see [Client.Warm]). On a cluster every
+// master must answer and report cluster_state:ok.
 func (c *Client) Ping(ctx context.Context) error {
 	if !c.warm.Load() {
-		return c.Warm(ctx)
+		if err := c.Warm(ctx); err != nil {
+			return err
+		}
 	}
-	if err := c.rdb.Ping(ctx).Err(); err != nil {
+	var err error
+	if cc, ok := c.rdb.(*goredis.ClusterClient); ok {
+		err = pingCluster(ctx, cc)
+	} else {
+		err = c.rdb.Ping(ctx).Err()
+	}
+	if err != nil {
 		return fmt.Errorf("redis: ping: %w", err)
 	}
 	return nil
 }
 
 // Version asks the server for its version (INFO server), such as
-// "7.0.15". The gateway logs it at start-up.
+// "7.0.15". The gateway logs it at start-up. On a cluster it is the
+// version of one master.
 func (c *Client) Version(ctx context.Context) (string, error) {
 	info, err := c.rdb.Info(ctx, "server").Result()
 	if err != nil {

@@ -1,6 +1,11 @@
 package redis
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +57,125 @@ func TestValidateURL(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateClusterURL(t *testing.T) {
+	t.Parallel()
+	for url, ok := range map[string]bool{
+		"redis://a:7000":   true,
+		"redis://a:7000/":  true,
+		"redis://a:7000/0": true,
+		"rediss://u:pass@a:7000?addr=b:7001&addr=c:7002":    true,
+		"redis://a:7000?addr=[::1]:7001":                    true,
+		"redis://a:7000?max_redirects=8&read_timeout=100ms": true,
+		"redis://a:7000/1":                                  false, // a cluster has only db 0
+		"unix:///run/redis.sock":                            false,
+		"redis://:7000":                                     false,
+		"redis://a:0":                                       false,
+		"redis://a:7000?addr=b":                             false,
+		"redis://a:7000?addr=b:70000":                       false,
+		"redis://a:7000?addr=:7001":                         false,
+		"redis://a:7000?read_timeout=-1s":                   false,
+		"redis://a:7000?db=1":                               false, // not a cluster option
+		"redis://s3cret@a:7000?addr=b":                      false,
+	} {
+		err := ValidateClusterURL(url)
+		if (err == nil) != ok {
+			t.Errorf("ValidateClusterURL(%q) = %v, want ok=%v", url, err, ok)
+		}
+		if err != nil && containsAny(err.Error(), "s3cret", "pass") {
+			t.Errorf("ValidateClusterURL(%q) = %q: the error repeats a secret", url, err)
+		}
+	}
+	// A seed list is not a single Redis's URL.
+	if err := ValidateURL("redis://a:7000?addr=b:7001"); err == nil {
+		t.Error("ValidateURL accepts a seed list")
+	}
+}
+
+func TestOpenCluster(t *testing.T) {
+	t.Parallel()
+	const timeout = 40 * time.Millisecond
+	c, err := Open("redis://:pw@a:7000?addr=b:7001&addr=c:7002", ClientOptions{Timeout: timeout, Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc, ok := c.rdb.(*goredis.ClusterClient)
+	if !ok {
+		t.Fatalf("Open in cluster mode: %T, want a *goredis.ClusterClient", c.rdb)
+	}
+	o := cc.Options()
+	if got := strings.Join(o.Addrs, ","); got != "a:7000,b:7001,c:7002" {
+		t.Errorf("seeds = %s, want a:7000,b:7001,c:7002", got)
+	}
+	if !o.ContextTimeoutEnabled || o.Password != "pw" {
+		t.Errorf("options not applied: %+v", o)
+	}
+	// Decisions are bounded by their context; a background reload of the
+	// slot map by the per-call timeouts, which a loaded machine must meet.
+	if o.ReadTimeout != reloadTimeout || o.WriteTimeout != reloadTimeout {
+		t.Errorf("Read/WriteTimeout = %v/%v, want %v", o.ReadTimeout, o.WriteTimeout, reloadTimeout)
+	}
+	if o.MaxRedirects < 2 {
+		t.Errorf("MaxRedirects = %d: an ASK during a migration needs redirects", o.MaxRedirects)
+	}
+	// go-redis's own reload after a failover waits for this interval
+	// (redis/go-redis#3979); errors prompt one sooner, this bounds the rest.
+	if o.ClusterStateReloadInterval > 5*time.Second {
+		t.Errorf("ClusterStateReloadInterval = %v, want at most the 5 s failover bound", o.ClusterStateReloadInterval)
+	}
+	if o.PoolSize < 64 || o.FailingTimeoutSeconds > 5 {
+		t.Errorf("PoolSize %d, FailingTimeoutSeconds %d", o.PoolSize, o.FailingTimeoutSeconds)
+	}
+	c2, err := Open("redis://a:7000?pool_size=7", ClientOptions{Timeout: timeout, Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if o := c2.rdb.(*goredis.ClusterClient).Options(); o.PoolSize != 7 {
+		t.Errorf("URL pool_size=7: got %d", o.PoolSize)
+	}
+	if _, err := Open("redis://a:7000/0", ClientOptions{}); err != nil {
+		t.Errorf("a plain URL in single mode: %v", err)
+	}
+	if _, err := Open("unix:///run/redis.sock", ClientOptions{Cluster: true}); err == nil {
+		t.Error("Open of a unix socket in cluster mode: no error")
+	}
+}
+
+func TestTopologyError(t *testing.T) {
+	t.Parallel()
+	netErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{goredis.Nil, false},
+		{context.Canceled, false},
+		{fmt.Errorf("redis: ping: %w", context.Canceled), false},
+		{netErr, true},
+		{context.DeadlineExceeded, true},
+		{io.EOF, true},
+		{replyError("CLUSTERDOWN The cluster is down"), true},
+		{replyError("TRYAGAIN Multiple keys request during rehashing of slot"), true},
+		{replyError("MASTERDOWN Link with MASTER is down"), true},
+		{replyError("READONLY You can't write against a read only replica."), true},
+		{replyError("NOSCRIPT No matching script"), false},
+		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{replyError("MOVED 3999 127.0.0.1:6381"), false}, // go-redis follows and reloads itself
+	} {
+		if got := topologyError(tt.err); got != tt.want {
+			t.Errorf("topologyError(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// replyError is an error reply from Redis, as go-redis types them.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
 
 func containsAny(s string, subs ...string) bool {
 	for _, sub := range subs {

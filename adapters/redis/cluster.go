@@ -1,0 +1,183 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// ValidateClusterURL reports whether s is a seed list [Open] accepts in
+// cluster mode: redis:// or rediss://, a host and port, optionally more
+// seeds as addr=host:port query parameters (one seed is enough: the rest
+// of the cluster is discovered), database 0 or none (a cluster has only
+// database 0), only options go-redis's cluster client knows, and no
+// negative timeout. The error never holds the URL.
+func ValidateClusterURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("redis: the URL does not parse")
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return fmt.Errorf("redis: scheme %q, want redis or rediss for a cluster", u.Scheme)
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
+		return fmt.Errorf("redis: database %q: a cluster has only database 0", db)
+	}
+	if err := validatePort(u.Port()); err != nil {
+		return err
+	}
+	if u.Hostname() == "" {
+		return errors.New("redis: no host")
+	}
+	if err := validateDurations(u.Query()); err != nil {
+		return err
+	}
+	for _, a := range u.Query()["addr"] {
+		seed, err := url.Parse("redis://" + a)
+		if err != nil || seed.Hostname() == "" || seed.Port() == "" || seed.Path != "" {
+			return fmt.Errorf("redis: seed addr=%q, want host:port", a)
+		}
+		if err := validatePort(seed.Port()); err != nil {
+			return err
+		}
+	}
+	if _, err := goredis.ParseClusterURL(s); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+// reloadBackstop is how stale the cluster client lets its slot map get
+// without any error to prompt a reload. Errors prompt one at once
+// ([reloadOnFailure]); this only catches what no request stumbles over.
+const reloadBackstop = 5 * time.Second
+
+// reloadTimeout bounds each call of a background reload of the slot map
+// (CLUSTER SLOTS on one node).
+const reloadTimeout = time.Second
+
+// openCluster is [Open] for a Redis Cluster: a go-redis ClusterClient
+// over the seed list in rawURL, tuned like the single-node client (per
+// node), that reloads its slot map as soon as a command fails in a way
+// a topology change explains.
+func openCluster(rawURL string, opts ClientOptions) (*Client, error) {
+	if err := ValidateClusterURL(rawURL); err != nil {
+		return nil, err
+	}
+	opt, err := goredis.ParseClusterURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	tune(rawURL, opts, tuning{&opt.PoolSize, &opt.MinIdleConns, &opt.ReadTimeout, &opt.WriteTimeout, &opt.DialTimeout})
+	// The slot map is reloaded in the background, without a deadline of
+	// its own: there the per-call timeouts apply. A decision's deadline
+	// (50 ms by default) is too tight for that on a loaded machine, and a
+	// failed reload leaves a dead master's slots dead. Decisions stay
+	// bounded by their context (ContextTimeoutEnabled).
+	if !queryHas(rawURL, "read_timeout") {
+		opt.ReadTimeout = max(opt.ReadTimeout, reloadTimeout)
+	}
+	if !queryHas(rawURL, "write_timeout") {
+		opt.WriteTimeout = max(opt.WriteTimeout, reloadTimeout)
+	}
+	// MOVED and ASK need redirects: the default of 3 follows a migrating
+	// slot (ASK) and a moved one (MOVED) within one decision. Retries of a
+	// failed connection are bounded by the same count and the decision's
+	// deadline.
+	opt.ContextTimeoutEnabled = true
+	opt.DialerRetries = 1
+	// A node that failed is avoided for this long when a command can go
+	// elsewhere. The default, 15 s, outlives a failover by far.
+	if !queryHas(rawURL, "failing_timeout_seconds") {
+		opt.FailingTimeoutSeconds = 1
+	}
+	opt.ClusterStateReloadInterval = reloadBackstop
+	quietLogs.Do(func() { goredis.SetLogger(discardLogger{}) })
+	rdb := goredis.NewClusterClient(opt)
+	rdb.AddHook(reloadOnFailure{rdb})
+	return NewClientWith(rdb, opts)
+}
+
+// reloadOnFailure is a go-redis hook that asks the cluster client for a
+// fresh slot map whenever a command fails in a way a topology change
+// explains: a network error (the master died, or hangs), CLUSTERDOWN,
+// TRYAGAIN, MASTERDOWN or READONLY (a demoted master).
+//
+// Without it, go-redis (v9.22+, redis/go-redis#3979) follows MOVED and
+// ASK at once, but after a master dies it keeps sending that master's
+// slots to the dead address until ClusterStateReloadInterval: nothing
+// answers with a MOVED to prompt a reload. ReloadState is lazy and
+// coalesced (one CLUSTER SLOTS at a time, then a 200 ms cool-down), so a
+// storm of failures costs a few reloads a second, and decisions return to
+// the store within about 200 ms of the replica's promotion.
+type reloadOnFailure struct{ c *goredis.ClusterClient }
+
+func (h reloadOnFailure) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if topologyError(err) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if topologyError(cmd.Err()) {
+				h.c.ReloadState(ctx)
+				break
+			}
+		}
+		if topologyError(err) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+// topologyError reports whether err is one a change of the cluster's
+// topology explains: anything but a reply from Redis (network errors,
+// timeouts), or one of the replies a failover or resharding produces.
+// The caller's own cancellation is not one.
+func topologyError(err error) bool {
+	if err == nil || errors.Is(err, goredis.Nil) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) {
+		return true
+	}
+	msg := rerr.Error()
+	for _, prefix := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// pingCluster is Ping in cluster mode: every master of the current slot
+// map (reloaded for the check) must answer, and report the cluster's state
+// ok. A cluster with a master down and not yet replaced is not ready.
+func pingCluster(ctx context.Context, c *goredis.ClusterClient) error {
+	return c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+		info, err := node.ClusterInfo(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("%s: %w", node.Options().Addr, err)
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			return fmt.Errorf("%s: cluster_state is not ok", node.Options().Addr)
+		}
+		return nil
+	})
+}
