@@ -360,39 +360,87 @@ func (c *Client) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
 }
 
 // Warm dials and verifies the connections the lanes will use (one PING
-// on each, at once), so that the first burst of decisions finds them
-// open instead of dialling under its deadline. [Client.Ping] warms a
-// client that is not warm yet: /readyz says 200 only once the lanes'
-// connections are up.
+// on each, at once), and loads every algorithm's script, so that the
+// first burst of decisions finds connections open and scripts cached
+// instead of dialling and re-sending a script under its deadline. On a
+// cluster it does so on every master: a decision goes to its tenant's
+// master, and a master left cold would pay the dial on its first
+// tenants' decisions. [Client.Ping] warms a client that is not warm yet:
+// /readyz says 200 only once the lanes' connections are up.
 func (c *Client) Warm(ctx context.Context) error {
-	n := c.lanes + 1
-	errs := make(chan error, n)
-	if p, ok := c.rdb.(interface{ Conn() *goredis.Conn }); ok {
-		// Hold n connections at once, so that n distinct ones are
-		// dialled and pinged, then give them back to the pool.
-		conns := make([]*goredis.Conn, n)
-		for i := range conns {
-			conns[i] = p.Conn()
+	var err error
+	if cc, ok := c.rdb.(*goredis.ClusterClient); ok {
+		// The cluster client's first command fetches COMMAND (the
+		// servers' command table, a large reply) for its routing, on
+		// its own 5 s deadline while the caller waits: let a PING pay
+		// it, not the first decision.
+		if err := cc.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: warm: %w", err)
 		}
-		for _, cn := range conns {
-			go func() { errs <- cn.Ping(ctx).Err() }()
+		err = forEachMaster(ctx, cc, func(ctx context.Context, node *goredis.Client) error {
+			if err := warmNode(ctx, node, c.lanes+1); err != nil {
+				return fmt.Errorf("%s: %w", node.Options().Addr, err)
+			}
+			return nil
+		})
+	} else {
+		err = warmNode(ctx, c.rdb, c.lanes+1)
+	}
+	if err != nil {
+		return fmt.Errorf("redis: warm: %w", err)
+	}
+	c.warm.Store(true)
+	return nil
+}
+
+// warmNode holds n connections of one server's pool at once, so that n
+// distinct ones are dialled, pings each, loads the scripts on one, and
+// gives them back. A client without a Conn method (a ring, a failover
+// client) gets n concurrent PINGs instead.
+func warmNode(ctx context.Context, rdb goredis.UniversalClient, n int) error {
+	p, ok := rdb.(interface{ Conn() *goredis.Conn })
+	if !ok {
+		errs := make(chan error, n)
+		for range n {
+			go func() { errs <- rdb.Ping(ctx).Err() }()
 		}
-		err := collect(errs, n)
+		return collect(errs, n)
+	}
+	conns := make([]*goredis.Conn, n)
+	for i := range conns {
+		conns[i] = p.Conn()
+	}
+	defer func() {
 		for _, cn := range conns {
 			_ = cn.Close()
 		}
+	}()
+	errs := make(chan error, n)
+	for _, cn := range conns {
+		go func() { errs <- cn.Ping(ctx).Err() }()
+	}
+	if err := collect(errs, n); err != nil {
+		return err
+	}
+	return loadScripts(ctx, conns[0])
+}
+
+// loadScripts caches every embedded script on the server behind cn
+// (SCRIPT LOAD), so that decisions run as EVALSHA from the first one.
+func loadScripts(ctx context.Context, cn *goredis.Conn) error {
+	files, err := scripts.ReadDir("scripts")
+	if err != nil {
+		return fmt.Errorf("scripts: %w", err) // a build defect
+	}
+	for _, f := range files {
+		src, err := scripts.ReadFile("scripts/" + f.Name())
 		if err != nil {
-			return fmt.Errorf("redis: warm: %w", err)
+			return fmt.Errorf("scripts: %w", err)
 		}
-	} else {
-		for range n {
-			go func() { errs <- c.rdb.Ping(ctx).Err() }()
-		}
-		if err := collect(errs, n); err != nil {
-			return fmt.Errorf("redis: warm: %w", err)
+		if err := cn.ScriptLoad(ctx, string(src)).Err(); err != nil {
+			return fmt.Errorf("script load %s: %w", f.Name(), err)
 		}
 	}
-	c.warm.Store(true)
 	return nil
 }
 

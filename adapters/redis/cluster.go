@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // ValidateClusterURL reports whether s is a seed list [Open] accepts in
@@ -97,6 +99,12 @@ func openCluster(rawURL string, opts ClientOptions) (*Client, error) {
 		opt.FailingTimeoutSeconds = 1
 	}
 	opt.ClusterStateReloadInterval = reloadBackstop
+	// As on one node (Open): HELLO and nothing more on a new connection,
+	// which also keeps go-redis v9.23's race between connections that
+	// fail the maintenance handshake at once out (Warm dials several per
+	// master at once).
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	quietLogs.Do(func() { goredis.SetLogger(discardLogger{}) })
 	rdb := goredis.NewClusterClient(opt)
 	rdb.AddHook(reloadOnFailure{rdb})
@@ -168,9 +176,10 @@ func topologyError(err error) bool {
 
 // pingCluster is Ping in cluster mode: every master of the current slot
 // map (reloaded for the check) must answer, and report the cluster's state
-// ok. A cluster with a master down and not yet replaced is not ready.
+// ok. A cluster with a master down and not yet replaced is not ready, nor
+// is one whose slot map names no master yet (a cluster still forming).
 func pingCluster(ctx context.Context, c *goredis.ClusterClient) error {
-	return c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+	return forEachMaster(ctx, c, func(ctx context.Context, node *goredis.Client) error {
 		info, err := node.ClusterInfo(ctx).Result()
 		if err != nil {
 			return fmt.Errorf("%s: %w", node.Options().Addr, err)
@@ -180,4 +189,60 @@ func pingCluster(ctx context.Context, c *goredis.ClusterClient) error {
 		}
 		return nil
 	})
+}
+
+// errNoMasters is a slot map without a master: the cluster is not formed
+// yet, or the client read its map before it was.
+var errNoMasters = errors.New("the slot map names no master (is the cluster formed?)")
+
+// forEachMaster is c.ForEachMaster over a settled slot map: one in which
+// every slot has a master and that names the masters a server's CLUSTER
+// SLOTS names now. A map without a master, or one read while the cluster
+// was forming, is an error, not a loop over what it happens to hold, and
+// asks for a fresh map: a gateway started before its cluster formed
+// would otherwise call every check done, warm only some masters, and its
+// first decisions on the others would dial under their deadline.
+func forEachMaster(ctx context.Context, c *goredis.ClusterClient, fn func(context.Context, *goredis.Client) error) error {
+	want, err := clusterMasters(ctx, c)
+	if err != nil {
+		return err
+	}
+	var n atomic.Int32
+	err = c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+		n.Add(1)
+		return fn(ctx, node)
+	})
+	if err == nil && int(n.Load()) != want {
+		c.ReloadState(ctx)
+		if n.Load() == 0 {
+			return errNoMasters
+		}
+		return fmt.Errorf("the slot map names %d masters, the cluster %d: not settled yet", n.Load(), want)
+	}
+	return err
+}
+
+// clusterMasters asks one server for the slot map (CLUSTER SLOTS) and
+// returns how many masters serve it, or an error unless every slot has
+// one.
+func clusterMasters(ctx context.Context, c *goredis.ClusterClient) (int, error) {
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("cluster slots: %w", err)
+	}
+	covered := 0
+	masters := make(map[string]bool)
+	for _, r := range slots {
+		covered += int(r.End-r.Start) + 1
+		if len(r.Nodes) > 0 {
+			masters[r.Nodes[0].ID] = true
+		}
+	}
+	if covered != 16384 {
+		if covered == 0 {
+			return 0, errNoMasters
+		}
+		return 0, fmt.Errorf("%d of 16384 slots have a master: not settled yet", covered)
+	}
+	return len(masters), nil
 }

@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/adapters/redis"
+)
+
+// scriptSHAs are the SHA-1s of every script the Redis store runs.
+func scriptSHAs(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../adapters/redis/scripts/*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("scripts: %v (%d files)", err, len(files))
+	}
+	var shas []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha1.Sum(src)
+		shas = append(shas, hex.EncodeToString(sum[:]))
+	}
+	return shas
+}
+
+// checkScriptsCached fails t unless every script is in node's cache.
+func checkScriptsCached(t *testing.T, name string, node *goredis.Client, shas []string) {
+	t.Helper()
+	exists, err := node.ScriptExists(t.Context(), shas...).Result()
+	if err != nil {
+		t.Fatalf("%s: SCRIPT EXISTS: %v", name, err)
+	}
+	for i, ok := range exists {
+		if !ok {
+			t.Errorf("%s: script %s not cached after Warm", name, shas[i])
+		}
+	}
+}
+
+// TestWarmLoadsScriptsOnEveryMaster: Warm leaves every master of a
+// cluster (and a single Redis) with the store's scripts cached, so a
+// fresh gateway's first decisions on any master are one EVALSHA, not a
+// dial, a NOSCRIPT and an EVAL under a 50 ms deadline (what made the
+// compose cluster smoke test answer 503 on its first tenants). Not
+// parallel: it flushes the shared cluster's script caches, and no
+// parallel test runs while a sequential one does.
+func TestWarmLoadsScriptsOnEveryMaster(t *testing.T) {
+	shas := scriptSHAs(t)
+	t.Run("cluster", func(t *testing.T) {
+		cl := sharedClusterFor(t)
+		if err := cl.Client.ForEachMaster(t.Context(), func(ctx context.Context, n *goredis.Client) error {
+			return n.ScriptFlush(ctx).Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := redis.Open(cl.Seed, redis.ClientOptions{Timeout: time.Second, Cluster: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Warm(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var masters atomic.Int32 // ForEachMaster calls in parallel
+		if err := cl.Client.ForEachMaster(t.Context(), func(ctx context.Context, n *goredis.Client) error {
+			masters.Add(1)
+			checkScriptsCached(t, n.Options().Addr, n, shas)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n := masters.Load(); n != 3 {
+			t.Errorf("checked %d masters, want 3", n)
+		}
+	})
+	t.Run("single", func(t *testing.T) {
+		srv := startRedis(t)
+		if err := srv.Client.ScriptFlush(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Warm(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		checkScriptsCached(t, "redis", srv.Client, shas)
+	})
+}
