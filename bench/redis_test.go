@@ -156,7 +156,7 @@ var redisLimiters = []struct {
 	{"tollgate-sliding_log", tollgateRedis(domain.AlgorithmSlidingLog, redis.BatchCoalesce)},
 	{"tollgate-sliding_window", tollgateRedis(domain.AlgorithmSlidingWindow, redis.BatchCoalesce)},
 	{"tollgate-token_bucket", tollgateRedis(domain.AlgorithmTokenBucket, redis.BatchCoalesce)},
-	{"tollgate-fixed_window-lanes2", tollgateLanes(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 2)},
+	{"tollgate-fixed_window-lanes1", tollgateLanes(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 1)},
 	{"tollgate-fixed_window-autopipeline", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchAutoPipeline)},
 	{"tollgate-fixed_window-unbatched", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchNone)},
 	{"ulule-limiter", ulule},

@@ -59,19 +59,19 @@ const (
 	BatchNone
 )
 
-// DefaultLanes is the default [ClientOptions.Lanes]: one round trip of
-// decisions in flight; whoever arrives meanwhile leaves with the next.
-// Measured on 2 cores against a local redis-server (BenchmarkRedis,
-// medians of 3 interleaved rounds, fixed window): one lane and two were
-// level at 64 goroutines (43 k and 47 k decisions/s), one lane was
-// ahead at 512 (57 k against 28 k, p99 28 ms against 55 ms), four were
-// behind at both: more lanes split the same callers into shallower
-// batches, and Redis and the gateway share the CPU that deeper batches
-// save. A later, quieter run (README, 5 rounds) had two lanes level at
-// 64 and ahead at 512 (96 k against 82 k): the choice is close on one
-// machine. Across a network, where a round trip is longer than Redis's
-// work on a batch, a second lane overlaps two: set Lanes to 2 there.
-const DefaultLanes = 1
+// DefaultLanes is the default [ClientOptions.Lanes]: two round trips of
+// decisions in flight, each on its own connection; whoever arrives
+// meanwhile leaves with the next. Measured on 2 cores against a local
+// redis-server (BenchmarkRedis, fixed window, interleaved rounds, three
+// runs): on a quiet machine (medians of 5) two lanes were ahead of one
+// at 64 goroutines (104 k against 88 k decisions/s) and at 512 (146 k
+// against 121 k); at load average 4-6 level at 64 and ahead at 512 (96 k
+// against 82 k); only at load 12-15, other processes taking the cores
+// Redis needed, was one lane ahead at 512 (57 k against 28 k). Four lanes
+// were behind everywhere: more lanes split the same callers into
+// shallower batches. Across a network, where a round trip is longer than
+// Redis's work on a batch, the second lane overlaps two round trips.
+const DefaultLanes = 2
 
 // maxBatch bounds the commands of one pipeline (a soft bound on the
 // bytes one write carries: a decision's EVALSHA is about 100 bytes).
