@@ -341,16 +341,12 @@ func (c *redisCluster) waitUntil(ctx context.Context, what string, ok func(*clus
 // as after a crash.
 func (n *clusterNode) kill(tb testing.TB) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err != nil {
-		tb.Fatalf("docker client: %v", err)
-	}
-	defer cli.Close()
-	if _, err := cli.ContainerKill(ctx, n.ctr.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-		tb.Fatalf("kill %s: %v", n.Addr(), err)
-	}
+	dockerDo(tb, n.ctr.GetContainerID(), func(ctx context.Context, cli *testcontainers.DockerClient, id string) error {
+		if _, err := cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+			return fmt.Errorf("kill %s: %w", n.Addr(), err)
+		}
+		return nil
+	})
 }
 
 // masterOf returns the node that serves key's slot now, as the cluster

@@ -254,6 +254,13 @@ func (s *redisServer) unpause(tb testing.TB) {
 
 func (s *redisServer) docker(tb testing.TB, do func(context.Context, *testcontainers.DockerClient, string) error) {
 	tb.Helper()
+	dockerDo(tb, s.ctr.GetContainerID(), do)
+}
+
+// dockerDo runs do on a Docker client for the container id, failing tb
+// on an error.
+func dockerDo(tb testing.TB, id string, do func(context.Context, *testcontainers.DockerClient, string) error) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
@@ -261,7 +268,7 @@ func (s *redisServer) docker(tb testing.TB, do func(context.Context, *testcontai
 		tb.Fatalf("docker client: %v", err)
 	}
 	defer cli.Close()
-	if err := do(ctx, cli, s.ctr.GetContainerID()); err != nil {
+	if err := do(ctx, cli, id); err != nil {
 		tb.Fatalf("docker: %v", err)
 	}
 }

@@ -341,21 +341,9 @@ func (c *Client) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
 	case c.co != nil:
 		return c.co.eval(ctx, cmd, src)
 	case c.ap != nil:
-		_ = c.ap.Process(ctx, cmd)
-		if isNoScript(cmd.Err()) {
-			retry := evalOf(ctx, cmd, src)
-			_ = c.ap.Process(ctx, retry)
-			adopt(cmd, retry)
-		}
-		return cmd.Err()
+		return processScript(ctx, c.ap, cmd, src)
 	default:
-		_ = c.rdb.Process(ctx, cmd)
-		if isNoScript(cmd.Err()) {
-			retry := evalOf(ctx, cmd, src)
-			_ = c.rdb.Process(ctx, retry)
-			adopt(cmd, retry)
-		}
-		return cmd.Err()
+		return processScript(ctx, c.rdb, cmd, src)
 	}
 }
 

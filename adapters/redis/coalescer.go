@@ -149,12 +149,25 @@ func (c *coalescer) claim() {
 // direct runs one command on the caller's own context, on a lane the
 // caller holds.
 func (c *coalescer) direct(ctx context.Context, cmd *goredis.Cmd, src string) {
-	_ = c.rdb.Process(ctx, cmd)
+	_ = processScript(ctx, c.rdb, cmd, src)
+}
+
+// processor is what runs one command: a client, or an AutoPipeliner.
+type processor interface {
+	Process(ctx context.Context, cmd goredis.Cmder) error
+}
+
+// processScript runs cmd, an EVALSHA of the script src, on p, and once
+// more as EVAL of src when Redis has lost the script (NOSCRIPT: it did
+// not run). The reply is cmd's; it returns cmd.Err().
+func processScript(ctx context.Context, p processor, cmd *goredis.Cmd, src string) error {
+	_ = p.Process(ctx, cmd)
 	if isNoScript(cmd.Err()) {
 		retry := evalOf(ctx, cmd, src)
-		_ = c.rdb.Process(ctx, retry)
+		_ = p.Process(ctx, retry)
 		adopt(cmd, retry)
 	}
+	return cmd.Err()
 }
 
 // release gives back a lane, then hands one to a flusher if callers are
