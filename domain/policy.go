@@ -74,17 +74,28 @@ type Policy struct {
 	routes []*Route // in matching order: longest path first, a method before none
 	def    *Route
 	names  map[string]PolicyLimit // every limit, global or a route's
+	// countsDenied: requests count against their fixed windows even when
+	// denied (see [Policy.CountsDenied]).
+	countsDenied bool
 }
 
 // DefaultPolicy returns the policy of a gateway without a policy file:
-// one global limit, "default", with rule, and no routes.
+// one global limit, "default", with rule, and no routes. Its requests
+// count denials ([Policy.CountsDenied]).
 func DefaultPolicy(rule Rule, shadow bool) *Policy {
 	p, err := NewPolicy([]PolicyLimit{{Name: DefaultLimit, Rule: rule, Shadow: shadow}}, nil)
 	if err != nil {
 		panic("domain: DefaultPolicy: " + err.Error()) // a caller's invalid rule
 	}
+	p.countsDenied = true
 	return p
 }
+
+// CountsDenied reports whether the policy's requests count against
+// their limits even when denied ([Request.CountDenied]): the one limit of
+// a gateway without a policy file, as a counter that increments before
+// it decides. A policy file's requests are all or nothing.
+func (p *Policy) CountsDenied() bool { return p.countsDenied }
 
 // NewPolicy validates limits (the global ones) and routes and returns
 // their policy. Every problem is reported, joined, each wrapping
@@ -261,4 +272,25 @@ func ValidToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckOverride reports whether rule may replace the rule of p's limit
+// named name for a tenant: an error wrapping [ErrInvalidPolicy] when a
+// route the limit applies to costs more than rule's limit, as NewPolicy
+// refuses for the policy's own rules (no request of that tenant on the
+// route could ever be admitted, and its Retry-After would never be
+// true).
+func (p *Policy) CheckOverride(name string, rule Rule) error {
+	for _, r := range p.Routes() {
+		if r.Cost <= rule.Limit {
+			continue
+		}
+		for _, l := range r.Applied() {
+			if l.Name == name {
+				return fmt.Errorf("%w: limit %d is below the cost %d of route %q, which limit %q applies to: no request could ever be admitted",
+					ErrInvalidPolicy, rule.Limit, r.Cost, r.Name, name)
+			}
+		}
+	}
+	return nil
 }

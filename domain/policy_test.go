@@ -215,3 +215,45 @@ func BenchmarkPolicyMatch(b *testing.B) {
 		}
 	}
 }
+
+// TestCheckOverride: a tenant's rule below the cost of a route its limit
+// applies to is refused; a global limit applies to every route, the
+// implicit one (cost 1) included; a route's own limit to its route alone.
+func TestCheckOverride(t *testing.T) {
+	t.Parallel()
+	hour := time.Hour
+	p, err := domain.NewPolicy(
+		[]domain.PolicyLimit{{Name: "default", Rule: domain.Rule{Limit: 100, Window: hour}}},
+		[]domain.Route{
+			{Name: "export", Path: "/v1/export", Cost: 5, Limits: []domain.PolicyLimit{{Name: "exports", Rule: domain.Rule{Limit: 10, Window: hour}}}},
+			{Name: "status", Path: "/status", Cost: 0},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		limit int64
+		ok    bool
+	}{
+		{"default", 5, true},
+		{"default", 4, false}, // export costs 5, and default applies there
+		{"exports", 5, true},
+		{"exports", 2, false},
+		{"default", 1, false},
+	}
+	for _, tt := range tests {
+		err := p.CheckOverride(tt.name, domain.Rule{Limit: tt.limit, Window: hour})
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckOverride(%q, limit %d) = %v, want ok=%v", tt.name, tt.limit, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, domain.ErrInvalidPolicy) {
+			t.Errorf("CheckOverride error %v does not wrap ErrInvalidPolicy", err)
+		}
+	}
+	// Without the export route, an override of 1 fits the implicit route.
+	q := domain.DefaultPolicy(domain.Rule{Limit: 100, Window: hour}, false)
+	if err := q.CheckOverride("default", domain.Rule{Limit: 1, Window: hour}); err != nil {
+		t.Errorf("an override of 1 on cost-1 routes: %v", err)
+	}
+}

@@ -1,4 +1,10 @@
-package app
+// Package strictjson decodes the JSON files an operator writes (the
+// tenants file, the policy file) strictly: encoding/json's
+// DisallowUnknownFields is not enough, as repeated members and field
+// names in another case slip through it. Errors name the variable, the
+// file, the line:column and the field path, and never hold a value (a
+// file may carry secrets such as API keys).
+package strictjson
 
 import (
 	"bytes"
@@ -17,7 +23,7 @@ import (
 // message is one line that names the variable, the file and the problem,
 // and never holds a secret such as an API key.
 type FileError struct {
-	// Var is the variable without the prefix: TENANTS_FILE, POLICY_FILE.
+	// Var is the variable that names the file: TOLLGATE_TENANTS_FILE.
 	Var  string
 	Path string
 	// Line and Column locate a syntax or type error, 1-based, in bytes; 0
@@ -32,17 +38,17 @@ func (e *FileError) Error() string {
 	if e.Line > 0 {
 		pos = fmt.Sprintf("%d:%d: ", e.Line, e.Column)
 	}
-	return fmt.Sprintf("%s%s %s: %s%v", EnvPrefix, e.Var, strconv.Quote(e.Path), pos, e.Err)
+	return fmt.Sprintf("%s %s: %s%v", e.Var, strconv.Quote(e.Path), pos, e.Err)
 }
 
 // Unwrap returns the underlying problem.
 func (e *FileError) Unwrap() error { return e.Err }
 
-// readStrictJSON reads the file at path, named by variable varName, into
-// v (a pointer to a struct) strictly ([decodeStrict]). what says what
+// ReadFile reads the file at path, named by variable varName, into v (a
+// pointer to a struct) strictly ([decode]). what says what
 // the top-level object holds, for the message about an empty file. The
 // error is a *FileError.
-func readStrictJSON(varName, path string, v any, what string) error {
+func ReadFile(varName, path string, v any, what string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		// The *PathError repeats the path; keep only its cause.
@@ -52,7 +58,7 @@ func readStrictJSON(varName, path string, v any, what string) error {
 		}
 		return &FileError{Var: varName, Path: path, Err: err}
 	}
-	if off, err := decodeStrict(data, v, what); err != nil {
+	if off, err := decode(data, v, what); err != nil {
 		e := &FileError{Var: varName, Path: path, Err: err}
 		if off >= 0 {
 			e.Line, e.Column = position(data, off)
@@ -62,11 +68,11 @@ func readStrictJSON(varName, path string, v any, what string) error {
 	return nil
 }
 
-// decodeStrict parses data into v strictly: no unknown field, no member
+// decode parses data into v strictly: no unknown field, no member
 // repeated in an object, no field name in another case
 // ([checkStrictJSON]), nothing after the object. On error it also
 // returns the byte offset the error is at, or -1.
-func decodeStrict(data []byte, v any, what string) (int64, error) {
+func decode(data []byte, v any, what string) (int64, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

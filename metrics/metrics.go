@@ -1,4 +1,9 @@
-package app
+// Package metrics is tollgate's Prometheus instrumentation: the
+// collectors of every decision, answer and store event. It implements
+// the engine's and the HTTP faces' observers. No series has a tenant
+// label: tenants are unbounded, series must not be; routes and limit
+// names are bounded by the policy.
+package metrics
 
 import (
 	"strconv"
@@ -18,6 +23,7 @@ import (
 type Metrics struct {
 	decisions   [len(outcomeLabels)]prometheus.Counter // by domain.Outcome
 	storeErrors prometheus.Counter
+	storeFull   prometheus.Counter
 	storeUp     prometheus.Gauge
 	opens       prometheus.Counter
 	replicas    prometheus.Gauge
@@ -68,6 +74,10 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 		Name: "tollgate_store_errors_total",
 		Help: "Failed store calls, probes included.",
 	})
+	storeFull := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tollgate_store_full_total",
+		Help: "Requests of a new tenant that the memory store, holding TOLLGATE_MEMORY_MAX_KEYS keys, decided as the shared unknown tenant.",
+	})
 	storeUp := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tollgate_store_up",
 		Help: "1 while decisions go to the store, 0 while its breaker is open (the store failing: decisions take the fail mode at once).",
@@ -100,9 +110,9 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 		Help:    "Time taken by the upstream (or the echo responder) to answer an admitted request, by route.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
-	reg.MustRegister(decisions, storeErrors, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime,
+	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{storeErrors: storeErrors, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
+	m := &Metrics{storeErrors: storeErrors, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
 		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
@@ -110,19 +120,29 @@ func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
 	return m
 }
 
-// observe records one decision's outcome and duration.
-func (m *Metrics) observe(o domain.Outcome, took time.Duration) {
+// Decided records one decision on route: its outcome, how long it took,
+// and what each limit answered. It implements engine.Observer.
+func (m *Metrics) Decided(r *domain.Route, v domain.Verdict, took time.Duration) {
 	if m == nil {
 		return
 	}
-	if int(o) < len(m.decisions) {
+	if o := v.Outcome; int(o) < len(m.decisions) {
 		m.decisions[o].Inc()
 	}
 	m.duration.Observe(took.Seconds())
+	m.observeLimits(r, v)
 }
 
-// storeError counts one failed store call.
-func (m *Metrics) storeError() {
+// StoreFull counts a request a full store refused, decided as the shared
+// unknown tenant. It implements engine.Observer.
+func (m *Metrics) StoreFull() {
+	if m != nil {
+		m.storeFull.Inc()
+	}
+}
+
+// StoreError counts one failed store call.
+func (m *Metrics) StoreError() {
 	if m != nil {
 		m.storeErrors.Inc()
 	}
@@ -179,15 +199,17 @@ func (m *Metrics) observeLimits(r *domain.Route, v domain.Verdict) {
 	}
 }
 
-// upstream observes how long route's upstream took.
-func (m *Metrics) upstream(r *domain.Route, took time.Duration) {
+// Upstream observes how long route's upstream took. It implements
+// httpface.Metrics.
+func (m *Metrics) Upstream(r *domain.Route, took time.Duration) {
 	if m != nil {
 		m.route(r).upstream.Observe(took.Seconds())
 	}
 }
 
-// request counts one answer on route with status code.
-func (m *Metrics) request(r *domain.Route, code int) {
+// Request counts one answer on route with status code. It implements
+// httpface.Metrics.
+func (m *Metrics) Request(r *domain.Route, code int) {
 	if m == nil {
 		return
 	}
@@ -205,16 +227,16 @@ func (m *Metrics) request(r *domain.Route, code int) {
 	(*c).Inc()
 }
 
-// requestUnrouted counts an answer given before a route was matched
-// (a 400 for the path), on the route "default".
-func (m *Metrics) requestUnrouted(code int) {
+// Unrouted counts an answer given before a route was matched (a 400
+// for the path), on the route "default". It implements httpface.Metrics.
+func (m *Metrics) Unrouted(code int) {
 	if m != nil {
 		m.requests.WithLabelValues(domain.DefaultRoute, strconv.Itoa(code)).Inc()
 	}
 }
 
-// setStoreUp records the store's state, as its breaker sees it.
-func (m *Metrics) setStoreUp(up bool) {
+// SetStoreUp records the store's state, as its breaker sees it.
+func (m *Metrics) SetStoreUp(up bool) {
 	if m == nil {
 		return
 	}
@@ -226,8 +248,8 @@ func (m *Metrics) setStoreUp(up bool) {
 	}
 }
 
-// setReplicas records the local fail mode's N.
-func (m *Metrics) setReplicas(n int) {
+// SetReplicas records the local fail mode's N.
+func (m *Metrics) SetReplicas(n int) {
 	if m != nil {
 		m.replicas.Set(float64(n))
 	}

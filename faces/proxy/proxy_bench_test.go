@@ -1,4 +1,4 @@
-package app_test
+package proxy_test
 
 import (
 	"io"

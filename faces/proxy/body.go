@@ -1,4 +1,4 @@
-package app
+package proxy
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -21,26 +22,6 @@ const BodyIdleTimeout = 30 * time.Second
 // errBodyIdle is the read error of a request body that stalled for the
 // idle timeout.
 var errBodyIdle = errors.New("request body idle timeout")
-
-// abandonBody prepares the answer to a request whose body the gateway
-// will not read (a denial, a 503): when r has a body, the connection is
-// closed after the answer ("Connection: close" on HTTP/1.x), and its read
-// deadline is set to now, so that net/http, which otherwise drains up to
-// 256 KiB of an unread body before writing the answer and again before
-// closing, never waits for a body that may never arrive. Without it, a
-// denied POST with Content-Length: 100 and 10 bytes sent got no 429 and
-// held its connection forever. Call it before writing the answer.
-func abandonBody(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return
-	}
-	if r.ProtoMajor == 1 {
-		w.Header().Set("Connection", "close")
-	}
-	// ErrNotSupported (a recorder, HTTP/2) is fine: there is no
-	// connection to drain, or its stream is reset instead.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-}
 
 // bodyIdleTimeout is middleware that bounds the idle time of every
 // request body to idle: before each read, the connection's read deadline
@@ -121,3 +102,43 @@ func bodyTimedOut(r *http.Request) bool {
 }
 
 type idleBodyKey struct{}
+
+// refuseH2CUpgrade drops a request's offer to upgrade to HTTP/2 over
+// cleartext (Upgrade: h2c): forwarded, the upstream could switch the
+// connection to a raw tunnel of requests the gateway never meters. The
+// request itself is served as HTTP/1.1, as RFC 9113 lets a server that
+// declines the upgrade do; other upgrades (WebSocket) pass untouched.
+func refuseH2CUpgrade(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if vs, ok := r.Header["Upgrade"]; ok && offersH2C(vs) {
+			r = r.Clone(r.Context())
+			var keep []string
+			for _, v := range vs {
+				for p := range strings.SplitSeq(v, ",") {
+					if p = strings.TrimSpace(p); p != "" && !strings.EqualFold(p, "h2c") {
+						keep = append(keep, p)
+					}
+				}
+			}
+			if len(keep) == 0 {
+				r.Header.Del("Upgrade")
+			} else {
+				r.Header["Upgrade"] = []string{strings.Join(keep, ", ")}
+			}
+			r.Header.Del("Http2-Settings")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// offersH2C reports whether an Upgrade field's values name h2c.
+func offersH2C(vs []string) bool {
+	for _, v := range vs {
+		for p := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "h2c") {
+				return true
+			}
+		}
+	}
+	return false
+}

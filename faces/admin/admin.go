@@ -1,4 +1,6 @@
-package app
+// Package admin is tollgate's admin face: the listener of /healthz,
+// /readyz and /metrics, never rate limited and never proxied.
+package admin
 
 import (
 	"context"
@@ -13,11 +15,11 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// NewAdminServer returns the admin listener's handler: /healthz (the
+// New returns the admin listener's handler: /healthz (the
 // process serves), /readyz (the store answers store.Ping within timeout)
 // and /metrics (gatherer in Prometheus text format). It is never rate
 // limited and never proxied.
-func NewAdminServer(store ports.Pinger, timeout time.Duration, gatherer prometheus.Gatherer) http.Handler {
+func New(store ports.Pinger, timeout time.Duration, gatherer prometheus.Gatherer) http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -38,11 +40,11 @@ func NewAdminServer(store ports.Pinger, timeout time.Duration, gatherer promethe
 	return r
 }
 
-// withPprof returns admin with net/http/pprof's handlers under
+// WithPprof returns admin with net/http/pprof's handlers under
 // /debug/pprof/ (TOLLGATE_PPROF): the index, cmdline, profile (CPU),
 // symbol, trace, and every runtime profile by name (heap, allocs,
 // goroutine, mutex, block).
-func withPprof(admin http.Handler) http.Handler {
+func WithPprof(admin http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -1,4 +1,4 @@
-package app
+package strictjson
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package app
+package httpface
 
 import (
 	"net/http"
@@ -11,7 +11,7 @@ import (
 // refuses.
 const invalidPathBody = "invalid path"
 
-// normalizePath is middleware that replaces the request's path with its
+// Normalize is middleware that replaces the request's path with its
 // normal form ([domain.NormalizePath]) before anything meters, routes or
 // forwards it, so that what the upstream sees is what was metered: with
 // the upstream at http://svc/api, GET /a/../b reaches http://svc/api/b,
@@ -23,29 +23,33 @@ const invalidPathBody = "invalid path"
 // upstream's path, is the normal form: an encoded slash (%2F) stays
 // encoded on the way upstream. A request whose path is already normal is
 // passed on as it is, without allocating. A 400 counts in metrics on the
-// route "default" (it matched no route).
-func normalizePath(metrics *Metrics) func(http.Handler) http.Handler {
+// route "default" (it matched no route), told to m if not nil.
+func Normalize(m Metrics) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			serveNormalized(next, metrics, w, r)
+			escaped := r.URL.EscapedPath()
+			norm, err := domain.NormalizePath(escaped)
+			if err != nil {
+				WriteInvalidPath(w, r, m)
+				return
+			}
+			if norm != escaped {
+				r = withPath(r, norm)
+			}
+			SetLogPath(r.Context(), norm)
+			next.ServeHTTP(w, r)
 		})
 	}
 }
 
-func serveNormalized(next http.Handler, metrics *Metrics, w http.ResponseWriter, r *http.Request) {
-	escaped := r.URL.EscapedPath()
-	norm, err := domain.NormalizePath(escaped)
-	if err != nil {
-		abandonBody(w, r)
-		writeError(w, r, http.StatusBadRequest, invalidPathBody)
-		metrics.requestUnrouted(http.StatusBadRequest)
-		return
+// WriteInvalidPath answers a path that cannot be metered: 400, counted
+// on the route "default" by m if not nil. Nothing was spent.
+func WriteInvalidPath(w http.ResponseWriter, r *http.Request, m Metrics) {
+	AbandonBody(w, r)
+	WriteError(w, r, http.StatusBadRequest, invalidPathBody)
+	if m != nil {
+		m.Unrouted(http.StatusBadRequest)
 	}
-	if norm != escaped {
-		r = withPath(r, norm)
-	}
-	setLogPath(r.Context(), norm)
-	next.ServeHTTP(w, r)
 }
 
 // pathUnescaped returns the decoded form of norm, whose escapes are valid.

@@ -1,9 +1,10 @@
-package app
+package httpface
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -19,6 +20,7 @@ type requestRecord struct {
 	path    string // escaped and normalised, without the query
 	route   string
 	tenant  domain.TenantID
+	client  string
 	outcome string
 }
 
@@ -31,32 +33,40 @@ func recordFrom(ctx context.Context) *requestRecord {
 	return rec
 }
 
-// setOutcome tells the access log, if any, the tenant a request was
-// metered as, its route and the decision's outcome (domain.Outcome's
-// names; "unmetered" on a route of cost 0; "" for a request refused
-// before the limiter, such as a 400 for its path). It is the rate-limit
-// middleware's one hook into the access log.
-func setOutcome(ctx context.Context, tenant domain.TenantID, route, outcome string) {
+// OutcomeUnmetered is the access log's outcome of a request on a route
+// that is not metered (cost 0, or no limits).
+const OutcomeUnmetered = "unmetered"
+
+// SetOutcome tells the access log, if any, the tenant a request was
+// metered as, its route, its client address and the decision's outcome
+// (domain.Outcome's names; [OutcomeUnmetered] on a route of cost 0; ""
+// for a request refused before the limiter, such as a 400 for its
+// path). It is a face's one hook into the access log.
+func SetOutcome(ctx context.Context, tenant domain.TenantID, route string, client netip.Addr, outcome string) {
 	if rec := recordFrom(ctx); rec != nil {
 		rec.tenant, rec.route, rec.outcome = tenant, route, outcome
+		if client.IsValid() {
+			rec.client = client.String()
+		}
 	}
 }
 
-// setLogPath tells the access log, if any, the request's normalised path.
-func setLogPath(ctx context.Context, path string) {
+// SetLogPath tells the access log, if any, the request's normalised path.
+func SetLogPath(ctx context.Context, path string) {
 	if rec := recordFrom(ctx); rec != nil {
 		rec.path = path
 	}
 }
 
-// accessLog is middleware that writes one JSON line per request to h,
+// AccessLog is middleware that writes one JSON line per request to h,
 // with the flat keys time, method, path (normalised, without the query),
-// route, tenant, status, outcome and duration_ms. It writes whatever the
-// handler's level (TOLLGATE_LOG_LEVEL does not hide access lines), and
-// never a header: no API key, no Authorization, no query string, which
-// may hold a credential. NewServer mounts it only when
-// TOLLGATE_ACCESS_LOG is set, so it costs nothing when off.
-func accessLog(h slog.Handler, now func() time.Time) func(http.Handler) http.Handler {
+// route, tenant, client (the client address of contract §10), status,
+// outcome and duration_ms. It writes whatever the handler's level
+// (TOLLGATE_LOG_LEVEL does not hide access lines), and never a header:
+// no API key, no Authorization, no query string, which may hold a
+// credential. A face mounts it only when TOLLGATE_ACCESS_LOG is set, so
+// it costs nothing when off.
+func AccessLog(h slog.Handler, now func() time.Time) func(http.Handler) http.Handler {
 	if now == nil {
 		now = time.Now
 	}
@@ -64,19 +74,17 @@ func accessLog(h slog.Handler, now func() time.Time) func(http.Handler) http.Han
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := now()
 			rec := &requestRecord{path: r.URL.EscapedPath(), route: domain.DefaultRoute}
-			sw := &statusWriter{ResponseWriter: w}
+			sw := &StatusWriter{ResponseWriter: w}
 			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
 			end := now()
-			status := sw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
+			status := sw.Status()
 			line := slog.NewRecord(end, slog.LevelInfo, accessMsg, 0)
 			line.AddAttrs(
 				slog.String("method", r.Method),
 				slog.String("path", rec.path),
 				slog.String("route", rec.route),
 				slog.String("tenant", string(rec.tenant)),
+				slog.String("client", rec.client),
 				slog.Int("status", status),
 				slog.String("outcome", rec.outcome),
 				slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
@@ -88,22 +96,32 @@ func accessLog(h slog.Handler, now func() time.Time) func(http.Handler) http.Han
 	}
 }
 
-// statusWriter records the status a handler answers. Unwrap lets
+// StatusWriter records the status a handler answers. Unwrap lets
 // http.ResponseController reach the connection beneath (flushes for
 // streaming, read deadlines, hijacking for upgrades).
-type statusWriter struct {
+type StatusWriter struct {
 	http.ResponseWriter
 	status int // 0 until the header is written
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+// Status returns the status answered: 200 when the handler wrote nothing.
+func (w *StatusWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// WriteHeader records code (the first final one) and writes it.
+func (w *StatusWriter) WriteHeader(code int) {
 	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(p []byte) (int, error) {
+// Write records a 200 when nothing was written before, and writes p.
+func (w *StatusWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -111,7 +129,7 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 }
 
 // Flush implements http.Flusher, for handlers that assert it.
-func (w *statusWriter) Flush() {
+func (w *StatusWriter) Flush() {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -119,4 +137,4 @@ func (w *statusWriter) Flush() {
 }
 
 // Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
