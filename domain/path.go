@@ -229,9 +229,16 @@ func isUnreserved(c byte) bool {
 
 // isPathChar reports whether c may appear unescaped in an RFC 3986 path
 // segment (pchar without pct-encoded): unreserved, sub-delims, ':', '@'.
-func isPathChar(c byte) bool {
-	return isUnreserved(c) || strings.IndexByte("!$&'()*+,;=:@", c) >= 0
-}
+func isPathChar(c byte) bool { return pathChars[c] }
+
+// pathChars is isPathChar's table: the fast paths of NormalizePath and
+// MatchPath ask it of every byte.
+var pathChars = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = isUnreserved(byte(c)) || strings.IndexByte("!$&'()*+,;=:@", byte(c)) >= 0
+	}
+	return t
+}()
 
 func isUpperHex(c byte) bool { return '0' <= c && c <= '9' || 'A' <= c && c <= 'F' }
 

@@ -182,6 +182,28 @@ func TestPolicyMatchSpellings(t *testing.T) {
 	}
 }
 
+// TestPolicyMatchLengthAsRead: the longest path is the longest as
+// MatchPath reads it, not as written.
+func TestPolicyMatchLengthAsRead(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond}, []domain.Route{
+		{Name: "a", Path: "/a;version=1"}, // read as "/a"
+		{Name: "a-b", Path: "/a/b"},
+		{Name: "c-d", Path: "/c%2Fd"}, // read as "/c/d"
+		{Name: "c-d-e", Path: "/c/d/e"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{"/a/b/c", "a-b"}, {"/a/x", "a"}, {"/a", "a"}, {"/c/d/e", "c-d-e"}, {"/c/d/x", "c-d"}, {"/c", "default"},
+	} {
+		if got := p.Match("GET", tt.path).Name; got != tt.want {
+			t.Errorf("Match(GET %s) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+}
+
 func TestPolicyMatchCatchAll(t *testing.T) {
 	t.Parallel()
 	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond}, []domain.Route{
