@@ -36,6 +36,7 @@ func FuzzMatchSpellings(f *testing.F) {
 		{"GET", "/status/..%3B/v1/export"}, {"GET", "/v1/export%3Bx"}, {"HEAD", "/v1/getx"}, {"head", "/v1/getx/"},
 		{"GET", "/status;x%2F..%2Fv1/export"}, {"GET", "/status/;x/../v1/export"}, {"GET", "/a%2Fb/../v1/export"},
 		{"GET", "/status/..;/..;/v1/export"}, {"GET", "/..;/v1/export"}, {"GET", "/v1;x%2Fexport"},
+		{"HEAD", "/v1/getx/..%3bx/%2e%2e%3B%2F%761%5C%2Fg%65t%78/;x"}, {"GET", "/status/v1/..;%2F../export"},
 	} {
 		f.Add(hostile, s[1], s[0])
 	}

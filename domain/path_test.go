@@ -79,6 +79,8 @@ func TestNormalizePath(t *testing.T) {
 		{"/a%2F.;x", ""},
 		{"/a%5C..%3B", ""},
 		{"/..;x%2Fy", ""},
+		{"/a/b/..%3Bx%2F..", ""}, // not one ".." but two, to a lenient upstream
+		{"/a/b/..;%2Fc", ""},
 		// A ".." never removes a segment that lenient upstreams split
 		// (Go reads "/a%2Fb/../c" as "/c", nginx as "/a/c") or drop
 		// ("/a/;x/../c": Go "/a/c", Tomcat "/c").
