@@ -271,13 +271,14 @@ func unhex(c byte) byte {
 //     "/v1/export/x". A segment that is only parameters is empty, and
 //     empty segments collapse as in NormalizePath ("/v1/;x/export" is
 //     "/v1/export"), a final one leaving a trailing slash ("/v1/;x" is
-//     "/v1/"). An encoded ';' (%3B) starts parameters too. Tomcat, Jetty
-//     and nginx read it as a ';' in a name ("export;x"), which names no
-//     route's resource, while a server that decodes before it drops
-//     parameters (as some framework routers do) reads "/v1/export%3Bx"
-//     as "/v1/export": only the second reading reaches a real resource,
-//     so it is the one metered. NormalizePath resolves "..%3B" as ".."
-//     for the same reason.
+//     "/v1/"). An encoded ';' (%3B) starts parameters too: a server
+//     that decodes before it drops parameters (some framework routers
+//     strip ';' from the decoded path) reads "/v1/export%3Bx" as
+//     "/v1/export", the export resource itself, while Tomcat, Jetty,
+//     nginx and Go read a name "export;x", at most a sibling under
+//     "/v1"; metering the reading that reaches the resource is the
+//     lenient choice. A "..%3B", which would climb, is resolved by
+//     NormalizePath in what is forwarded, so no upstream reads it apart.
 //   - Parameters that hold an encoded slash or backslash ("/v1;x%2Fexport")
 //     as an error: Tomcat and Jetty drop parameters before they decode
 //     (they read "/v1"), a decode-first server splits first (it reads
