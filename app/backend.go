@@ -52,16 +52,15 @@ func storeNamed(name string) (store, bool) {
 	return store{}, false
 }
 
-// storeNames says what TOLLGATE_STORE accepts.
+// storeNames says what TOLLGATE_STORE accepts: "memory or redis: …".
 func storeNames() string {
-	var b strings.Builder
+	names := make([]string, len(stores))
+	what := make([]string, len(stores))
 	for i, s := range stores {
-		if i > 0 {
-			b.WriteString(" or ")
-		}
-		fmt.Fprintf(&b, "%s (%s)", s.name, s.summary)
+		names[i] = s.name
+		what[i] = s.name + " is " + s.summary
 	}
-	return b.String()
+	return strings.Join(names, " or ") + " (" + strings.Join(what, "; ") + ")"
 }
 
 // validRedisURL checks TOLLGATE_REDIS_URL when the store is Redis.

@@ -97,9 +97,6 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 		}
 		routes = append(routes, r)
 	}
-	if len(doc.Limits) == 0 && !slices.ContainsFunc(doc.Routes, func(r policyRouteEntry) bool { return len(r.Limits) > 0 }) {
-		problems = append(problems, `no limit at all: want at least one in "limits" or in a route's "limits" (a policy without one meters nothing)`)
-	}
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}
@@ -107,7 +104,13 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 	if err != nil {
 		// One line, and the file error says what is invalid already.
 		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-		return nil, errors.New(strings.ReplaceAll(msg, domain.ErrInvalidPolicy.Error()+": ", ""))
+		problems = append(problems, strings.ReplaceAll(msg, domain.ErrInvalidPolicy.Error()+": ", ""))
+	}
+	if len(doc.Limits) == 0 && !slices.ContainsFunc(doc.Routes, func(r policyRouteEntry) bool { return len(r.Limits) > 0 }) {
+		problems = append(problems, `no limit at all: want at least one in "limits" or in a route's "limits" (a policy without one meters nothing)`)
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
 	}
 	return p, nil
 }

@@ -159,10 +159,14 @@ type Result struct {
 // went away mid-decision (nobody reads an answer). A store that fails is
 // no error: the fail mode inside the limiter answers with a verdict.
 func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
+	matched, err := domain.MatchPath(d.Path)
+	if err != nil {
+		return Result{}, err
+	}
 	snap := e.snap.Load()
 	tenant := e.resolve(snap, d.Credentials)
 	res := Result{Tenant: tenant.ID, Subject: tenant.ID}
-	res.Route = snap.Policy.Match(d.Method, d.Path)
+	res.Route = snap.Policy.Match(d.Method, matched)
 	applied := res.Route.Applied()
 	if res.Route.Cost == 0 || len(applied) == 0 {
 		return res, nil
@@ -199,8 +203,12 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 
 var unknownTenant = Tenant{ID: domain.Unknown}
 
-// resolve returns the tenant creds name in snap: by API key with a
-// tenants file, else by the tenant header; unknown when they name none.
+// Resolve returns the tenant creds name in the current snapshot: by API
+// key with a tenants file, else by the tenant header; [domain.Unknown]
+// (with the policy's rules) when they name none.
+func (e *Engine) Resolve(creds Credentials) Tenant { return e.resolve(e.snap.Load(), creds) }
+
+// resolve returns the tenant creds name in snap.
 func (e *Engine) resolve(snap *Snapshot, creds Credentials) Tenant {
 	if snap.Tenants == nil {
 		return Tenant{ID: domain.TenantOrUnknown(creds.Header)}

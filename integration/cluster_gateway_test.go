@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
 )
 
 // startClusterReplica runs one gateway replica on the cluster c.

@@ -63,9 +63,9 @@ var outcomeLabels = func() (l [7]string) {
 	return l
 }()
 
-// NewMetrics registers the gateway's collectors, and the Go and process
+// New registers the gateway's collectors, and the Go and process
 // collectors, on reg, labelling decisions with algorithm.
-func NewMetrics(reg prometheus.Registerer, algorithm string) *Metrics {
+func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_decisions_total",
 		Help: "Rate-limit decisions, by algorithm and outcome (allowed, denied, shadow_denied, error, local_allowed, local_denied, cached_denied).",

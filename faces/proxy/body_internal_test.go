@@ -32,7 +32,7 @@ func TestBodyIdleTimeout(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	target, _ := url.Parse(up.URL)
-	gw := httptest.NewServer(bodyIdleTimeout(idle)(NewProxy(target, ProxyOptions{Log: discardLog()})))
+	gw := httptest.NewServer(bodyIdleTimeout(idle)(NewUpstream(target, UpstreamOptions{Log: discardLog()})))
 	t.Cleanup(gw.Close)
 
 	dial := func(t *testing.T) net.Conn {

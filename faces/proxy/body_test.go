@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,26 +10,16 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/tollgate/tollgate/adapters/fixedwindow"
-	"github.com/tollgate/tollgate/app"
-	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/faces/proxy"
 )
-
-// denyAll denies every request: count 1000 of a fresh window.
-var denyAll = fixedwindow.Limiter{Counter: ports.CounterFunc(
-	func(_ context.Context, _ string, window time.Duration) (int64, time.Duration, error) {
-		return 1000, window, nil
-	})}
 
 // TestDenialDoesNotWaitForTheBody: a denied request whose body never
 // arrives gets its 429 at once, with Connection: close, and the server
 // closes the connection instead of holding it (raw TCP, a real server).
 func TestDenialDoesNotWaitForTheBody(t *testing.T) {
 	t.Parallel()
-	tenants := app.HeaderTenants{Header: "X-Tenant-ID", Rule: defaultRule}
-	handler := app.NewServer(slogDiscard(), app.Config{}, denyAll, tenants, nil, http.NotFoundHandler())
+	handler := proxy.New(proxy.Options{Engine: newEngine(denyAll, defaultRule, nil), Upstream: http.NotFoundHandler()})
 	gw := httptest.NewServer(handler)
 	t.Cleanup(gw.Close)
 	tests := []struct{ name, req string }{
@@ -64,8 +53,7 @@ func TestDenialDoesNotWaitForTheBody(t *testing.T) {
 // connection alive, as before.
 func TestDenialWithoutBodyKeepsTheConnection(t *testing.T) {
 	t.Parallel()
-	tenants := app.HeaderTenants{Header: "X-Tenant-ID", Rule: defaultRule}
-	gw := httptest.NewServer(app.NewServer(slogDiscard(), app.Config{}, denyAll, tenants, nil, http.NotFoundHandler()))
+	gw := httptest.NewServer(proxy.New(proxy.Options{Engine: newEngine(denyAll, defaultRule, nil), Upstream: http.NotFoundHandler()}))
 	t.Cleanup(gw.Close)
 	conn := rawConn(t, gw.URL, "GET /x HTTP/1.1\r\nHost: gw\r\n\r\nGET /y HTTP/1.1\r\nHost: gw\r\n\r\n")
 	br := bufio.NewReader(conn)

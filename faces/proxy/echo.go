@@ -13,10 +13,10 @@ type echoResponse struct {
 	Query  string `json:"query,omitempty"`
 }
 
-// echoHandler is the upstream when none is configured: it answers 200 with
-// the resolved tenant and the request line as JSON, so a fresh gateway is
+// Echo is the upstream when none is configured: it answers 200 with the
+// resolved tenant and the request line as JSON, so a fresh gateway is
 // useful with nothing else running.
-func echoHandler() http.Handler {
+func Echo() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(echoResponse{

@@ -10,21 +10,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tollgate/tollgate/adapters/fixedwindow"
 	"github.com/tollgate/tollgate/adapters/memory"
-	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/metrics"
 )
 
-// BenchmarkRateLimitMiddleware is one request through the middleware with
+// BenchmarkRateLimitMiddleware is one request through the proxy face with
 // the memory store and metrics, into a handler that writes nothing.
 func BenchmarkRateLimitMiddleware(b *testing.B) {
-	c := memory.NewCounter(memory.Options{})
+	c, _ := memory.New(domain.AlgorithmFixedWindow, memory.Options{})
 	defer c.Close()
-	mw := app.RateLimit(fixedwindow.Limiter{Counter: c},
-		app.HeaderTenants{Header: "X-Tenant-ID", Rule: domain.Rule{Limit: 1 << 40, Window: time.Hour}},
-		app.RateLimitOptions{KeyPrefix: "rl:", Metrics: app.NewMetrics(prometheus.NewRegistry(), "fixed_window")})
-	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := proxy.New(proxy.Options{
+		Engine:   newEngine(c, domain.Rule{Limit: 1 << 40, Window: time.Hour}, nil),
+		Metrics:  metrics.New(prometheus.NewRegistry(), "fixed_window"),
+		Upstream: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}),
+	})
 	var seed atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -8,78 +8,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/tollgate/tollgate/adapters/fixedwindow"
+
 	"github.com/tollgate/tollgate/adapters/layers"
-	"github.com/tollgate/tollgate/app"
+	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/httpface"
+	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
 )
-
-// fakeCounter is a scripted Counter: it counts like a store and records
-// the keys and windows it was asked for. err, when set, fails every call.
-type fakeCounter struct {
-	mu      sync.Mutex // guards the fields below
-	counts  map[string]int64
-	keys    []string
-	windows []time.Duration
-	left    time.Duration
-	err     error
-}
-
-func newFakeCounter() *fakeCounter {
-	return &fakeCounter{counts: map[string]int64{}, left: 30 * time.Second}
-}
-
-func (f *fakeCounter) Incr(_ context.Context, key string, window time.Duration) (int64, time.Duration, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.keys = append(f.keys, key)
-	f.windows = append(f.windows, window)
-	if f.err != nil {
-		return 0, 0, f.err
-	}
-	f.counts[key]++
-	return f.counts[key], f.left, nil
-}
-
-func (f *fakeCounter) lastKey() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.keys[len(f.keys)-1]
-}
-
-var t0 = time.Date(2026, 11, 29, 12, 0, 0, 250_000_000, time.UTC)
-
-// limited are the settings of newLimited: the fail mode and its log.
-type limited struct {
-	failClosed bool
-	log        *slog.Logger
-	metrics    *app.Metrics
-}
-
-// newLimited returns the middleware around a handler that answers 200,
-// over the seed's fixed window on counter in the fail-mode layer, as the
-// composition root stacks them, with every tenant on rule.
-func newLimited(counter ports.Counter, rule domain.Rule, opts limited) http.Handler {
-	if opts.log == nil {
-		opts.log = slog.New(slog.DiscardHandler)
-	}
-	mode, layer := app.FailOpen, layers.FailOpen
-	if opts.failClosed {
-		mode, layer = app.FailClosed, layers.FailClosed
-	}
-	lim := ports.Chain(fixedwindow.Limiter{Counter: counter}, layer(app.StoreErrorReporter(opts.log, opts.metrics, mode)))
-	mw := app.RateLimit(lim, app.HeaderTenants{Header: "X-Tenant-ID", Rule: rule},
-		app.RateLimitOptions{KeyPrefix: "rl:", Metrics: opts.metrics, Now: func() time.Time { return t0 }})
-	return mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("tenant=" + string(app.TenantFrom(r.Context()))))
-	}))
-}
 
 func serve(h http.Handler, tenant string, header ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, "/x", nil)
@@ -96,7 +38,7 @@ func serve(h http.Handler, tenant string, header ...string) *httptest.ResponseRe
 
 func TestRateLimitAllowsUpToTheBudgetThenBlocks(t *testing.T) {
 	t.Parallel()
-	fc := newFakeCounter()
+	fc := newFakeStore()
 	h := newLimited(fc, domain.Rule{Limit: 3, Window: time.Minute}, limited{})
 	want := []int{200, 200, 200, 429, 429}
 	for i, w := range want {
@@ -133,7 +75,7 @@ func TestRateLimitKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fc := newFakeCounter()
+			fc := newFakeStore()
 			h := newLimited(fc, domain.Rule{Limit: 10, Window: time.Minute}, limited{})
 			w := serve(h, tt.header)
 			if w.Code != 200 {
@@ -151,7 +93,7 @@ func TestRateLimitKeys(t *testing.T) {
 
 func TestRateLimitHeaders(t *testing.T) {
 	t.Parallel()
-	fc := newFakeCounter()
+	fc := newFakeStore()
 	fc.left = 29*time.Second + 100*time.Millisecond
 	h := newLimited(fc, domain.Rule{Limit: 2, Window: time.Minute}, limited{})
 	// t0 is 12:00:00.25; the reset is at 12:00:29.35, announced as :30.
@@ -197,7 +139,7 @@ func TestRateLimitPolicyWindowSeconds(t *testing.T) {
 		{time.Hour, `"default";q=5;w=3600`},
 	}
 	for _, tt := range tests {
-		fc := newFakeCounter()
+		fc := newFakeStore()
 		fc.left = tt.window
 		w := serve(newLimited(fc, domain.Rule{Limit: 5, Window: tt.window}, limited{}), "acme")
 		if got := strings.Join(w.Header()["RateLimit-Policy"], ","); got != tt.want {
@@ -208,7 +150,7 @@ func TestRateLimitPolicyWindowSeconds(t *testing.T) {
 
 func TestRateLimitRetryAfterAtLeastOneSecond(t *testing.T) {
 	t.Parallel()
-	fc := newFakeCounter()
+	fc := newFakeStore()
 	fc.left = 10 * time.Millisecond
 	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Second}, limited{})
 	serve(h, "acme")
@@ -220,7 +162,7 @@ func TestRateLimitRetryAfterAtLeastOneSecond(t *testing.T) {
 
 func TestRateLimitDeniedBody(t *testing.T) {
 	t.Parallel()
-	fc := newFakeCounter()
+	fc := newFakeStore()
 	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, limited{})
 	serve(h, "acme")
 
@@ -257,12 +199,16 @@ func TestRateLimitStoreErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fc := newFakeCounter()
+			fc := newFakeStore()
 			fc.err = storeErr
-			var logs syncBuffer
+			var errs atomic.Int64
 			h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, limited{
 				failClosed: tt.failClosed,
-				log:        slog.New(slog.NewJSONHandler(&logs, nil)),
+				onError: func(err error) {
+					if errors.Is(err, storeErr) {
+						errs.Add(1)
+					}
+				},
 			})
 			for i := range 500 {
 				w := serve(h, "acme")
@@ -279,56 +225,29 @@ func TestRateLimitStoreErrors(t *testing.T) {
 					t.Fatalf("request %d: body leaks the store error: %q", i, w.Body.String())
 				}
 			}
-			if n := strings.Count(logs.String(), "\n"); n != 1 {
-				t.Errorf("500 store errors within a second logged %d lines, want 1:\n%s", n, logs.String())
-			}
-			if !strings.Contains(logs.String(), "connection refused") {
-				t.Errorf("log line lacks the error: %s", logs.String())
+			if n := errs.Load(); n != 500 {
+				t.Errorf("500 store errors: the fail mode was told of %d, want 500 (the reporter logs one line a second: app)", n)
 			}
 		})
 	}
 }
 
-func TestRateLimitStoreErrorLogIsThrottledConcurrently(t *testing.T) {
-	t.Parallel()
-	fc := newFakeCounter()
-	fc.err = errors.New("boom")
-	var logs syncBuffer
-	h := newLimited(fc, domain.Rule{Limit: 1, Window: time.Minute}, limited{
-		log: slog.New(slog.NewJSONHandler(&logs, nil)),
-	})
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for range 100 {
-				serve(h, "acme")
-			}
-		})
-	}
-	wg.Wait()
-	if n := strings.Count(logs.String(), "\n"); n != 1 {
-		t.Errorf("1600 concurrent store errors logged %d lines, want 1", n)
-	}
-}
-
-func TestRateLimitPanicsWithoutLimiter(t *testing.T) {
+func TestNewPanicsWithoutEngine(t *testing.T) {
 	t.Parallel()
 	defer func() {
 		if recover() == nil {
-			t.Error("RateLimit(nil, ...) did not panic")
+			t.Error("proxy.New without an engine did not panic")
 		}
 	}()
-	app.RateLimit(nil, app.HeaderTenants{}, app.RateLimitOptions{})
+	proxy.New(proxy.Options{Upstream: proxy.Echo()})
 }
 
 func TestServerRecoversFromPanics(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	cfg, _ := app.LoadConfig(nil)
-	h := app.NewServer(log, cfg, fixedwindow.Limiter{Counter: newFakeCounter()},
-		app.HeaderTenants{Header: "X-Tenant-ID", Rule: cfg.Rule()}, nil,
-		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("kaboom") }))
+	h := proxy.New(proxy.Options{Engine: newEngine(newFakeStore(), defaultRule, nil), Log: log,
+		Upstream: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("kaboom") })})
 	w := serve(h, "acme")
 	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "kaboom") {
 		t.Errorf("panic answered %d %q, want 500 without the panic value", w.Code, w.Body.String())
@@ -344,16 +263,15 @@ func TestServerRecoversFromPanics(t *testing.T) {
 func TestRateLimitClientGoneIsNoStoreError(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	var logs syncBuffer
-	metrics := app.NewMetrics(reg, "fixed_window")
+	m := metrics.New(reg, "fixed_window")
+	var told atomic.Int64
 	lim := ports.Chain(ports.LimiterFunc(func(ctx context.Context, _ domain.Request) (domain.Verdict, error) {
 		<-ctx.Done()
 		return domain.Verdict{}, ctx.Err()
-	}), layers.FailClosed(app.StoreErrorReporter(slog.New(slog.NewJSONHandler(&logs, nil)), metrics, app.FailClosed)))
+	}), layers.FailClosed(func(error) { told.Add(1); m.StoreError() }))
 	called := false
-	h := app.RateLimit(lim, app.HeaderTenants{Header: "X-Tenant-ID", Rule: domain.Rule{Limit: 1, Window: time.Minute}},
-		app.RateLimitOptions{Metrics: metrics})(
-		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
+	h := proxy.New(proxy.Options{Engine: newEngine(lim, domain.Rule{Limit: 1, Window: time.Minute}, nil), Metrics: m,
+		Upstream: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	w := httptest.NewRecorder()
@@ -361,8 +279,8 @@ func TestRateLimitClientGoneIsNoStoreError(t *testing.T) {
 	if called || w.Code != 200 || w.Body.Len() != 0 || len(w.Header()) != 0 {
 		t.Errorf("client gone: handler called %v, wrote %d %q %v; want nothing", called, w.Code, w.Body.String(), w.Header())
 	}
-	if logs.String() != "" {
-		t.Errorf("client gone logged: %s", logs.String())
+	if told.Load() != 0 {
+		t.Errorf("client gone: the fail mode was told of %d store errors, want 0", told.Load())
 	}
 	if got := storeErrors(t, reg); got != 0 {
 		t.Errorf("tollgate_store_errors_total = %v, want 0", got)
@@ -383,4 +301,36 @@ func storeErrors(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	t.Fatal("no tollgate_store_errors_total")
 	return 0
+}
+
+// TestRateLimitLocalDecisions: the local fail mode's verdicts reach the
+// client as decisions do, with the local budget in the headers.
+func TestRateLimitLocalDecisions(t *testing.T) {
+	t.Parallel()
+	local, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	failing := ports.LimiterFunc(func(context.Context, domain.Request) (domain.Verdict, error) {
+		return domain.Verdict{}, ports.ErrBreakerOpen
+	})
+	lim := ports.Chain(failing, layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: func() int { return 2 }}))
+	h := proxy.New(proxy.Options{Engine: newEngine(lim, domain.Rule{Limit: 3, Window: time.Minute}, nil),
+		Upstream: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })})
+	for i, want := range []int{200, 200, 429} { // ⌈3/2⌉ = 2 per replica
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-Tenant-ID", "acme")
+		h.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("request %d: status %d, want %d", i+1, w.Code, want)
+		}
+		if got := w.Header()[httpface.HeaderRateLimitPolicy]; len(got) != 1 || got[0] != `"default";q=2;w=60` {
+			t.Errorf("request %d: RateLimit-Policy %v, want the local budget q=2", i+1, got)
+		}
+		if want == 429 && w.Header().Get(httpface.HeaderRetryAfter) == "" {
+			t.Errorf("local denial without Retry-After")
+		}
+	}
 }

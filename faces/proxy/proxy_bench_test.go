@@ -17,10 +17,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tollgate/tollgate/adapters/fixedwindow"
 	"github.com/tollgate/tollgate/adapters/memory"
-	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/httpface"
+	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/metrics"
 )
 
 // BenchmarkGatewayOverhead measures what tollgate adds to a reverse proxy:
@@ -56,15 +57,16 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		benchProxy(b, bare)
 	})
 	b.Run("proxy=tollgate", func(b *testing.B) {
-		counter := memory.NewCounter(memory.Options{})
-		defer counter.Close()
+		store, _ := memory.New(domain.AlgorithmFixedWindow, memory.Options{})
+		defer store.Close()
 		log := slog.New(slog.DiscardHandler)
-		cfg := app.Config{KeyPrefix: "rl:", FailMode: app.FailOpen}
 		// A budget no run exhausts, so every request is proxied.
-		tenants := app.HeaderTenants{Header: "X-Tenant-ID", Rule: domain.Rule{Limit: 1 << 50, Window: time.Hour}}
-		proxy := app.NewProxy(target, app.ProxyOptions{Timeout: 30 * time.Second, Log: log})
-		benchProxy(b, app.NewServer(log, cfg, fixedwindow.Limiter{Counter: counter}, tenants,
-			app.NewMetrics(prometheus.NewRegistry(), domain.AlgorithmFixedWindow), proxy))
+		benchProxy(b, proxy.New(proxy.Options{
+			Engine:   newEngine(store, domain.Rule{Limit: 1 << 50, Window: time.Hour}, nil),
+			Upstream: proxy.NewUpstream(target, proxy.UpstreamOptions{Timeout: 30 * time.Second, Log: log}),
+			Log:      log,
+			Metrics:  metrics.New(prometheus.NewRegistry(), domain.AlgorithmFixedWindow),
+		}))
 	})
 }
 
@@ -136,7 +138,7 @@ func benchProxy(b *testing.B, h http.Handler) {
 
 // BenchmarkProxyHandler counts what one proxied request costs the
 // gateway itself: the public handler (chi, path normalisation, the
-// rate-limit middleware on the memory store, metrics, NewProxy) against
+// rate-limit middleware on the memory store, metrics, NewUpstream) against
 // a bare httputil.ReverseProxy, both called directly with an in-memory
 // upstream (a RoundTripper that answers "ok\n") and a ResponseWriter that
 // discards, so no socket, client or server is in the numbers. Both sides
@@ -157,14 +159,16 @@ func BenchmarkProxyHandler(b *testing.B) {
 		benchHandler(b, bare)
 	})
 	b.Run("proxy=tollgate", func(b *testing.B) {
-		counter := memory.NewCounter(memory.Options{})
-		defer counter.Close()
+		store, _ := memory.New(domain.AlgorithmFixedWindow, memory.Options{})
+		defer store.Close()
 		log := slog.New(slog.DiscardHandler)
-		cfg := app.Config{KeyPrefix: "rl:", FailMode: app.FailOpen}
-		tenants := app.HeaderTenants{Header: "X-Tenant-Id", Rule: domain.Rule{Limit: 1 << 50, Window: time.Hour}}
-		proxy := app.NewProxy(target, app.ProxyOptions{Timeout: 30 * time.Second, Log: log, Transport: okTransport{}})
-		benchHandler(b, app.NewServer(log, cfg, fixedwindow.Limiter{Counter: counter}, tenants,
-			app.NewMetrics(prometheus.NewRegistry(), domain.AlgorithmFixedWindow), proxy))
+		benchHandler(b, proxy.New(proxy.Options{
+			Engine:    newEngine(store, domain.Rule{Limit: 1 << 50, Window: time.Hour}, nil),
+			Upstream:  proxy.NewUpstream(target, proxy.UpstreamOptions{Timeout: 30 * time.Second, Log: log, Transport: okTransport{}}),
+			Describer: httpface.Describer{TenantHeader: "X-Tenant-Id"},
+			Log:       log,
+			Metrics:   metrics.New(prometheus.NewRegistry(), domain.AlgorithmFixedWindow),
+		}))
 	})
 }
 

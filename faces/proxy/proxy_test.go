@@ -2,20 +2,16 @@ package proxy_test
 
 import (
 	"bufio"
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/adapters/fixedwindow"
-	"github.com/tollgate/tollgate/app"
-	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/proxy"
 )
 
 // received is what a recording upstream saw of one request.
@@ -41,32 +37,6 @@ func recordingUpstream(t *testing.T, handler http.HandlerFunc) (*httptest.Server
 	}))
 	t.Cleanup(up.Close)
 	return up, got
-}
-
-// allowAll admits every request: count 1 of a fresh window.
-var allowAll = fixedwindow.Limiter{Counter: ports.CounterFunc(
-	func(_ context.Context, _ string, window time.Duration) (int64, time.Duration, error) {
-		return 1, window, nil
-	})}
-
-// proxyGateway serves NewServer with a proxy to upstream, resolving
-// tenants with tenants (the X-Gateway-Tenant header if nil). It returns
-// the gateway's URL and its log.
-func proxyGateway(t *testing.T, upstream string, tenants app.TenantResolver, opts app.ProxyOptions) (string, *syncBuffer) {
-	t.Helper()
-	target, err := url.Parse(upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tenants == nil {
-		tenants = app.HeaderTenants{Header: "X-Gateway-Tenant", Rule: defaultRule}
-	}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, nil))
-	opts.Log = log
-	gw := httptest.NewServer(app.NewServer(log, app.Config{}, allowAll, tenants, nil, app.NewProxy(target, opts)))
-	t.Cleanup(gw.Close)
-	return gw.URL, logs
 }
 
 func do(t *testing.T, method, url, body string, header http.Header) (*http.Response, string) {
@@ -100,7 +70,7 @@ func TestProxyForwardsRequest(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, "created")
 	})
-	gw, _ := proxyGateway(t, up.URL+"/api?from=gw", nil, app.ProxyOptions{})
+	gw, _ := proxyGateway(t, up.URL+"/api?from=gw", nil, proxy.UpstreamOptions{})
 	resp, body := do(t, "POST", gw+"/v1/items?a=1&b=two", "hello", http.Header{
 		"Host":             {"client.example"},
 		"X-Gateway-Tenant": {"acme"},
@@ -149,12 +119,9 @@ func looksLikeTenantID(name string) bool {
 func TestProxyTenantHeaderNotSpoofable(t *testing.T) {
 	t.Parallel()
 	up, got := recordingUpstream(t, nil)
-	headerGW, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
-	ft, err := app.LoadFileTenants(writeTenants(t, twoTenants), defaultRule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fileGW, _ := proxyGateway(t, up.URL, ft, app.ProxyOptions{StripCredentials: ft.StripCredentials})
+	headerGW, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
+	ft := twoTenants()
+	fileGW, _ := proxyGateway(t, up.URL, ft, proxy.UpstreamOptions{})
 	spoofs := []string{"X-Tenant-ID", "x-tenant-id", "X-TENANT-ID", "X_Tenant_ID", "x_tenant-id"}
 	tests := []struct {
 		name, gw string
@@ -190,12 +157,9 @@ func TestProxyTenantHeaderNotSpoofable(t *testing.T) {
 func TestProxyAPIKeyNotForwarded(t *testing.T) {
 	t.Parallel()
 	up, got := recordingUpstream(t, nil)
-	ft, err := app.LoadFileTenants(writeTenants(t, twoTenants), defaultRule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fileGW, _ := proxyGateway(t, up.URL, ft, app.ProxyOptions{StripCredentials: ft.StripCredentials})
-	headerGW, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
+	ft := twoTenants()
+	fileGW, _ := proxyGateway(t, up.URL, ft, proxy.UpstreamOptions{})
+	headerGW, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
 	tests := []struct {
 		name, gw          string
 		header            http.Header
@@ -230,7 +194,7 @@ func TestProxyDropsHopByHopHeaders(t *testing.T) {
 		w.Header().Set("Keep-Alive", "timeout=5")
 		w.Header().Set("X-Up-End", "kept")
 	})
-	gw, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
+	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
 	resp, _ := do(t, "GET", gw+"/", "", http.Header{
 		"Connection":       {"X-Hop"},
 		"X-Hop":            {"secret"},
@@ -271,7 +235,7 @@ func TestProxyStreamsResponse(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "second\n")
 	})
-	gw, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
+	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
 	req, err := http.NewRequestWithContext(t.Context(), "GET", gw+"/events", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -324,10 +288,7 @@ func TestProxyUpstreamErrors(t *testing.T) {
 		}
 	}))
 	t.Cleanup(slow.Close)
-	ft, err := app.LoadFileTenants(writeTenants(t, twoTenants), defaultRule)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ft := twoTenants()
 	tests := []struct {
 		name, upstream string
 		accept         string
@@ -343,7 +304,7 @@ func TestProxyUpstreamErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			gw, logs := proxyGateway(t, tt.upstream, ft, app.ProxyOptions{Timeout: 100 * time.Millisecond, StripCredentials: ft.StripCredentials})
+			gw, logs := proxyGateway(t, tt.upstream, ft, proxy.UpstreamOptions{Timeout: 100 * time.Millisecond})
 			resp, body := do(t, "GET", gw+"/x", "", http.Header{"Accept": {tt.accept}, "X-Api-Key": {"k-acme-1"}})
 			if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != tt.contentType || body != tt.body {
 				t.Errorf("got %d %q %q, want %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body,
@@ -370,7 +331,7 @@ func TestProxyDropsUpstreamRateLimitHeaders(t *testing.T) {
 		}
 		w.Header().Set("X-Upstream", "kept")
 	})
-	gw, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
+	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
 	resp, _ := do(t, http.MethodGet, gw+"/", "", nil)
 	for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
 		if got := resp.Header.Values(h); len(got) != 1 || got[0] == "from-upstream" {
@@ -387,7 +348,7 @@ func TestProxyDropsUpstreamRateLimitHeaders(t *testing.T) {
 func TestProxyKeepsAnyMethod(t *testing.T) {
 	t.Parallel()
 	up, got := recordingUpstream(t, nil)
-	gw, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
+	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
 	for _, method := range []string{"PROPFIND", "PURGE", "REPORT", "MKCOL", "get", "X-Custom.1"} {
 		resp, body := do(t, method, gw+"/dav/x", "", nil)
 		if resp.StatusCode != http.StatusOK || body != "ok" {
@@ -412,13 +373,122 @@ func TestProxyKeepsRawQuery(t *testing.T) {
 		{up.URL + "/api?from=gw", "b=%zz", "from=gw&b=%zz"},
 	}
 	for _, tt := range tests {
-		gw, _ := proxyGateway(t, tt.upstream, nil, app.ProxyOptions{})
+		gw, _ := proxyGateway(t, tt.upstream, nil, proxy.UpstreamOptions{})
 		if resp, _ := do(t, http.MethodGet, gw+"/a?"+tt.query, "", nil); resp.StatusCode != http.StatusOK {
 			t.Errorf("?%s: status %d, want 200", tt.query, resp.StatusCode)
 			continue
 		}
 		if r := <-got; r.query != tt.want {
 			t.Errorf("?%s via %s: upstream got query %q, want %q", tt.query, tt.upstream, r.query, tt.want)
+		}
+	}
+}
+
+// TestProxyAPIKeyLookAlikesNotForwarded: with a tenants file, headers a
+// server could read as X-API-Key (X_API_KEY, x-api_key, any case) never
+// reach the upstream, whatever key they carry.
+func TestProxyAPIKeyLookAlikesNotForwarded(t *testing.T) {
+	t.Parallel()
+	up, got := recordingUpstream(t, nil)
+	gw, _ := proxyGateway(t, up.URL, twoTenants(), proxy.UpstreamOptions{})
+	for _, name := range []string{"X_API_KEY", "x-api_key", "X_Api-Key", "x_api_key"} {
+		// Raw bytes: net/http's client would canonicalize or refuse the name.
+		conn := rawConn(t, gw, "GET / HTTP/1.1\r\nHost: gw\r\nX-API-Key: k-acme-1\r\n"+name+": k-globex\r\nConnection: close\r\n\r\n")
+		if _, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		for k, vs := range r.header {
+			if looksLikeAPIKey(k) || strings.Contains(strings.Join(vs, ","), "k-") {
+				t.Errorf("%s: the upstream got %s: %v", name, k, vs)
+			}
+		}
+	}
+}
+
+func looksLikeAPIKey(name string) bool {
+	return strings.EqualFold(strings.ReplaceAll(name, "_", "-"), "X-API-Key")
+}
+
+// TestProxyClientAddressHeaders: the upstream's X-Real-IP is the client
+// address the gateway read, True-Client-IP is dropped (a client cannot
+// name its own address); from an untrusted peer X-Forwarded-For is the
+// peer alone, from a trusted one the received list with the peer
+// appended, and its X-Forwarded-Proto is kept.
+func TestProxyClientAddressHeaders(t *testing.T) {
+	t.Parallel()
+	up, got := recordingUpstream(t, nil)
+	untrusted, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
+	trusted, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{Trusted: mustTrust(t, "127.0.0.0/8")})
+	spoof := http.Header{
+		"X-Forwarded-For":   {"203.0.113.7, 10.0.0.9"},
+		"X-Forwarded-Proto": {"https"},
+		"X-Real-Ip":         {"6.6.6.6"},
+		"True-Client-Ip":    {"6.6.6.6"},
+	}
+	for _, tt := range []struct {
+		name, gw, xff, realIP, proto string
+	}{
+		{"untrusted peer", untrusted, "127.0.0.1", "127.0.0.1", "http"},
+		// 10.0.0.9 is not trusted: it is the client.
+		{"trusted peer", trusted, "203.0.113.7, 10.0.0.9, 127.0.0.1", "10.0.0.9", "https"},
+	} {
+		do(t, "GET", tt.gw+"/", "", spoof)
+		r := <-got
+		if got := strings.Join(r.header.Values("X-Forwarded-For"), ", "); got != tt.xff {
+			t.Errorf("%s: X-Forwarded-For %q, want %q", tt.name, got, tt.xff)
+		}
+		if got := r.header.Values("X-Real-Ip"); len(got) != 1 || got[0] != tt.realIP {
+			t.Errorf("%s: X-Real-IP %q, want %q", tt.name, got, tt.realIP)
+		}
+		if got := r.header.Get("X-Forwarded-Proto"); got != tt.proto {
+			t.Errorf("%s: X-Forwarded-Proto %q, want %q", tt.name, got, tt.proto)
+		}
+		if got := r.header.Values("True-Client-Ip"); len(got) != 0 {
+			t.Errorf("%s: True-Client-IP %q reached the upstream", tt.name, got)
+		}
+	}
+}
+
+func mustTrust(t *testing.T, cidrs string) domain.TrustedProxies {
+	t.Helper()
+	tp, err := domain.ParseTrustedProxies(cidrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+// TestProxyRefusesH2CUpgrade: an offer to switch to cleartext HTTP/2
+// never reaches the upstream, which could otherwise turn the connection
+// into a tunnel of unmetered requests; the request is served as HTTP/1.1,
+// and other upgrade offers pass.
+func TestProxyRefusesH2CUpgrade(t *testing.T) {
+	t.Parallel()
+	up, got := recordingUpstream(t, nil)
+	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
+	for _, tt := range []struct {
+		upgrade, want string
+	}{
+		{"h2c", ""},
+		{"H2C", ""},
+		{"websocket, h2c", "websocket"},
+	} {
+		conn := rawConn(t, gw, "GET / HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: "+tt.upgrade+
+			"\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			t.Errorf("Upgrade: %s: 101 Switching Protocols", tt.upgrade)
+		}
+		r := <-got
+		if got := r.header.Get("Upgrade"); got != tt.want {
+			t.Errorf("Upgrade: %s: the upstream got Upgrade %q, want %q", tt.upgrade, got, tt.want)
+		}
+		if got := r.header.Get("Http2-Settings"); got != "" {
+			t.Errorf("Upgrade: %s: the upstream got HTTP2-Settings %q", tt.upgrade, got)
 		}
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/proxy"
 )
 
 // rawConn dials addr (host:port, or an http:// URL) and writes req as
@@ -62,10 +62,10 @@ func TestRateLimitHeadersWireSpelling(t *testing.T) {
 		w.Header().Set("RateLimit-Policy", "from-upstream")
 	}))
 	t.Cleanup(up.Close)
-	echo := newLimited(newFakeCounter(), domain.Rule{Limit: 1, Window: time.Minute}, limited{})
+	echo := newLimited(newFakeStore(), domain.Rule{Limit: 1, Window: time.Minute}, limited{})
 	echoGW := httptest.NewServer(echo)
 	t.Cleanup(echoGW.Close)
-	proxyGW, _ := proxyGateway(t, up.URL, nil, app.ProxyOptions{})
+	proxyGW, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
 
 	for _, c := range []struct {
 		name, base string

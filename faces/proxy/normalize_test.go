@@ -1,12 +1,13 @@
-package app_test
+package proxy_test
 
 import (
 	"bufio"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/app"
+	"github.com/tollgate/tollgate/faces/proxy"
 )
 
 // TestProxyNormalisesPaths sends each path as raw bytes (no client
@@ -16,7 +17,7 @@ import (
 func TestProxyNormalisesPaths(t *testing.T) {
 	t.Parallel()
 	up, got := recordingUpstream(t, nil)
-	gw, _ := proxyGateway(t, up.URL+"/api", nil, app.ProxyOptions{})
+	gw, _ := proxyGateway(t, up.URL+"/api", nil, proxy.UpstreamOptions{})
 	tests := []struct {
 		path string
 		want string // what the upstream sees (escaped), "" for a 400
@@ -71,8 +72,9 @@ func TestProxyNormalisesPaths(t *testing.T) {
 // that was metered.
 func TestEchoShowsNormalisedPath(t *testing.T) {
 	t.Parallel()
-	base, _ := startGateway(t)
-	conn := rawConn(t, base, "GET /a/./b//%63?q=1 HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+	gw := httptest.NewServer(proxy.New(proxy.Options{Engine: newEngine(allowAll, defaultRule, nil), Upstream: proxy.Echo()}))
+	t.Cleanup(gw.Close)
+	conn := rawConn(t, gw.URL, "GET /a/./b//%63?q=1 HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package app_test
+package proxy_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/ports"
 )
 
@@ -20,15 +21,18 @@ import (
 // proxy) to an upstream mounted at /api, and checks that matching and
 // forwarding agree: the path the upstream receives is normal, and it
 // matches the very route the request was metered on. No spelling of a
-// path is metered on one route and served on another. Plain go test runs
-// it on its seed corpus; go test -fuzz FuzzMatchThenForward ./app
-// explores.
+// path is metered on one route and served on another, the upstream's
+// path read as the most lenient upstream would (domain.MatchPath; the
+// domain's FuzzMatchSpellings tries the spellings against a policy).
+// Plain go test runs it on its seed corpus; go test -fuzz
+// FuzzMatchThenForward ./faces/proxy explores.
 func FuzzMatchThenForward(f *testing.F) {
 	for _, s := range []string{
 		"/", "/v1/search", "/v1/search/", "/v1//search", "/v1/./search", "/v1/x/../search", "/v1/%73earch",
 		"/v1/search%2F..", "/v1/search/..", "/v1/searches", "/V1/search", "/v1/export/a", "/v1/exports",
 		"/v1/../admin", "/../v1/search", "/%2e%2e/v1", "/..%2fv1", "/files/a%2Fb", "/files/a%2fb/c", "/files/a/b",
 		"/status", "/status/", "//status", "/stat%75s", "/a b", "/%zz", "/v1/search%00", "/v1/%2e/search",
+		"/v1%2Fexport", "/v1/export;x", "/v1/export;jsessionid=abc/x", "/status/..;/v1/export", "/v1%5Csearch", "/v1\\export",
 	} {
 		f.Add(s, "POST")
 		f.Add(s, "GET")
@@ -55,17 +59,15 @@ func FuzzMatchThenForward(f *testing.F) {
 	})
 	var forwarded string // the escaped path the upstream was sent
 	target, _ := url.Parse("http://upstream.invalid/api")
-	proxy := app.NewProxy(target, app.ProxyOptions{Log: slog.New(slog.DiscardHandler)})
-	proxy.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		forwarded = r.URL.EscapedPath()
-		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Header: http.Header{}, Request: r}, nil
+	upstream := proxy.NewUpstream(target, proxy.UpstreamOptions{Log: slog.New(slog.DiscardHandler),
+		Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			forwarded = r.URL.EscapedPath()
+			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Header: http.Header{}, Request: r}, nil
+		})})
+	h := proxy.New(proxy.Options{
+		Engine:   engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, KeyPrefix: "rl:"}),
+		Upstream: upstream,
 	})
-	cfg, err := app.LoadConfig(nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	h := app.NewServer(slog.New(slog.DiscardHandler), cfg, lim,
-		app.HeaderTenants{Header: "X-Tenant-ID", Policy: func() *domain.Policy { return policy }}, nil, proxy)
 
 	f.Fuzz(func(t *testing.T, path, method string) {
 		u, err := url.ParseRequestURI(path)
@@ -96,7 +98,11 @@ func FuzzMatchThenForward(f *testing.F) {
 		if norm, err := domain.NormalizePath(upstreamPath); err != nil || norm != upstreamPath {
 			t.Fatalf("%s %q: the upstream got %q, not a normal path (%q, %v)", method, path, upstreamPath, norm, err)
 		}
-		if served := policy.Match(method, upstreamPath).Name; served != metered {
+		read, err := domain.MatchPath(upstreamPath)
+		if err != nil {
+			t.Fatalf("%s %q: the upstream got %q, which a lenient upstream reads as climbing above /: %v", method, path, upstreamPath, err)
+		}
+		if served := policy.Match(method, read).Name; served != metered {
 			t.Fatalf("%s %q: metered on route %q, but the upstream's path %q is on route %q", method, path, metered, upstreamPath, served)
 		}
 	})
