@@ -131,4 +131,3 @@ func (e policyLimitEntry) limit(shadowAll bool) (domain.PolicyLimit, error) {
 	l.Rule = domain.Rule{Limit: *e.Limit, Window: w}
 	return l, nil // NewPolicy validates the rule
 }
-

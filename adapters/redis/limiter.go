@@ -54,7 +54,9 @@ var specs = map[string]*spec{
 	},
 	domain.AlgorithmSlidingLog: {
 		script: newScript(domain.AlgorithmSlidingLog, true), stride: 3,
-		args: func(a []any, r domain.Rule) []any { return append(a, r.Limit, micros(r.Window), windowMillis(r.Window)) },
+		args: func(a []any, r domain.Rule) []any {
+			return append(a, r.Limit, micros(r.Window), windowMillis(r.Window))
+		},
 	},
 	domain.AlgorithmSlidingWindow: {
 		script: newScript(domain.AlgorithmSlidingWindow, true), stride: 2,
