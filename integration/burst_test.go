@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
@@ -108,7 +107,7 @@ func TestColdStartBurst(t *testing.T) {
 	// is one more process that needs the CPU the burst takes.
 	redisURL := srv.directURL(t)
 	const limit, n, starts = 100, 500, 3
-	for _, algo := range adapters.Names() {
+	for _, algo := range domain.AlgorithmNames() {
 		t.Run(algo, func(t *testing.T) {
 			for round := range starts {
 				prefix := uniquePrefix(t) + strconv.Itoa(round) + ":"

@@ -11,11 +11,6 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// ErrBreakerOpen is what the breaker answers, at once, while the store is
-// known to be failing. It takes the fail mode like a store error, but it
-// is no failed store call: nothing was sent.
-var ErrBreakerOpen = errors.New("layers: the store is failing (breaker open)")
-
 // Breaker defaults.
 const (
 	// DefaultBreakerThreshold is how many decisions in a row must fail
@@ -61,7 +56,7 @@ type BreakerOptions struct {
 
 // Breaker is a circuit breaker for a store: its [Breaker.Layer] passes
 // decisions to the store until they fail, and then, without calling the
-// store, answers [ErrBreakerOpen] at once, so that requests take the fail
+// store, answers [ports.ErrBreakerOpen] at once, so that requests take the fail
 // mode instead of each waiting for the store's deadline. While open it
 // probes the store in the background every ProbeInterval and closes on
 // the first probe that succeeds.
@@ -71,8 +66,8 @@ type BreakerOptions struct {
 // [MinConfirmTimeout]) fails too, with no decision succeeding while it
 // waits: a store that answers some decisions, or a ping, however
 // slowly, is busy, not failing, and load alone never opens the breaker. Until the probe fails, decisions still go to the
-// store. A decision whose caller went away is neither a failure nor a
-// success.
+// store. A decision whose caller went away, or that a full store
+// refused ([ports.ErrStoreFull]), is neither a failure nor a success.
 //
 // Breaker is safe for concurrent use by multiple goroutines. Close stops
 // its probe.
@@ -117,12 +112,15 @@ func (b *Breaker) Layer() ports.Layer {
 	return func(next ports.Limiter) ports.Limiter {
 		return ports.LimiterFunc(func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 			if b.open.Load() {
-				return domain.Verdict{}, ErrBreakerOpen
+				return domain.Verdict{}, ports.ErrBreakerOpen
 			}
 			v, err := next.Allow(ctx, req)
 			switch {
 			case err == nil:
 				b.succeeded()
+			case errors.Is(err, ports.ErrStoreFull):
+				// The store answered: it refused a new key, and is not
+				// failing.
 			case ctx.Err() == nil:
 				b.failed()
 			}

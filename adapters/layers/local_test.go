@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/ports/portstest"
 )
 
 func limitRequest(limit int64) domain.Request {
@@ -34,7 +35,7 @@ func TestFailLocalDividesTheBudget(t *testing.T) {
 		{10, 2, 5}, {5, 2, 3}, {100, 3, 34}, {7, 1, 7}, {7, 0, 7}, {1, 50, 1},
 	} {
 		clk := newFakeClock()
-		local := memory.NewFixedWindow(memory.Options{Now: clk.Now, SweepInterval: -1})
+		local := newMemory(t, memory.Options{Now: clk.Now, SweepInterval: -1})
 		defer local.Close()
 		store := &fakeStore{}
 		store.down.Store(true)
@@ -72,7 +73,7 @@ func TestFailLocalDividesTheBudget(t *testing.T) {
 
 func TestFailLocalCanceledCaller(t *testing.T) {
 	t.Parallel()
-	local := memory.NewFixedWindow(memory.Options{SweepInterval: -1})
+	local := newMemory(t, memory.Options{SweepInterval: -1})
 	defer local.Close()
 	called := false
 	l := ports.Chain(failing(errStore), layers.FailLocal(layers.LocalOptions{Limiter: local, OnError: func(error) { called = true }}))
@@ -184,3 +185,50 @@ func TestReplicaCount(t *testing.T) {
 		}
 	})
 }
+
+// newMemory returns the memory store's fixed window, closed when tb ends.
+func newMemory(tb testing.TB, opts memory.Options) *memory.Limiter {
+	tb.Helper()
+	l, err := memory.New(domain.AlgorithmFixedWindow, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestStackContract runs the Limiter contract through the gateway's
+// whole stack of layers (deny cache, local fail mode, breaker) over the
+// memory store, for every algorithm: layers that pass a healthy store's
+// decisions through must keep every property of the store's.
+func TestStackContract(t *testing.T) {
+	t.Parallel()
+	for _, a := range domain.Algorithms {
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			clk := newFakeClock()
+			portstest.TestLimiter(t, portstest.LimiterHarness{
+				New: func(t *testing.T) ports.Limiter {
+					store, err := memory.New(a.Name, memory.Options{Now: clk.Now, SweepInterval: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					local, _ := memory.New(a.Name, memory.Options{Now: clk.Now, SweepInterval: -1})
+					b := layers.NewBreaker(layers.BreakerOptions{Probe: upPinger{}})
+					t.Cleanup(func() { b.Close(); store.Close(); local.Close() })
+					return ports.Chain(store,
+						layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}),
+						layers.FailLocal(layers.LocalOptions{Limiter: local}),
+						b.Layer())
+				},
+				Clock:     clk,
+				Window:    time.Minute,
+				Algorithm: a.Name,
+			})
+		})
+	}
+}
+
+type upPinger struct{}
+
+func (upPinger) Ping(context.Context) error { return nil }

@@ -20,14 +20,17 @@ const MaxAnnounceTTL = 30 * time.Second
 // Replicas is safe for concurrent use by multiple goroutines. It does
 // not own the client.
 type Replicas struct {
-	s   script
+	c   *Client
 	key string
 }
+
+// replicasScript announces a replica and counts them (lua/replicas.lua).
+var replicasScript = newScript("replicas", false)
 
 // NewReplicas returns the Replicas of the gateways whose keys start with
 // prefix. It does no I/O.
 func NewReplicas(c *Client, prefix string) *Replicas {
-	return &Replicas{s: newScript(c, "replicas.lua", "replicas", Options{}), key: prefix + "replicas"}
+	return &Replicas{c: c, key: prefix + "replicas"}
 }
 
 // Key returns the key the announcements live under.
@@ -38,7 +41,7 @@ func (r *Replicas) Key() string { return r.key }
 // many replicas are alive: one script run (scripts/replicas.lua).
 func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (int, error) {
 	ttl = min(ttl, MaxAnnounceTTL)
-	v, err := r.s.run(ctx, []string{r.key}, 1, id, windowMillis(ttl))
+	v, err := replicasScript.run(ctx, r.c, append(replicasScript.cmdArgs(1, 2), r.key, id, windowMillis(ttl)), 1)
 	if err != nil {
 		return 0, err
 	}
@@ -47,7 +50,7 @@ func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (
 
 // Withdraw removes replica id's announcement (ZREM).
 func (r *Replicas) Withdraw(ctx context.Context, id string) error {
-	if err := r.s.client.rdb.ZRem(ctx, r.key, id).Err(); err != nil {
+	if err := r.c.rdb.ZRem(ctx, r.key, id).Err(); err != nil {
 		return fmt.Errorf("redis: withdraw replica from %q: %w", r.key, err)
 	}
 	return nil
