@@ -12,7 +12,7 @@ import (
 
 // testFiles reads files of testdata/dir: envoy mirrors envoyproxy/ratelimit's
 // test/config corpus, readme and readme4b hold its README's examples.
-func testFiles(t *testing.T, dir string, names ...string) []rlsconf.File {
+func testFiles(t testing.TB, dir string, names ...string) []rlsconf.File {
 	t.Helper()
 	var files []rlsconf.File
 	for _, name := range names {

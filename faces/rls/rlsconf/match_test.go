@@ -359,3 +359,24 @@ descriptors:
 		t.Errorf("rule = %s\nwant   %s", got, want)
 	}
 }
+
+func BenchmarkMatch(b *testing.B) {
+	c, err := rlsconf.Parse(testFiles(b, "envoy", "share_threshold.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, entries string }{
+		{"exact", "file=test1"},
+		{"pattern", "files=files/a.pdf"},
+		{"three levels", "user=user/alice,resource=res/file1,action=read"},
+		{"no match", "nothing=here"},
+	} {
+		es := entries(bc.entries)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Match("test-domain", es)
+			}
+		})
+	}
+}
