@@ -86,8 +86,6 @@ type Announcer interface {
 	Withdraw(ctx context.Context, id string) error
 }
 
-
-
 // ReplicaCount defaults.
 const (
 	// DefaultAnnounceInterval is how often a replica announces itself.
@@ -139,7 +137,7 @@ type ReplicaCountOptions struct {
 // ReplicaCount is safe for concurrent use by multiple goroutines.
 type ReplicaCount struct {
 	opts ReplicaCountOptions
-	n    atomic.Int64 // 0: never counted
+	n    atomic.Int64     // 0: never counted
 	seen map[string]int64 // expiry of each member at the last announcement; the run goroutine's
 	bad  bool             // the last announcement met a key of another type; the run goroutine's
 	stop chan struct{}
