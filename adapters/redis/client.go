@@ -69,10 +69,10 @@ const maxBatch = 512
 type Client struct {
 	rdb     goredis.UniversalClient
 	lanes   int
-	timeout time.Duration // per decision (ClientOptions.Timeout)
-	co    *coalescer             // nil with BatchAutoPipeline or BatchNone
-	ap    *goredis.AutoPipeliner // BatchAutoPipeline
-	warm  atomic.Bool            // Warm succeeded once
+	timeout time.Duration          // per decision (ClientOptions.Timeout)
+	co      *coalescer             // nil with BatchAutoPipeline or BatchNone
+	ap      *goredis.AutoPipeliner // BatchAutoPipeline
+	warm    atomic.Bool            // Warm succeeded once
 }
 
 // Open returns a Client for rawURL (see [ValidateURL] and, with
