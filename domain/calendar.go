@@ -86,11 +86,13 @@ const maxZoneOffset = secondsPerDay
 // twice (clocks set back from 01:00 to 00:00, as in America/Havana in
 // autumn), the period starts at the first one. In both cases the start is
 // the first instant whose local clock reads the anchored day or later;
-// [time.Date], whose choice in a gap or an overlap is unspecified (it
-// returns 23:00 of the previous day for Santiago's skipped midnight), is
-// never trusted with it. A day the zone skipped entirely (Pacific/Apia's
-// December 30, 2011) has no period: the one before it ends where the one
-// after it starts.
+// [time.Date], whose choice in a gap or an overlap is unspecified, is
+// never trusted with it: it returns 23:00 of the previous day for
+// Santiago's skipped midnight of September 5, 2027, and the second of
+// Berlin's two midnights of October 1, 1916. A day the zone skipped
+// entirely (Pacific/Apia's December 30, 2011) has no period: the one
+// before it ends where the one after it starts, and a month anchored on
+// it starts with the next day.
 //
 // A Calendar is a value; it is safe for concurrent use by multiple
 // goroutines.
@@ -150,10 +152,11 @@ func (c Calendar) Validate() error {
 // the day before, America/St_Johns until 2011), the second pass through
 // the evening belongs to the day that began at the first midnight.
 //
-// Period does not allocate. It is meant for a Calendar that [Calendar.Validate]
-// accepts: AnchorDay values below 1 count as 1 and AnchorMonth values
-// outside January to December as January, and it panics when c has no
-// unit, a programming error.
+// Period does not allocate. It is meant for a Calendar that
+// [Calendar.Validate] accepts: an AnchorDay below 1 counts as 1 and one
+// above 31 as the month's last day, an AnchorMonth outside January to
+// December counts as January, and it panics when c has no known unit, a
+// programming error.
 func (c Calendar) Period(t time.Time) (start, end time.Time) {
 	loc := c.Location
 	if loc == nil {

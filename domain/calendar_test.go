@@ -692,6 +692,30 @@ func TestCalendarPeriodNilLocationIsUTC(t *testing.T) {
 	}
 }
 
+// TestCalendarPeriodOutOfRangeAnchors checks what Period does with the
+// anchors Validate refuses: each acts as the nearest valid one.
+func TestCalendarPeriodOutOfRangeAnchors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		bad, like domain.Calendar
+	}{
+		{monthOn(-3), monthOn(1)},
+		{monthOn(40), monthOn(31)},
+		{yearOn(13, 15), yearOn(time.January, 15)},
+		{yearOn(-1, 0), yearOn(time.January, 1)},
+		{yearOn(time.February, 99), yearOn(time.February, 29)},
+	}
+	for _, tt := range tests {
+		for _, at := range []time.Time{utc(2027, 1, 10, 0, 0), utc(2028, 2, 29, 12, 0), utc(2028, 4, 30, 0, 0), utc(2029, 12, 31, 0, 0)} {
+			start, end := tt.bad.Period(at)
+			wantStart, wantEnd := tt.like.Period(at)
+			if !start.Equal(wantStart) || !end.Equal(wantEnd) {
+				t.Errorf("%+v.Period(%s) = [%s, %s), want [%s, %s) as for %+v", tt.bad, instant(at), instant(start), instant(end), instant(wantStart), instant(wantEnd), tt.like)
+			}
+		}
+	}
+}
+
 func TestCalendarPeriodWithoutUnitPanics(t *testing.T) {
 	t.Parallel()
 	for _, c := range []domain.Calendar{{}, {Unit: 9}} {
