@@ -219,6 +219,7 @@ func TestCalendarPeriodLengths(t *testing.T) {
 		{"year 2027", yearOn(0, 0), "UTC", utc(2027, 6, 1, 0, 0), utc(2027, 1, 1, 0, 0), 365 * day},
 		{"leap year 2028", yearOn(0, 0), "UTC", utc(2028, 6, 1, 0, 0), utc(2028, 1, 1, 0, 0), 366 * day},
 		{"Berlin leap year 2028", yearOn(time.January, 1), "Europe/Berlin", utc(2028, 6, 1, 0, 0), utc(2027, 12, 31, 23, 0), 366 * day},
+		{"Casey 2012, the longest year since 1970", yearOn(0, 0), "Antarctica/Casey", utc(2012, 6, 1, 0, 0), utc(2011, 12, 31, 13, 0), 366*day + 3*hour},
 	})
 }
 
@@ -423,6 +424,7 @@ func TestCalendarPeriodYearAnchors(t *testing.T) {
 		{"July 15, on January 1", yearOn(time.July, 15), "UTC", utc(2028, 1, 1, 0, 0), utc(2027, 7, 15, 0, 0), 366 * day},
 		{"July 15, on July 14", yearOn(time.July, 15), "UTC", utc(2027, 7, 14, 12, 0), utc(2026, 7, 15, 0, 0), 365 * day},
 		{"Chatham July 15", yearOn(time.July, 15), "Pacific/Chatham", utc(2028, 1, 1, 0, 0), utc(2027, 7, 14, 11, 15), 366 * day},
+		{"America/Adak from March 1867, October 18 twice", yearOn(time.March, 1), "America/Adak", utc(1867, 10, 18, 0, 0), time.Date(1867, 3, 1, 0, 0, 0, 0, time.FixedZone("LMT", 12*3600+13*60+22)), domain.MaxPeriod},
 		{"Pacific/Apia 1892, a leap year with July 4 twice", yearOn(0, 0), "Pacific/Apia", utc(1892, 7, 4, 0, 0), time.Date(1892, 1, 1, 0, 0, 0, 0, time.FixedZone("LMT", 12*3600+33*60+4)), domain.MaxPeriod},
 	})
 }
