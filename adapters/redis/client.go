@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"time"
 
@@ -213,7 +214,10 @@ func (l *liveness) dialer(base func(context.Context, string, string) (net.Conn, 
 		if err != nil {
 			return nil, err
 		}
-		return &liveConn{Conn: c, l: l}, nil
+		if sc, ok := c.(syscall.Conn); ok {
+			return &liveRawConn{liveConn{Conn: c, l: l}, sc}, nil
+		}
+		return &liveConn{Conn: c, l: l}, nil // TLS: go-redis checks no idle TLS connection either
 	}
 }
 
@@ -230,6 +234,19 @@ func (c *liveConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// liveRawConn is a liveConn over a connection with a raw one (TCP, Unix):
+// it keeps syscall.Conn, so that go-redis's pool can still check an idle
+// connection for a close by Redis (CLIENT KILL, a restart) before it
+// hands it out. Without it a dead idle connection failed the next round
+// trip on it (TestKilledConnections).
+type liveRawConn struct {
+	liveConn
+	raw syscall.Conn
+}
+
+// SyscallConn returns the raw connection.
+func (c *liveRawConn) SyscallConn() (syscall.RawConn, error) { return c.raw.SyscallConn() }
 
 // tuning points at the go-redis options [Open] sets for a gateway, in a
 // single node's options or a cluster's (per node).
