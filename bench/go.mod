@@ -8,6 +8,7 @@ require (
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/tollgate/tollgate v0.0.0
 	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/sys v0.49.0
 	golang.org/x/time v0.16.0
 )
 
@@ -15,7 +16,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 )
 
 replace github.com/tollgate/tollgate => ../
