@@ -20,6 +20,9 @@
 #   NETLANE_MEASURED_RTT_MS, NETLANE_MEASURED_P50_MS
 #                          redis-benchmark -c 1 -n 2000 PING_INLINE through
 #                          the lane: mean and median round trip
+#   NETLANE_BASE_RTT_MS, NETLANE_BASE_P50_MS
+#                          the same straight to the namespace's Redis, no
+#                          delay: what the lane adds is the difference
 #   NETLANE_PROXY_CPU_S    (status) CPU seconds the proxy has used so far
 #
 # netem is used when the kernel has it (modprobe sch_netem, then tc qdisc
@@ -85,11 +88,11 @@ cpu_s() {
   awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($14 + $15) / hz }' "/proc/$(cat "$1")/stat"
 }
 
-# measure HOST PORT: redis-benchmark's mean and median of 2000
-# sequential PINGs, as shell assignments.
+# measure HOST PORT NAME: redis-benchmark's mean and median of 2000
+# sequential PINGs, as shell assignments NETLANE_<NAME>_RTT_MS and _P50_MS.
 measure() {
-  redis-benchmark -h "$1" -p "$2" -c 1 -n 2000 -t ping_inline --csv 2>/dev/null | awk -F'"' '
-    $2 == "PING_INLINE" { printf "NETLANE_MEASURED_RTT_MS=%s\nNETLANE_MEASURED_P50_MS=%s\n", $6, $10 }'
+  redis-benchmark -h "$1" -p "$2" -c 1 -n 2000 -t ping_inline --csv 2>/dev/null | awk -F'"' -v name="$3" '
+    $2 == "PING_INLINE" { printf "NETLANE_%s_RTT_MS=%s\nNETLANE_%s_P50_MS=%s\n", name, $6, name, $10 }'
 }
 
 # netem_ok: whether the kernel takes a netem qdisc (tried on the host end).
@@ -171,7 +174,8 @@ up() {
     echo "TOLLGATE_BENCH_REDIS=$addr"
     echo "NETLANE_RTT_MS=$rtt"
     echo "NETLANE_MECHANISM=$mech"
-    measure "${addr%:*}" "${addr##*:}"
+    measure "$NS_IP" "$REDIS_PORT" BASE
+    measure "${addr%:*}" "${addr##*:}" MEASURED
   } >"$DIR/lane.env"
   made=1
   log "up: $mech, +${rtt} ms round trip, Redis at $addr (netns $NS)"

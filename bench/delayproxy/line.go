@@ -49,9 +49,9 @@ type line struct {
 	eof    bool  // the source has ended; no more stamps come
 	eofDue int64 // when to pass the end on
 	dead   bool  // the connection is being torn down: both sides stop
+	idle   bool  // the drainer waits for something to pass on: the filler schedules it
 
-	ready chan struct{} // 1-buffered: a chunk, the end or death, for the drainer
-	tick  chan struct{} // 1-buffered: the clock or death, for the drainer
+	tick  chan struct{} // 1-buffered: for the drainer, from the clock (or the filler), or death
 	space chan struct{} // 1-buffered: room or death, for the filler
 }
 
@@ -66,7 +66,6 @@ func newLine(delay time.Duration, max int) *line {
 		delay: int64(delay),
 		max:   size,
 		buf:   make([]byte, minBuffer),
-		ready: make(chan struct{}, 1),
 		tick:  make(chan struct{}, 1),
 		space: make(chan struct{}, 1),
 	}
@@ -89,7 +88,7 @@ func relay(dst, src *net.TCPConn, delay time.Duration, max int, k *clock) error 
 		}
 		drained <- err
 	}()
-	if err := l.fill(src); err != nil {
+	if err := l.fill(src, k); err != nil {
 		l.kill()
 		src.Close()
 		dst.Close()
@@ -99,8 +98,9 @@ func relay(dst, src *net.TCPConn, delay time.Duration, max int, k *clock) error 
 }
 
 // fill reads src into the line until src ends (nil) or fails, or the
-// line dies (nil).
-func (l *line) fill(src io.Reader) error {
+// line dies (nil). What it gives an idle drainer it also schedules with
+// the clock k: one hand-off a chunk, not a wake-up to then ask the clock.
+func (l *line) fill(src io.Reader, k *clock) error {
 	for {
 		p, ok := l.room()
 		if !ok {
@@ -108,6 +108,7 @@ func (l *line) fill(src io.Reader) error {
 		}
 		n, err := src.Read(p)
 		due := nanotime() + l.delay
+		end := errors.Is(err, io.EOF)
 		l.mu.Lock()
 		if n > 0 {
 			l.w += int64(n)
@@ -117,18 +118,36 @@ func (l *line) fill(src io.Reader) error {
 			}
 			l.stamps = append(l.stamps, stamp{end: l.w, due: due})
 		}
-		if errors.Is(err, io.EOF) {
+		if end {
 			l.eof, l.eofDue = true, due
 		}
+		schedule := l.idle && (n > 0 || end)
+		if schedule {
+			l.idle = false
+		}
 		l.mu.Unlock()
-		wake(l.ready)
-		if errors.Is(err, io.EOF) {
+		if schedule {
+			if err := l.await(k, due); err != nil {
+				return err
+			}
+		}
+		if end {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// await has the clock k wake the drainer at the nanotime due, or wakes
+// it now if that is due.
+func (l *line) await(k *clock, due int64) error {
+	if k.due(due) {
+		wake(l.tick)
+		return nil
+	}
+	return k.wakeAt(due, l.tick)
 }
 
 // room waits until the line can take more (growing the ring while it
@@ -183,11 +202,13 @@ func (l *line) drain(dst io.Writer, k *clock) error {
 		}
 		if l.head == len(l.stamps) {
 			eof, due := l.eof, l.eofDue
-			l.mu.Unlock()
 			if !eof {
-				<-l.ready
+				l.idle = true
+				l.mu.Unlock()
+				<-l.tick
 				continue
 			}
+			l.mu.Unlock()
 			if !k.due(due) {
 				if err := k.wakeAt(due, l.tick); err != nil {
 					return err
@@ -244,7 +265,6 @@ func (l *line) kill() {
 	l.mu.Lock()
 	l.dead = true
 	l.mu.Unlock()
-	wake(l.ready)
 	wake(l.tick)
 	wake(l.space)
 }
