@@ -10,13 +10,13 @@
 // Each direction of a connection is a delay line, not a sleep per
 // request: many chunks are in flight at once, so pipelined and
 // concurrent callers each pay one round trip, as on a real network. A
-// direction holds at most -max-buffer bytes in flight; past that it stops
-// reading, and TCP pushes back on the sender.
+// direction is a pair of goroutines (one reads, one writes) and holds at
+// most -max-buffer bytes in flight; past that it stops reading, and TCP
+// pushes back on the sender.
 //
-// Go's timers wake at best about 1 ms late here (the runtime's netpoller
-// waits in whole milliseconds), too coarse for a 0.2 ms lane, so each
-// direction waits on a timerfd instead: the kernel's high-resolution
-// timer makes the netpoller return on time.
+// Go's timers wake about 1 ms late here (the runtime's netpoller waits
+// in whole milliseconds), too coarse for a 0.2 ms lane, so one clock on
+// a timerfd times every line (clock_linux.go).
 package main
 
 import (
