@@ -78,6 +78,12 @@ func newLine(delay time.Duration, max int) *line {
 // a clean end.
 func relay(dst, src *net.TCPConn, delay time.Duration, max int, k *clock) error {
 	l := newLine(delay, max)
+	in, err := newTCPSource(src)
+	if err != nil {
+		src.Close()
+		dst.Close()
+		return err
+	}
 	drained := make(chan error, 1)
 	go func() {
 		err := l.drain(dst, k)
@@ -88,7 +94,7 @@ func relay(dst, src *net.TCPConn, delay time.Duration, max int, k *clock) error 
 		}
 		drained <- err
 	}()
-	if err := l.fill(src, k); err != nil {
+	if err := l.fill(in, k); err != nil {
 		l.kill()
 		src.Close()
 		dst.Close()
@@ -98,16 +104,16 @@ func relay(dst, src *net.TCPConn, delay time.Duration, max int, k *clock) error 
 }
 
 // fill reads src into the line until src ends (nil) or fails, or the
-// line dies (nil). What it gives an idle drainer it also schedules with
+// line dies (nil); each chunk is due the delay after it arrived. What it gives an idle drainer it also schedules with
 // the clock k: one hand-off a chunk, not a wake-up to then ask the clock.
-func (l *line) fill(src io.Reader, k *clock) error {
+func (l *line) fill(src source, k *clock) error {
 	for {
 		p, ok := l.room()
 		if !ok {
 			return nil
 		}
-		n, err := src.Read(p)
-		due := nanotime() + l.delay
+		n, arrived, err := src.read(p)
+		due := arrived + l.delay
 		end := errors.Is(err, io.EOF)
 		l.mu.Lock()
 		if n > 0 {

@@ -4,6 +4,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -109,4 +111,44 @@ func startClock(t *testing.T) *clock {
 		}
 	})
 	return k
+}
+
+// TestArrival: a chunk is stamped with when it reached the socket, not
+// when it was read.
+func TestArrival(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := dial(t, ln.Addr().String())
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	src, err := newTCPSource(sc.(*net.TCPConn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait = 50 * time.Millisecond
+	for i := range 3 {
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(wait) // the bytes wait in the socket
+		p := make([]byte, 16)
+		n, arrived, err := src.read(p)
+		if err != nil || string(p[:n]) != "ping" {
+			t.Fatalf("read %d: %q, %v", i, p[:n], err)
+		}
+		if age := time.Duration(nanotime() - arrived); age < wait || age > 10*wait {
+			t.Errorf("read %d: arrived %v ago, want about %v", i, age, wait)
+		}
+	}
+	c.CloseWrite()
+	if n, _, err := src.read(make([]byte, 16)); n != 0 || err != io.EOF {
+		t.Errorf("after the end: %d, %v, want 0, EOF", n, err)
+	}
 }

@@ -250,7 +250,7 @@ func TestBoundedMemory(t *testing.T) {
 			src := endless{}
 			dst := blockedWriter{make(chan struct{})}
 			filled, drained := make(chan error, 1), make(chan error, 1)
-			go func() { filled <- l.fill(src, k) }()
+			go func() { filled <- l.fill(readerSource{src}, k) }()
 			go func() { drained <- l.drain(dst, k) }()
 			time.Sleep(200 * time.Millisecond)
 			l.mu.Lock()
