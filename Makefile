@@ -50,9 +50,11 @@ vet:
 	go vet ./...
 	cd bench && go vet ./...
 
-## bench: the Redis store against its peers on a local redis-server, and wrk
-## through the gateway (scripts/bench.sh: installs, starts and stops what it
-## needs; writes bench/out/table.md and docs/bench-redis.png)
+## bench: the Redis store against its peers on a local redis-server, then
+## across network lanes of 0.2, 0.6 and 2 ms round trip (LANES; root:
+## scripts/netlane.sh), and wrk through the gateway (scripts/bench.sh:
+## installs, starts and stops what it needs; writes bench/out/table.md,
+## bench/out/network.md, docs/bench-redis.png and docs/bench-network.png)
 bench:
 	scripts/bench.sh
 
