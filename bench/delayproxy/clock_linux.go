@@ -21,17 +21,18 @@ import (
 // line due by then: a timerfd per line cost two more system calls per
 // chunk, and the proxy the better part of a core.
 //
-// Even so a wake-up comes some tens of µs after the timer fires (the
-// netpoller and the scheduler), twice a round trip: at 0.2 ms that alone
-// is 30% too much. So the clock learns its own lateness and fires that
-// much early, and due counts as due what falls within that lead: the
-// writes then land on time, on average.
+// Even so a write comes some tens of µs after the timer fires (the
+// netpoller, the scheduler, the hand-off to the line's writer), twice a
+// round trip: at 0.2 ms that alone is 30% too much. So the writers tell
+// the clock how late they write (observe), the clock fires that much
+// early, and due counts as due what falls within that lead: the writes
+// then land on time, as a median.
 //
 // A clock is safe for concurrent use by multiple goroutines.
 type clock struct {
 	fd   int          // the timerfd; f owns it
 	f    *os.File     // the same fd in the netpoller
-	lead atomic.Int64 // ns: the running median of how late a wake-up comes
+	lead atomic.Int64 // ns: how early to fire; observe moves it
 
 	mu     sync.Mutex // guards the fields below
 	queue  []wakeup   // a min-heap by due
@@ -46,7 +47,7 @@ type wakeup struct {
 }
 
 const (
-	// leadStep is how far one wake-up moves the lead.
+	// leadStep is how far one observation moves the lead.
 	leadStep = int64(time.Microsecond)
 	// maxLead bounds the lead, so that a run of stalled wake-ups (the
 	// machine busy elsewhere) cannot make every chunk leave early.
@@ -91,6 +92,21 @@ func (k *clock) arm(at int64) error {
 	return nil
 }
 
+// observe takes how late (ns; negative: early) a write the clock timed
+// came, and moves the lead a step towards the median: writes are mostly
+// a few tens of µs late and now and then much later (the machine busy
+// elsewhere), which an average would chase. Concurrent observations may
+// overwrite each other's step; no matter.
+func (k *clock) observe(late int64) {
+	lead := k.lead.Load()
+	if late > 0 {
+		lead = min(lead+leadStep, maxLead)
+	} else {
+		lead = max(lead-leadStep, 0)
+	}
+	k.lead.Store(lead)
+}
+
 // run wakes the waiters as they fall due, until the clock is closed
 // (it then returns nil).
 func (k *clock) run() error {
@@ -103,17 +119,7 @@ func (k *clock) run() error {
 			return fmt.Errorf("timerfd read: %w", err)
 		}
 		k.mu.Lock()
-		now := nanotime()
-		// A step towards the median lateness: wake-ups are mostly a few
-		// tens of µs late and now and then much later (the machine busy
-		// elsewhere); an average would chase those.
-		lead := k.lead.Load()
-		if now-k.fireAt > lead {
-			lead = min(lead+leadStep, maxLead)
-		} else {
-			lead = max(lead-leadStep, 0)
-		}
-		k.lead.Store(lead)
+		now, lead := nanotime(), k.lead.Load()
 		k.armed = false
 		for len(k.queue) > 0 && k.queue[0].due <= now+lead {
 			wake(k.pop().c)

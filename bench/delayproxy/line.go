@@ -50,6 +50,7 @@ type line struct {
 	eofDue int64 // when to pass the end on
 	dead   bool  // the connection is being torn down: both sides stop
 	idle   bool  // the drainer waits for something to pass on: the filler schedules it
+	timed  bool  // the clock times the drainer's next write: it is to observe it
 
 	tick  chan struct{} // 1-buffered: for the drainer, from the clock (or the filler), or death
 	space chan struct{} // 1-buffered: room or death, for the filler
@@ -129,7 +130,7 @@ func (l *line) fill(src source, k *clock) error {
 		}
 		schedule := l.idle && (n > 0 || end)
 		if schedule {
-			l.idle = false
+			l.idle, l.timed = false, !k.due(due)
 		}
 		l.mu.Unlock()
 		if schedule {
@@ -228,6 +229,7 @@ func (l *line) drain(dst io.Writer, k *clock) error {
 			return nil
 		}
 		if due := l.stamps[l.head].due; !k.due(due) {
+			l.timed = true
 			l.mu.Unlock()
 			if err := k.wakeAt(due, l.tick); err != nil {
 				return err
@@ -235,7 +237,8 @@ func (l *line) drain(dst io.Writer, k *clock) error {
 			<-l.tick
 			continue
 		}
-		end := l.r
+		end, first, timed := l.r, l.stamps[l.head].due, l.timed
+		l.timed = false
 		for l.head < len(l.stamps) && k.due(l.stamps[l.head].due) {
 			end = l.stamps[l.head].end
 			l.head++
@@ -245,6 +248,9 @@ func (l *line) drain(dst io.Writer, k *clock) error {
 		}
 		vec = l.span(vec[:0], l.r, end)
 		l.mu.Unlock()
+		if timed {
+			k.observe(nanotime() - first)
+		}
 		if _, err := vec.WriteTo(dst); err != nil {
 			return err
 		}

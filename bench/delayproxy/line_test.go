@@ -132,6 +132,25 @@ func TestArrival(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The kernel turns receive timestamps on a moment after the first
+	// socket asks (a deferred static key): the first packets may have
+	// none. Wait for one.
+	for i := 0; ; i++ {
+		if _, err := c.Write([]byte("warm")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		_, arrived, err := src.read(make([]byte, 16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nanotime()-arrived >= int64(time.Millisecond) {
+			break
+		}
+		if i == 100 {
+			t.Fatal("no receive timestamps after 100 reads")
+		}
+	}
 	const wait = 50 * time.Millisecond
 	for i := range 3 {
 		if _, err := c.Write([]byte("ping")); err != nil {
