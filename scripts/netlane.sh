@@ -66,8 +66,8 @@ need() { # need COMMAND PACKAGE
 # (so that a stale PID file never makes us signal someone else's process).
 alive() {
   local pid
-  [ -s "$1" ] || return 1
-  pid=$(cat "$1")
+  pid=$(cat "$1" 2>/dev/null) || return 1 # the server may remove its own as it exits
+  [ -n "$pid" ] || return 1
   [ -r "/proc/$pid/comm" ] && [ "$(cat "/proc/$pid/comm")" = "$2" ]
 }
 
