@@ -75,7 +75,7 @@ alive() {
 stop() {
   alive "$1" "$2" || { rm -f "$1"; return 0; }
   local pid
-  pid=$(cat "$1")
+  pid=$(cat "$1" 2>/dev/null) || return 0
   kill "$pid" 2>/dev/null || true
   for _ in $(seq 50); do alive "$1" "$2" || break; sleep 0.1; done
   if alive "$1" "$2"; then kill -9 "$pid" 2>/dev/null || true; fi
