@@ -4,8 +4,9 @@
 # header of names, then goroutines and each limiter's median decisions/s).
 # Given the network lanes' data instead (bench/out/network.dat: a header
 # "rtt_ms g=1 g=64 ...", then each lane's measured round trip and
-# tollgate fixed window ÷ the faster peer per goroutine count), it draws
-# that ratio against the round trip, one line per goroutine count.
+# tollgate fixed window ÷ the faster peer per goroutine count; NaN where
+# it is not known), it draws that ratio against the round trip, one line
+# per goroutine count.
 # Installs gnuplot from Debian when missing.
 #
 #   scripts/bench-plot.sh bench/out/redis.dat docs/bench-redis.png
@@ -30,6 +31,7 @@ set logscale x 10
 set xrange [0.01:5]
 set xtics ("0.01" 0.01, "0.03" 0.03, "0.1" 0.1, "0.2" 0.2, "0.6" 0.6, "1" 1, "2" 2, "5" 5)
 set yrange [0:*]
+set datafile missing "NaN"
 set key outside right top
 set termoption noenhanced
 set grid

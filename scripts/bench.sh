@@ -162,7 +162,7 @@ network_report() {
       awk -v l="$lane" -v a="$asked" -v m="$mean" -v p="$p50" -v b="$base" -v mech="$mech" -v c="$cpu" -v w="$wall" -v k="$cost" 'BEGIN {
         added = (b == "-") ? "-" : sprintf("%.3f ms", p - b) (a > 0 ? sprintf(" (%+.0f%%)", 100 * (p - b - a) / a) : "")
         printf "| %s | %s | %.3f / %.3f ms | %s | %s | %s | %s |\n", l, (l == "loopback" ? "-" : a " ms"), m, p, added, mech,
-          (w > 0 ? sprintf("%.0f%% of a core (%.0f s over %.0f s)", 100 * c / w, c, w) : "none"), (k > 0 ? sprintf("%.1f ms", k) : "none") }'
+          (w > 0 ? sprintf("%.0f%% of a core (%.0f s over %.0f s)", 100 * c / w, c, w) : "none"), (k > 0 ? sprintf("%.1f ms: at most ~%.0f k round trips/s on a core", k, 1000 / k) : "none") }'
       "$RUN_DIR/report" -bench "$file" -dat "$RUN_DIR/lane.dat" >"$RUN_DIR/lane.md"
       # The lane's rows, with the lane in front; the header once.
       awk -v l="$lane" -v first="$([ -s "$tables" ] || echo 1)" '
@@ -171,20 +171,40 @@ network_report() {
         /^\| [0-9]/      { print "| " l " " $0; next }
         /^One goroutine/ { note = $0 }
         END { if (note != "") print "ONE " l ": " note > "/dev/stderr" }' "$RUN_DIR/lane.md" >>"$tables" 2>>"$RUN_DIR/notes"
-      # tollgate fixed window / the faster peer, per goroutine count.
-      awk -v x="$p50" '
-        NR == 1 { for (i = 2; i <= NF; i++) col[$i] = i; next }
-        { peer = $col["ulule-limiter"] > $col["redis_rate"] ? $col["ulule-limiter"] : $col["redis_rate"]
-          r[$1] = peer > 0 ? $col["tollgate-fixed_window"] / peer : 0 }
-        END { printf "%s %.3f %.3f %.3f\n", x, r[1], r[64], r[512] }' "$RUN_DIR/lane.dat" >>"$OUT/network.dat"
+      # tollgate fixed window / the faster peer per goroutine count, as
+      # bench/report has it, and the errors behind it: a cell whose
+      # limiters failed over 1% of their decisions (the 50 ms deadline) is
+      # marked, and left out of the plot.
+      awk -F'|' -v lane="$lane" -v x="$p50" -v row="$RUN_DIR/summary.md" -v dat="$OUT/network.dat" '
+        function trim(v) { gsub(/^[ *]+|[ *×]+$/, "", v); return v }
+        $2 ~ /^ *[0-9]+ *$/ {
+          g = trim($2); impl = trim($3); e = trim($7) + 0
+          if (impl == "tollgate-fixed_window") { ratio[g] = trim($9); own[g] = e; seen[g] = 1 }
+          if (impl == "ulule-limiter" || impl == "redis_rate") peer[g] = (g in peer && peer[g] > e) ? peer[g] : e
+        }
+        END {
+          line = sprintf("| %s (%.3f ms) |", lane, x); pts = x
+          n = split("1 64 512", gs, " ")
+          for (i = 1; i <= n; i++) {
+            g = gs[i]
+            if (!(g in seen)) { line = line " failed |"; pts = pts " NaN"; continue }
+            if (ratio[g] == "") { line = line " no peer |"; pts = pts " NaN"; continue }
+            bad = own[g] > 0.01 || peer[g] > 0.01
+            line = line sprintf(" %.2f×%s |", ratio[g], bad ? sprintf(" (errors/op: %.2f, peers %.2f)", own[g], peer[g]) : "")
+            pts = pts " " (bad ? "NaN" : ratio[g])
+          }
+          print line >>row; print pts >>dat
+        }' "$RUN_DIR/lane.md"
     done <"$OUT/lanes.tsv"
+    echo
+    echo "The delay proxy pays that CPU on every round trip; past its ceiling the lane adds queueing"
+    echo "of its own, and limiters that pay a round trip per decision (the peers) meet it first."
     echo
     echo "tollgate fixed window ÷ the faster peer (ulule-limiter or redis_rate), decisions/s:"
     echo
     echo "| round trip (measured p50) | 1 goroutine | 64 goroutines | 512 goroutines |"
     echo "| --- | ---: | ---: | ---: |"
-    paste <(cut -f1 "$OUT/lanes.tsv") <(tail -n +2 "$OUT/network.dat") | awk -F'\t' '{
-      split($2, v, " "); printf "| %s (%.3f ms) | %.2f× | %.2f× | %.2f× |\n", $1, v[1], v[2], v[3], v[4] }'
+    cat "$RUN_DIR/summary.md"
     echo
     echo "Every limiter, every lane:"
     echo
