@@ -36,6 +36,7 @@ test:
 	{ $(MAKE) --no-print-directory image && \
 	  $(MAKE) --no-print-directory vet && \
 	  go test -race -shuffle=on -count=1 ./... && \
+	  go test -count=1 -run 'TestBurstUnderCPUHog' ./integration/ && \
 	  TOLLGATE_TEST_REDIS_IMAGE=$(VALKEY_IMAGE) go test -race -shuffle=on -count=1 ./integration/... && \
 	  scripts/compose-test.sh && \
 	  scripts/compose-cluster-test.sh; } || status=$$?; \
@@ -77,22 +78,22 @@ image:
 	scripts/gateway-image.sh >/dev/null
 
 compose-up: image
-	docker-compose -p tollgate -f docker-compose.yml down --remove-orphans
-	docker-compose -p tollgate -f docker-compose.yml up -d
+	scripts/compose.sh -p tollgate -f docker-compose.yml down --remove-orphans
+	scripts/compose.sh -p tollgate -f docker-compose.yml up -d
 
 compose-down:
-	docker-compose -p tollgate -f docker-compose.yml down -v --remove-orphans
+	scripts/compose.sh -p tollgate -f docker-compose.yml down -v --remove-orphans
 
 compose-test:
 	scripts/compose-test.sh
 
 ## compose-cluster-up: a 3-master Redis Cluster and two gateways (docker-compose.cluster.yml)
 compose-cluster-up: image
-	docker-compose -p tollgate-cluster -f docker-compose.cluster.yml down --remove-orphans
-	docker-compose -p tollgate-cluster -f docker-compose.cluster.yml up -d
+	scripts/compose.sh -p tollgate-cluster -f docker-compose.cluster.yml down --remove-orphans
+	scripts/compose.sh -p tollgate-cluster -f docker-compose.cluster.yml up -d
 
 compose-cluster-down:
-	docker-compose -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans
+	scripts/compose.sh -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans
 
 compose-cluster-test:
 	scripts/compose-cluster-test.sh
@@ -100,9 +101,9 @@ compose-cluster-test:
 ## clean: remove this project's test containers (any run), compose stacks and local images
 clean:
 	TOLLGATE_TEST_RUN= scripts/cleanup-containers.sh
-	-docker-compose -p tollgate -f docker-compose.yml down -v --remove-orphans 2>/dev/null
-	-docker-compose -p tollgate-ci -f docker-compose.yml down -v --remove-orphans 2>/dev/null
-	-docker-compose -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
-	-docker-compose -p tollgate-ci-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
+	-scripts/compose.sh -p tollgate -f docker-compose.yml down -v --remove-orphans 2>/dev/null
+	-scripts/compose.sh -p tollgate-ci -f docker-compose.yml down -v --remove-orphans 2>/dev/null
+	-scripts/compose.sh -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
+	-scripts/compose.sh -p tollgate-ci-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
 	-docker image rm tollgate.local/redis:7 $(VALKEY_IMAGE) tollgate.local/tollgate:dev 2>/dev/null
 	go clean -testcache

@@ -8,19 +8,79 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
+	"strings"
 	"time"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/internal/throttle"
+	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
 )
 
+// This file is the composition root: the only place in tollgate that
+// knows the adapters.
+
+// store is one row of the table of stores, TOLLGATE_STORE's values:
+// every store builds every algorithm of domain.Algorithms (each store's
+// own TestEveryAlgorithm), so a new store is a row here and a package.
+type store struct {
+	name, summary string
+	// shared: replicas share it, so it can fail (the fail mode, the
+	// breaker and the replica count apply).
+	shared bool
+	// validate checks the store's own settings (nil: none).
+	validate func(Config) error
+	// open builds cfg.Algorithm on the store: the limiter, its
+	// readiness check, and what to close, in order.
+	open func(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error)
+}
+
+var stores = []store{
+	{name: StoreMemory, summary: "one replica, in process", open: openMemory},
+	{name: StoreRedis, summary: "Redis or Valkey, shared by every replica", shared: true, validate: validRedisURL, open: openRedis},
+}
+
+// storeNamed returns the row of name.
+func storeNamed(name string) (store, bool) {
+	for _, s := range stores {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return store{}, false
+}
+
+// storeNames says what TOLLGATE_STORE accepts: "memory or redis: …".
+func storeNames() string {
+	names := make([]string, len(stores))
+	what := make([]string, len(stores))
+	for i, s := range stores {
+		names[i] = s.name
+		what[i] = s.name + " is " + s.summary
+	}
+	return strings.Join(names, " or ") + " (" + strings.Join(what, "; ") + ")"
+}
+
+// validRedisURL checks TOLLGATE_REDIS_URL when the store is Redis.
+func validRedisURL(c Config) error {
+	if c.RedisMode == RedisCluster {
+		return redis.ValidateClusterURL(c.RedisURL)
+	}
+	return redis.ValidateURL(c.RedisURL)
+}
+
+// backendEnv is what a store's open may use besides the config.
+type backendEnv struct {
+	onError func(error)
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
 // backend is the store side of the gateway, built from the config: the
-// Limiter the middleware sees (the store's, wrapped in its layers), the
-// store's readiness check, and what to close at the end.
+// Limiter the engine decides with (the store's, wrapped in its layers),
+// the store's readiness check, and what to close at the end.
 type backend struct {
 	limiter ports.Limiter
 	pinger  ports.Pinger
@@ -36,98 +96,114 @@ func (be backend) Close() error {
 	return errors.Join(errs...)
 }
 
-// newBackend is the composition root: the only place in tollgate that
-// knows the adapters. It builds cfg.Algorithm on cfg.Store from the
-// table of algorithms, and wraps it in the layers a request meets, in
-// order: the deny cache (TOLLGATE_DENY_CACHE), the fail mode (open,
-// closed, or local: the same algorithm in memory, limits divided by the
-// replicas), the breaker (Redis only: the memory store does not fail),
-// then the store.
-//
-// Without a policy file (one limit, cost 1) the fixed window runs the
-// seed's design, over the store's Counter (INCR first, denied requests
-// counted); with one, every algorithm decides all limits before it
-// spends.
-func newBackend(ctx context.Context, cfg Config, onStoreError func(error), metrics *Metrics, log *slog.Logger) (backend, error) {
-	algo, ok := adapters.Lookup(cfg.Algorithm)
+// newBackend builds cfg.Algorithm on cfg.Store and wraps it in the layers
+// a request meets, in order: the deny cache (TOLLGATE_DENY_CACHE), the
+// fail mode (open, closed, or local: the same algorithm in memory, limits
+// divided by the replicas), the breaker (a shared store: the memory store
+// does not fail), then the store.
+func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics.Metrics, log *slog.Logger) (backend, error) {
+	st, ok := storeNamed(cfg.Store)
 	if !ok {
-		return backend{}, fmt.Errorf("algorithm %q: not in the table", cfg.Algorithm) // Validate rejects it first
+		return backend{}, fmt.Errorf("store %q: not in the table", cfg.Store) // Validate rejects it first
 	}
-	var (
-		be       backend
-		store    ports.Limiter
-		breaker  []ports.Layer // at most one
-		replicas = func() int { return 1 }
-	)
-	switch cfg.Store {
-	case StoreMemory:
-		opts := memory.Options{}
-		if algo.MemoryCounter != nil && cfg.PolicyFile == "" {
-			c := algo.MemoryCounter(opts)
-			store, be = adapters.SeedLimiter(c), backend{pinger: alwaysUp{}, closers: []io.Closer{c}}
-		} else {
-			l := algo.Memory(opts)
-			store, be = l, backend{pinger: alwaysUp{}, closers: []io.Closer{l}}
-		}
-	case StoreRedis:
-		client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{
-			Timeout: cfg.RedisTimeout,
-			Cluster: cfg.RedisMode == RedisCluster,
-		})
-		if err != nil {
-			return backend{}, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
-		}
-		checkRedis(ctx, client, cfg, log)
-		opts := redis.Options{Timeout: cfg.RedisTimeout}
-		if algo.RedisCounter != nil && cfg.PolicyFile == "" {
-			store = adapters.SeedLimiter(algo.RedisCounter(client, opts))
-		} else {
-			store = algo.Redis(client, opts)
-		}
+	env := backendEnv{onError: onError, metrics: m, log: log}
+	lim, pinger, closers, err := st.open(ctx, cfg, env)
+	if err != nil {
+		return backend{}, err
+	}
+	be := backend{pinger: pinger}
+	var inner []ports.Layer // the breaker, on a shared store
+	replicas := func() int { return 1 }
+	if st.shared {
 		b := layers.NewBreaker(layers.BreakerOptions{
-			Probe:        client,
+			Probe:        pinger,
 			Timeout:      cfg.RedisTimeout,
-			OnProbeError: onStoreError,
-			OnChange:     metrics.setStoreUp,
+			OnProbeError: onError,
+			OnChange:     m.SetStoreUp,
 		})
-		breaker = append(breaker, b.Layer())
-		be = backend{pinger: client, closers: []io.Closer{b}}
+		inner = append(inner, b.Layer())
+		be.closers = append(be.closers, b)
 		if cfg.FailMode == FailLocal && cfg.Replicas == 0 {
-			count := layers.NewReplicaCount(layers.ReplicaCountOptions{
-				Announcer: redis.NewReplicas(client, cfg.KeyPrefix),
-				ID:        replicaID(),
-				OnError:   onStoreError,
-				OnCount:   metrics.setReplicas,
-			})
-			replicas = count.N
-			be.closers = append(be.closers, count) // withdraws before the client closes
+			count, closer := countReplicas(cfg, closers, env)
+			replicas = count
+			be.closers = append(be.closers, closer) // withdraws before the client closes
 		}
-		be.closers = append(be.closers, client)
-	default:
-		return backend{}, fmt.Errorf("store %q: not implemented", cfg.Store)
 	}
+	be.closers = append(be.closers, closers...)
 	if cfg.Replicas > 0 {
 		replicas = func() int { return cfg.Replicas }
-		metrics.setReplicas(cfg.Replicas)
+		m.SetReplicas(cfg.Replicas)
 	}
-
 	var failMode ports.Layer
 	switch cfg.FailMode {
 	case FailClosed:
-		failMode = layers.FailClosed(onStoreError)
+		failMode = layers.FailClosed(onError)
 	case FailLocal:
-		local := algo.Memory(memory.Options{})
+		local, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg)})
+		if err != nil {
+			return backend{}, err
+		}
 		be.closers = append(be.closers, local)
-		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onStoreError})
+		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onError})
 	default:
-		failMode = layers.FailOpen(onStoreError)
+		failMode = layers.FailOpen(onError)
 	}
 	var outer []ports.Layer
 	if cfg.DenyCache {
 		outer = append(outer, layers.DenyCache(layers.DenyCacheOptions{}))
 	}
-	be.limiter = ports.Chain(store, slices.Concat(outer, []ports.Layer{failMode}, breaker)...)
+	be.limiter = ports.Chain(lim, append(append(outer, failMode), inner...)...)
 	return be, nil
+}
+
+// openMemory is the memory store's open.
+func openMemory(_ context.Context, cfg Config, _ backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error) {
+	l, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg)})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return l, alwaysUp{}, []io.Closer{l}, nil
+}
+
+// memoryMaxKeys is TOLLGATE_MEMORY_MAX_KEYS as memory.Options wants it:
+// 0 means no bound there.
+func memoryMaxKeys(cfg Config) int {
+	if cfg.MemoryMaxKeys == 0 {
+		return -1
+	}
+	return cfg.MemoryMaxKeys
+}
+
+// openRedis is the Redis store's open: a client tuned for a gateway,
+// checked (and its connections warmed) at start-up.
+func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error) {
+	client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{
+		Timeout: cfg.RedisTimeout,
+		Cluster: cfg.RedisMode == RedisCluster,
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
+	}
+	checkRedis(ctx, client, cfg, env.log)
+	l, err := redis.New(client, cfg.Algorithm, redis.Options{}) // the client times each decision from its send
+	if err != nil {
+		client.Close()
+		return nil, nil, nil, err
+	}
+	return l, client, []io.Closer{client}, nil
+}
+
+// countReplicas counts the replicas sharing the Redis store of closers
+// (its client) through the store, for the local fail mode's N.
+func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int, io.Closer) {
+	client := closers[0].(*redis.Client)
+	count := layers.NewReplicaCount(layers.ReplicaCountOptions{
+		Announcer: redis.NewReplicas(client, cfg.KeyPrefix),
+		ID:        replicaID(),
+		OnError:   env.onError,
+		OnCount:   env.metrics.SetReplicas,
+	})
+	return count.N, count
 }
 
 // replicaID names this process among the replicas: host, process id and
@@ -153,8 +229,8 @@ const redisStartupTimeout = 2 * time.Second
 // (redis.Client.Warm: a burst right after start-up finds them open), asks
 // Redis for its version and logs whether it answered. A gateway whose
 // Redis is down still starts: the fail mode covers that, and /readyz says
-// so until the connections are up. The URL is logged with its secrets masked;
-// go-redis errors never contain them.
+// so until the connections are up. The URL is logged with its secrets
+// masked; go-redis errors never contain them.
 func checkRedis(ctx context.Context, client *redis.Client, cfg Config, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, max(redisStartupTimeout, cfg.RedisTimeout))
 	defer cancel()
@@ -169,4 +245,29 @@ func checkRedis(ctx context.Context, client *redis.Client, cfg Config, log *slog
 		return
 	}
 	log.Info("redis answered", "redis_url", MaskURL(cfg.RedisURL), "redis_mode", cfg.RedisMode, "redis_version", version)
+}
+
+// storeErrorReporter returns what the fail-mode layer and the breaker's
+// probe call on every store error: it counts failed store calls and logs
+// at most one line a second per process, however many requests fail;
+// each line says how many errors it stood for. A decision the open
+// breaker refused ([ports.ErrBreakerOpen]) is logged with them but not
+// counted: no call was made.
+func storeErrorReporter(log *slog.Logger, m *metrics.Metrics, failMode string) func(error) {
+	tl := &throttle.Log{Interval: time.Second}
+	msg := "rate-limit store error; failing " + failMode
+	switch failMode {
+	case FailOpen:
+		msg += ": admitting"
+	case FailClosed:
+		msg += ": answering 503"
+	case FailLocal:
+		msg += ": deciding in process"
+	}
+	return func(err error) {
+		if !errors.Is(err, ports.ErrBreakerOpen) {
+			m.StoreError()
+		}
+		tl.Do(func(n int64) { log.Error(msg, "err", err, "errors_since_last_line", n) })
+	}
 }

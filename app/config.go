@@ -12,8 +12,6 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
-	"github.com/tollgate/tollgate/adapters"
-	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -34,6 +32,12 @@ const (
 
 	RedisSingle  = "single"
 	RedisCluster = "cluster"
+
+	AnonymousShared = "shared"
+	AnonymousIP     = "ip"
+
+	// MaxMemoryKeys bounds TOLLGATE_MEMORY_MAX_KEYS.
+	MaxMemoryKeys = 1 << 30
 )
 
 // Config is every setting of the gateway, parsed from TOLLGATE_* variables
@@ -66,6 +70,9 @@ type Config struct {
 	// DenyCache answers an already-denied tenant from memory until its
 	// Retry-After.
 	DenyCache bool `env:"DENY_CACHE" envDefault:"true"`
+	// MemoryMaxKeys bounds the keys of the memory store: past it, new
+	// tenants are decided as the shared unknown tenant.
+	MemoryMaxKeys int `env:"MEMORY_MAX_KEYS" envDefault:"1000000"`
 	// TenantHeader carries the tenant id when no tenants file is set. Only
 	// trust it behind an edge that sets and overwrites it.
 	TenantHeader string `env:"TENANT_HEADER" envDefault:"X-Tenant-ID"`
@@ -77,14 +84,26 @@ type Config struct {
 	// Shadow puts every limit in shadow mode: would-be denials are
 	// forwarded, logged and counted.
 	Shadow bool `env:"SHADOW" envDefault:"false"`
+	// TrustedProxies are the CIDRs whose X-Forwarded-For and Forwarded
+	// the gateway believes (comma-separated).
+	TrustedProxies string `env:"TRUSTED_PROXIES"`
+	// Anonymous is how unresolved traffic is metered: shared (the one
+	// tenant unknown) or ip (per client address).
+	Anonymous string `env:"ANONYMOUS" envDefault:"shared"`
+	// IPv6Prefix groups IPv6 clients with Anonymous=ip: per prefix of this
+	// many bits.
+	IPv6Prefix int `env:"IPV6_PREFIX" envDefault:"64"`
 	// RedisMode is single (one Redis, or a proxy) or cluster (Redis
 	// Cluster: RedisURL is then a seed list).
 	RedisMode string `env:"REDIS_MODE" envDefault:"single"`
 	// RedisURL is a go-redis URL; it may hold credentials. In cluster
 	// mode, redis://[user:pass@]host:port?addr=host2:port2&addr=...
 	RedisURL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0"`
-	// RedisTimeout is the deadline for the store work of one decision.
-	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"50ms"`
+	// RedisTimeout is how long a decision in flight may go without Redis
+	// answering anything before it takes the fail mode (see
+	// adapters/redis: the wait in this process's own queue does not
+	// count).
+	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"250ms"`
 	// KeyPrefix prefixes every key the gateway writes.
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"rl:"`
 	// AccessLog writes one JSON line per request on stderr.
@@ -105,20 +124,24 @@ var accepted = map[string]string{
 	"ADMIN_ADDR":       "a host:port listen address",
 	"UPSTREAM_URL":     "empty, or an absolute http:// or https:// URL",
 	"UPSTREAM_TIMEOUT": "a Go duration from 1ms to 24h, such as 30s",
-	"ALGORITHM":        strings.Join(adapters.Names(), ", "),
-	"STORE":            "memory or redis",
+	"ALGORITHM":        strings.Join(domain.AlgorithmNames(), ", "),
+	"STORE":            storeNames(),
 	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
 	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
 	"FAIL_MODE":        "open, closed or local",
 	"REPLICAS":         "an integer from 0 (count the replicas through the store) to 10000",
 	"DENY_CACHE":       "true or false (also 1, 0, t, f)",
+	"MEMORY_MAX_KEYS":  "an integer from 0 (no bound) to 1073741824",
+	"TRUSTED_PROXIES":  "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
+	"ANONYMOUS":        "shared (one tenant, unknown) or ip (per client address)",
+	"IPV6_PREFIX":      "an integer from 32 to 128",
 	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
 	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
 	"POLICY_FILE":      "empty, or the path of a JSON policy file of limits and routes",
 	"SHADOW":           "true or false (also 1, 0, t, f)",
 	"REDIS_MODE":       "single (one Redis, or a proxy) or cluster (Redis Cluster)",
 	"REDIS_URL":        "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
-	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 50ms",
+	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 250ms",
 	"KEY_PREFIX":       "any string",
 	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
 	"LOG_LEVEL":        "debug, info, warn or error",
@@ -139,8 +162,11 @@ func (e *ConfigError) Error() string {
 }
 
 func configError(name, value string) *ConfigError {
-	if name == "REDIS_URL" || name == "UPSTREAM_URL" {
+	switch name {
+	case "REDIS_URL":
 		value = MaskURL(value)
+	case "UPSTREAM_URL":
+		value = upstreamForLog(value)
 	}
 	return &ConfigError{Var: EnvPrefix + name, Value: value, Want: accepted[name]}
 }
@@ -213,22 +239,23 @@ func (c Config) Validate() error {
 	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
 	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
 	check(c.UpstreamTimeout >= time.Millisecond && c.UpstreamTimeout <= 24*time.Hour, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
-	_, known := adapters.Lookup(c.Algorithm)
-	check(known, "ALGORITHM", c.Algorithm)
-	check(oneOf(c.Store, StoreMemory, StoreRedis), "STORE", c.Store)
+	check(domain.ValidAlgorithm(c.Algorithm), "ALGORITHM", c.Algorithm)
+	_, knownStore := storeNamed(c.Store)
+	check(knownStore, "STORE", c.Store)
 	windowOK := c.Window >= domain.MinWindow && c.Window <= domain.MaxWindow
 	check(windowOK, "WINDOW", dur(c.Window))
 	check(c.Limit >= 1 && c.Limit <= domain.MaxLimit && (!windowOK || c.Rule().Validate() == nil),
 		"LIMIT", strconv.FormatInt(c.Limit, 10))
 	check(oneOf(c.FailMode, FailOpen, FailClosed, FailLocal), "FAIL_MODE", c.FailMode)
 	check(c.Replicas >= 0 && c.Replicas <= MaxReplicas, "REPLICAS", strconv.Itoa(c.Replicas))
+	check(c.MemoryMaxKeys >= 0 && c.MemoryMaxKeys <= MaxMemoryKeys, "MEMORY_MAX_KEYS", strconv.Itoa(c.MemoryMaxKeys))
+	_, proxiesErr := domain.ParseTrustedProxies(c.TrustedProxies)
+	check(proxiesErr == nil, "TRUSTED_PROXIES", c.TrustedProxies)
+	check(oneOf(c.Anonymous, AnonymousShared, AnonymousIP), "ANONYMOUS", c.Anonymous)
+	check(c.IPv6Prefix >= domain.MinIPv6Prefix && c.IPv6Prefix <= domain.MaxIPv6Prefix, "IPV6_PREFIX", strconv.Itoa(c.IPv6Prefix))
 	check(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
 	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
-	validURL := redis.ValidateURL
-	if c.RedisMode == RedisCluster {
-		validURL = redis.ValidateClusterURL
-	}
-	check(validURL(c.RedisURL) == nil, "REDIS_URL", c.RedisURL)
+	check(validRedisURL(c) == nil, "REDIS_URL", c.RedisURL)
 	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
@@ -273,25 +300,58 @@ var reservedHeader = map[string]bool{
 	"Content-Type": true, "Expect": true,
 }
 
-// MaskURL returns s with its secrets replaced by "xxxxx": a password,
-// and a lone user-info field (redis://s3cret@host), which go-redis reads
-// as a password. A value that does not parse as a URL is masked whole,
-// since it may still hold one.
+// MaskURL returns s with its secrets replaced by "xxxxx": a password, a
+// lone user-info field (redis://s3cret@host), which go-redis reads as a
+// password, and a password query parameter (?password=…, in any case),
+// which go-redis reads too. A value that does not parse as a URL is
+// masked whole, since it may still hold one.
 func MaskURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
-		if strings.Contains(s, "@") {
+		if strings.Contains(s, "@") || strings.Contains(strings.ToLower(s), "password") {
 			return "<unparsable URL, masked>"
 		}
 		return s
 	}
-	if u.User == nil {
+	masked := false
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+		masked = true
+	}
+	if q := u.Query(); u.RawQuery != "" {
+		for k := range q {
+			if strings.EqualFold(k, "password") {
+				q[k] = []string{"xxxxx"}
+				masked = true
+			}
+		}
+		if masked {
+			u.RawQuery = q.Encode()
+		}
+	}
+	if !masked {
 		return s
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	} else {
-		u.User = url.User("xxxxx")
-	}
 	return u.String()
+}
+
+// upstreamForLog returns the upstream URL as logs and errors show it:
+// without its query (which may carry a credential) and with any
+// user-info masked. A value that does not parse is masked whole.
+func upstreamForLog(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparsable URL, masked>"
+	}
+	hadQuery := u.RawQuery != "" || u.ForceQuery
+	u.RawQuery, u.ForceQuery = "", false
+	out := MaskURL(u.String())
+	if hadQuery {
+		out += "?…"
+	}
+	return out
 }

@@ -14,7 +14,10 @@ import (
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/strictjson"
 )
 
 // TestExamples runs README's walkthrough over the examples/ files on the
@@ -63,8 +66,8 @@ var badPolicyFiles = []struct {
 	{"repeated top-level member", `{"limits": [], "limits": []}`, `limits: repeated member "limits"`},
 	{"type error", `{"routes": [{"name": "r", "path": "/a", "cost": "5"}]}`, "routes.cost: got a JSON string, want an integer"},
 	{"shadow not a bool", `{"limits": [{"name": "a", "limit": 1, "window": "1s", "shadow": "yes"}]}`, "got a JSON string, want true or false"},
-	{"nothing", `{}`, "no limits and no routes"},
-	{"empty lists", `{"limits": [], "routes": []}`, "no limits and no routes"},
+	{"nothing", `{}`, "no limit at all"},
+	{"empty lists", `{"limits": [], "routes": []}`, "no limit at all"},
 	{"no limit", `{"limits": [{"name": "a", "window": "1s"}]}`, `limits[0] (name "a"): no "limit"`},
 	{"no window", `{"limits": [{"name": "a", "limit": 1}]}`, `limits[0] (name "a"): no "window"`},
 	{"bad window", `{"limits": [{"name": "a", "limit": 1, "window": "soon"}]}`, `window "soon": want a Go duration`},
@@ -87,8 +90,8 @@ var badPolicyFiles = []struct {
 }
 
 // TestBadPolicyFile checks each bad file twice: LoadPolicyFile returns a
-// *FileError naming TOLLGATE_POLICY_FILE, and Run exits 2 with it before
-// listening.
+// *strictjson.FileError naming TOLLGATE_POLICY_FILE, and Run exits 2 with
+// it before listening.
 func TestBadPolicyFile(t *testing.T) {
 	t.Parallel()
 	for _, tt := range badPolicyFiles {
@@ -96,8 +99,8 @@ func TestBadPolicyFile(t *testing.T) {
 			t.Parallel()
 			path := writeFile(t, "policy.json", tt.content)
 			_, err := app.LoadPolicyFile(path, false)
-			var fe *app.FileError
-			if !errors.As(err, &fe) || fe.Path != path || fe.Var != "POLICY_FILE" {
+			var fe *strictjson.FileError
+			if !errors.As(err, &fe) || fe.Path != path || fe.Var != "TOLLGATE_POLICY_FILE" {
 				t.Errorf("LoadPolicyFile: error %v is not a *FileError for POLICY_FILE %s", err, path)
 			}
 			checkFileError(t, "LoadPolicyFile", err, path, tt.want)
@@ -142,27 +145,25 @@ func TestTenantsFileOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := func(content string) (*app.FileTenants, error) {
-		return app.NewFileTenants(writeFile(t, "tenants.json", content), func() (*domain.Policy, error) { return policy, nil })
+	load := func(content string) (*engine.Directory, error) {
+		return app.LoadTenantsFile(writeFile(t, "tenants.json", content), policy)
 	}
-	ft, err := load(`{"tenants": [
+	dir, err := load(`{"tenants": [
 	  {"id": "acme", "api_keys": ["k1"], "limits": [{"name": "per-second", "limit": 100}, {"name": "exports", "window": "2h"}]},
 	  {"id": "globex", "api_keys": ["k2"]}]}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := httptest.NewRequest("GET", "/", nil)
-	r.Header.Set("X-API-Key", "k1")
-	acme := ft.ResolveTenant(r)
+	eng := engine.New(&engine.Snapshot{Policy: policy, Tenants: dir}, engine.Options{Limiter: ports.LimiterFunc(nil)})
+	acme := eng.Resolve(engine.Credentials{APIKey: "k1"})
 	want := map[string]domain.Rule{
 		"per-second": {Limit: 100, Window: time.Second},
 		"exports":    {Limit: 10, Window: 2 * time.Hour},
 	}
-	if !sameTenant(acme, app.Tenant{ID: "acme", Limits: want}) || acme.Policy != policy {
-		t.Errorf("acme = %+v, want own rules %v under the policy", acme, want)
+	if !sameTenant(acme, engine.Tenant{ID: "acme", Rules: want}) {
+		t.Errorf("acme = %+v, want own rules %v", acme, want)
 	}
-	r.Header.Set("X-API-Key", "nope")
-	if u := ft.ResolveTenant(r); u.ID != domain.Unknown || u.Limits != nil || u.Policy != policy {
+	if u := eng.Resolve(engine.Credentials{APIKey: "nope"}); u.ID != domain.Unknown || u.Rules != nil {
 		t.Errorf("unknown = %+v, want the policy's rules", u)
 	}
 
@@ -178,6 +179,10 @@ func TestTenantsFileOverrides(t *testing.T) {
 		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "exports", "window": "x"}]}]}`, `window "x"`},
 		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "exports", "shadow": true}]}]}`, `unknown field "shadow"`},
 		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"Name": "exports"}]}]}`, `unknown field "Name"`},
+		// Below the cost of a route the limit applies to: search costs 5,
+		// and per-second applies to every route.
+		{`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "per-second", "limit": 2}]}]}`,
+			`limits[0] (name "per-second"): invalid policy: limit 2 is below the cost 5 of route "search"`},
 	} {
 		_, err := load(tt.content)
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "TOLLGATE_TENANTS_FILE") {
@@ -186,14 +191,13 @@ func TestTenantsFileOverrides(t *testing.T) {
 	}
 
 	// Without a policy file, limits may name "default", like limit/window.
-	ft, err = app.LoadFileTenants(writeFile(t, "tenants.json",
-		`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "default", "limit": 7}]}]}`), defaultRule)
+	ft, err := loadFileTenants(t, writeFile(t, "tenants.json",
+		`{"tenants": [{"id": "a", "api_keys": ["k"], "limits": [{"name": "default", "limit": 7}]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Header.Set("X-API-Key", "k")
-	if got := ft.ResolveTenant(r); got.Rule != (domain.Rule{Limit: 7, Window: defaultRule.Window}) {
-		t.Errorf("limits naming default: rule %+v, want 7 per %v", got.Rule, defaultRule.Window)
+	if got := ft.eng.Resolve(engine.Credentials{APIKey: "k"}); got.Rules["default"] != (domain.Rule{Limit: 7, Window: defaultRule.Window}) {
+		t.Errorf("limits naming default: rule %+v, want 7 per %v", got.Rules["default"], defaultRule.Window)
 	}
 }
 
@@ -279,7 +283,7 @@ func TestRunPolicyReloadHeaderMode(t *testing.T) {
 	}
 }
 
-// TestMiddlewarePolicy drives the middleware over a policy with a
+// TestMiddlewarePolicy drives the proxy face over a policy with a
 // scripted limiter: a route of cost 0 never reaches the limiter; the
 // request carries the route's cost, its limits in order (global, then
 // own) with the tenant's rules and keys; a shadow denial is admitted with
@@ -297,8 +301,10 @@ func TestMiddlewarePolicy(t *testing.T) {
 		got = append(got, req)
 		return verdict(req), nil
 	})
-	tenants := app.HeaderTenants{Header: "X-Tenant-ID", Policy: func() *domain.Policy { return policy }}
-	h := app.RateLimit(lim, tenants, app.RateLimitOptions{KeyPrefix: "rl:"})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h := proxy.New(proxy.Options{
+		Engine:   engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, KeyPrefix: "rl:"}),
+		Upstream: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
+	})
 	serve := func(method, path string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, nil)
 		r.Header.Set("X-Tenant-ID", "acme")

@@ -20,8 +20,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/admin"
+	"github.com/tollgate/tollgate/faces/httpface"
+	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/metrics"
 )
 
 // ShutdownTimeout is how long in-flight requests may run after a stop
@@ -80,24 +84,20 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	level, _ := parseLevel(cfg.LogLevel)
 	log := newLogger(stderr, level)
 
-	policies, err := newPolicySource(cfg)
+	snap, err := loadSnapshot(cfg)
 	if err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
 	}
-	tenants, fileTenants, err := newTenantResolver(cfg, policies)
-	if err != nil {
-		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
-	}
-	// Notify before serving, with or without a tenants file: from here on
-	// SIGHUP reloads, or is logged and ignored, and never kills the
-	// process (its default action).
+	// Notify before serving, with or without a file: from here on SIGHUP
+	// reloads, or is logged and ignored, and never kills the process
+	// (its default action).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
 	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg, cfg.Algorithm)
-	be, err := newBackend(ctx, cfg, StoreErrorReporter(log, metrics, cfg.FailMode), metrics, log)
+	m := metrics.New(reg, cfg.Algorithm)
+	be, err := newBackend(ctx, cfg, storeErrorReporter(log, m, cfg.FailMode), m, log)
 	if err != nil {
 		return fmt.Errorf("tollgate: %w", err)
 	}
@@ -106,29 +106,45 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			log.Error("closing the store", "err", err)
 		}
 	}()
+	trusted, _ := domain.ParseTrustedProxies(cfg.TrustedProxies) // validated
+	anonymous := engine.AnonymousShared
+	if cfg.Anonymous == AnonymousIP {
+		anonymous = engine.AnonymousPerAddress
+	}
+	eng := engine.New(snap, engine.Options{
+		Limiter:    be.limiter,
+		Algorithm:  cfg.Algorithm,
+		KeyPrefix:  cfg.KeyPrefix,
+		Anonymous:  anonymous,
+		IPv6Prefix: cfg.IPv6Prefix,
+		Observer:   m,
+		Log:        log,
+	})
+	m.Routes(snap.Policy)
 
-	upstream := echoHandler()
+	upstream := proxy.Echo()
 	if cfg.UpstreamURL != "" {
 		target, _ := url.Parse(cfg.UpstreamURL) // validated
-		upstream = NewProxy(target, ProxyOptions{
-			Timeout:          cfg.UpstreamTimeout,
-			StripCredentials: stripCredentials(fileTenants),
-			Log:              log,
+		upstream = proxy.NewUpstream(target, proxy.UpstreamOptions{
+			Timeout:     cfg.UpstreamTimeout,
+			Credentials: eng,
+			Trusted:     trusted,
+			Log:         log,
 		})
 	}
-	current := func() *domain.Policy { // the policy requests are metered under
-		if fileTenants != nil {
-			return fileTenants.Policy()
-		}
-		return policies.Policy()
-	}
-	metrics.Routes(current())
-	public := newHTTPServer(NewServer(log, cfg, be.limiter, tenants, metrics, upstream), log)
-	adminHandler := NewAdminServer(be.pinger, cfg.RedisTimeout, reg)
+	public := newHTTPServer(proxy.New(proxy.Options{
+		Engine:    eng,
+		Upstream:  upstream,
+		Describer: httpface.Describer{TenantHeader: http.CanonicalHeaderKey(cfg.TenantHeader), Trusted: trusted},
+		AccessLog: cfg.AccessLog,
+		Log:       log,
+		Metrics:   m,
+	}), log)
+	adminHandler := admin.New(be.pinger, cfg.RedisTimeout, reg)
 	if cfg.Pprof {
-		adminHandler = withPprof(adminHandler)
+		adminHandler = admin.WithPprof(adminHandler)
 	}
-	admin := newHTTPServer(adminHandler, log)
+	adminSrv := newHTTPServer(adminHandler, log)
 	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("tollgate: public listener: %w", err)
@@ -143,12 +159,13 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
 		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache,
-		"tenants", tenantsForLog(cfg, fileTenants), "policy", policyForLog(cfg, current()), "shadow", cfg.Shadow,
+		"tenants", tenantsForLog(cfg, snap), "policy", policyForLog(cfg, snap.Policy), "shadow", cfg.Shadow,
+		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(),
 		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
 
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- public.Serve(publicLn) }()
-	go func() { serveErr <- admin.Serve(adminLn) }()
+	go func() { serveErr <- adminSrv.Serve(adminLn) }()
 
 wait:
 	for {
@@ -160,8 +177,7 @@ wait:
 			log.Info("shutting down", "grace", ShutdownTimeout.String())
 			break wait
 		case <-hup:
-			reload(cfg, fileTenants, policies, log)
-			metrics.Routes(current())
+			m.Routes(reload(cfg, eng, log).Policy)
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
@@ -169,7 +185,7 @@ wait:
 	// Both listeners close at once; then in-flight requests drain.
 	var wg sync.WaitGroup
 	shutdownErrs := make([]error, 2)
-	for i, srv := range []*http.Server{public, admin} {
+	for i, srv := range []*http.Server{public, adminSrv} {
 		wg.Go(func() { shutdownErrs[i] = srv.Shutdown(sctx) })
 	}
 	wg.Wait()
@@ -180,49 +196,6 @@ wait:
 		log.Info("stopped")
 	}
 	return err
-}
-
-// newTenantResolver returns the resolver cfg asks for: API keys from the
-// tenants file when one is set (then also returned as *FileTenants, for
-// reloads), validated against the policy and carrying it, else the
-// tenant header, with the current policy of policies.
-func newTenantResolver(cfg Config, policies *policySource) (TenantResolver, *FileTenants, error) {
-	if cfg.TenantsFile == "" {
-		return HeaderTenants{Header: http.CanonicalHeaderKey(cfg.TenantHeader), Policy: policies.Policy}, nil, nil
-	}
-	ft, err := NewFileTenants(cfg.TenantsFile, policies.Read)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ft, ft, nil
-}
-
-// reload re-reads the files on SIGHUP: with a tenants file, the policy
-// and the tenants together (one atomic swap of both; a bad file in
-// either keeps both as they were), else the policy file alone. Without
-// either file, the signal is logged and ignored. A rejection is logged
-// and the gateway keeps serving with what it has.
-func reload(cfg Config, ft *FileTenants, policies *policySource, log *slog.Logger) {
-	switch {
-	case ft != nil:
-		if err := ft.Reload(); err != nil {
-			msg := "tenants file rejected; keeping the previous tenants and policy"
-			if fe := (*FileError)(nil); errors.As(err, &fe) && fe.Var == "POLICY_FILE" {
-				msg = "policy file rejected; keeping the previous policy and tenants"
-			}
-			log.Error(msg, "tenants", ft.Len(), "err", err)
-			return
-		}
-		log.Info("tenants file reloaded", "path", ft.Path(), "tenants", ft.Len(), "policy", policyForLog(cfg, ft.Policy()))
-	case cfg.PolicyFile != "":
-		if err := policies.Reload(); err != nil {
-			log.Error("policy file rejected; keeping the previous policy", "err", err)
-			return
-		}
-		log.Info("policy file reloaded", "policy", policyForLog(cfg, policies.Policy()))
-	default:
-		log.Info("SIGHUP ignored: no tenants file and no policy file")
-	}
 }
 
 // policyForLog describes the policy p read from cfg's policy file, if
@@ -239,11 +212,11 @@ func policyForLog(cfg Config, p *domain.Policy) string {
 	return fmt.Sprintf("file %s (%d limits, %d routes)", cfg.PolicyFile, n, len(routes)-1)
 }
 
-func tenantsForLog(cfg Config, ft *FileTenants) string {
-	if ft == nil {
+func tenantsForLog(cfg Config, snap *engine.Snapshot) string {
+	if snap.Tenants == nil {
 		return "header " + cfg.TenantHeader
 	}
-	return fmt.Sprintf("file %s (%d tenants)", ft.Path(), ft.Len())
+	return fmt.Sprintf("file %s (%d tenants)", cfg.TenantsFile, snap.Tenants.Len())
 }
 
 // newHTTPServer returns a server with timeouts against slow clients.
@@ -276,7 +249,7 @@ func upstreamName(u string) string {
 	if u == "" {
 		return "echo"
 	}
-	return MaskURL(u)
+	return upstreamForLog(u)
 }
 
 func redisURLForLog(cfg Config) string {
@@ -299,17 +272,12 @@ func printUsage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %s%-17s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
 	}
-	fmt.Fprintln(w, "Algorithms (TOLLGATE_ALGORITHM), each on both stores:")
-	for _, a := range adapters.Algorithms {
+	fmt.Fprintln(w, "Algorithms (TOLLGATE_ALGORITHM), each on every store:")
+	for _, a := range domain.Algorithms {
 		fmt.Fprintf(w, "  %-15s %s\n", a.Name, a.Summary)
 	}
-}
-
-// stripCredentials returns the proxy's credential stripper: the tenants
-// file's, or none in header mode (the header is the edge's, not a secret).
-func stripCredentials(ft *FileTenants) func(http.Header) {
-	if ft == nil {
-		return nil
+	fmt.Fprintln(w, "Stores (TOLLGATE_STORE):")
+	for _, s := range stores {
+		fmt.Fprintf(w, "  %-15s %s\n", s.name, s.summary)
 	}
-	return ft.StripCredentials
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
 )
 
 func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
@@ -81,7 +81,7 @@ func TestRunUnexpectedArgument(t *testing.T) {
 			t.Errorf("-h output lacks %s:\n%s", v, out.String())
 		}
 	}
-	for _, a := range adapters.Algorithms {
+	for _, a := range domain.Algorithms {
 		if !strings.Contains(out.String(), a.Name+" ") || !strings.Contains(out.String(), a.Summary) {
 			t.Errorf("-h output lacks algorithm %s from the table:\n%s", a.Name, out.String())
 		}

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/httpface"
+	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/strictjson"
 )
 
 var defaultRule = domain.Rule{Limit: 100, Window: time.Minute}
@@ -20,22 +25,59 @@ const twoTenants = `{"tenants": [
   {"id": "globex", "api_keys": ["k-globex"]}
 ]}`
 
+// fileTenants is a tenants file loaded under the policy of no policy
+// file (defaultRule), and its resolver: the engine, reading requests as
+// the HTTP faces do.
+type fileTenants struct {
+	path string
+	dir  *engine.Directory
+	eng  *engine.Engine
+}
+
+func loadFileTenants(t testing.TB, path string) (*fileTenants, error) {
+	t.Helper()
+	p := domain.DefaultPolicy(defaultRule, false)
+	dir, err := app.LoadTenantsFile(path, p)
+	if err != nil {
+		return nil, err
+	}
+	eng := engine.New(&engine.Snapshot{Policy: p, Tenants: dir}, engine.Options{Limiter: ports.LimiterFunc(nil)})
+	return &fileTenants{path, dir, eng}, nil
+}
+
+// resolve returns the tenant r presents.
+func (f *fileTenants) resolve(r *http.Request) engine.Tenant {
+	return f.eng.Resolve(httpface.Describer{}.Describe(r, r.Method, "/").Credentials)
+}
+
+// reload loads the file again into f, as SIGHUP does: all or nothing.
+func (f *fileTenants) reload(t testing.TB) error {
+	p := domain.DefaultPolicy(defaultRule, false)
+	dir, err := app.LoadTenantsFile(f.path, p)
+	if err != nil {
+		return err
+	}
+	f.dir = dir
+	f.eng.Swap(&engine.Snapshot{Policy: p, Tenants: dir})
+	return nil
+}
+
 func TestFileTenantsResolve(t *testing.T) {
 	t.Parallel()
-	ft, err := app.LoadFileTenants(writeTenants(t, twoTenants), defaultRule)
+	ft, err := loadFileTenants(t, writeTenants(t, twoTenants))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := ft.Len(), 2; got != want {
+	if got, want := ft.dir.Len(), 2; got != want {
 		t.Errorf("Len() = %d, want %d", got, want)
 	}
-	acme := app.Tenant{ID: "acme", Rule: domain.Rule{Limit: 1000, Window: 10 * time.Second}}
-	globex := app.Tenant{ID: "globex", Rule: defaultRule}
-	unknown := app.Tenant{ID: domain.Unknown, Rule: defaultRule}
+	acme := engine.Tenant{ID: "acme", Rules: map[string]domain.Rule{"default": {Limit: 1000, Window: 10 * time.Second}}}
+	globex := engine.Tenant{ID: "globex"}
+	unknown := engine.Tenant{ID: domain.Unknown}
 	tests := []struct {
 		name    string
 		headers map[string]string
-		want    app.Tenant
+		want    engine.Tenant
 	}{
 		{"bearer", map[string]string{"Authorization": "Bearer k-acme-1"}, acme},
 		{"bearer second key", map[string]string{"Authorization": "Bearer k-acme-2"}, acme},
@@ -65,7 +107,7 @@ func TestFileTenantsResolve(t *testing.T) {
 			for k, v := range tt.headers {
 				r.Header.Set(k, v)
 			}
-			if got := ft.ResolveTenant(r); !sameTenant(got, tt.want) {
+			if got := ft.resolve(r); !sameTenant(got, tt.want) {
 				t.Errorf("ResolveTenant(%v) = %+v, want %+v", tt.headers, got, tt.want)
 			}
 		})
@@ -123,18 +165,18 @@ var badTenantsFiles = []struct {
 		`tenants[0] (id "unknown"): id "unknown" is reserved for unresolved traffic; tenants[1] (id "b"): limit 0`},
 }
 
-// TestBadTenantsFile checks each bad file twice: LoadFileTenants returns
-// a *TenantsFileError, and Run exits 2 with it, before listening.
+// TestBadTenantsFile checks each bad file twice: LoadTenantsFile returns
+// a *strictjson.FileError, and Run exits 2 with it, before listening.
 func TestBadTenantsFile(t *testing.T) {
 	t.Parallel()
 	for _, tt := range badTenantsFiles {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			path := writeTenants(t, tt.content)
-			_, err := app.LoadFileTenants(path, defaultRule)
-			var fe *app.TenantsFileError
-			if !errors.As(err, &fe) || fe.Path != path {
-				t.Errorf("LoadFileTenants: error %v is not a *TenantsFileError for %s", err, path)
+			_, err := loadFileTenants(t, path)
+			var fe *strictjson.FileError
+			if !errors.As(err, &fe) || fe.Path != path || fe.Var != "TOLLGATE_TENANTS_FILE" {
+				t.Errorf("LoadTenantsFile: error %v is not a *FileError for TOLLGATE_TENANTS_FILE %s", err, path)
 			}
 			checkTenantsFileError(t, "LoadFileTenants", err, path, tt.want)
 			checkRunRejects(t, path, tt.want)
@@ -145,7 +187,7 @@ func TestBadTenantsFile(t *testing.T) {
 func TestMissingTenantsFile(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/nope.json"
-	_, err := app.LoadFileTenants(path, defaultRule)
+	_, err := loadFileTenants(t, path)
 	checkTenantsFileError(t, "LoadFileTenants", err, path, "read: no such file or directory")
 	checkRunRejects(t, path, "read: no such file or directory")
 }
@@ -204,14 +246,14 @@ func checkRunRejectsFile(t *testing.T, variable, path, want string) {
 func TestFileTenantsReload(t *testing.T) {
 	t.Parallel()
 	path := writeTenants(t, twoTenants)
-	ft, err := app.LoadFileTenants(path, defaultRule)
+	ft, err := loadFileTenants(t, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := func(key string) app.Tenant {
+	req := func(key string) engine.Tenant {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("X-API-Key", key)
-		return ft.ResolveTenant(r)
+		return ft.resolve(r)
 	}
 
 	// A good file replaces the table: a new tenant, a new budget, a key
@@ -220,29 +262,29 @@ func TestFileTenantsReload(t *testing.T) {
 	  {"id": "acme", "api_keys": ["k-acme-1"], "limit": 5},
 	  {"id": "initech", "api_keys": ["k-acme-2", "k-initech"]}
 	]}`)
-	if err := ft.Reload(); err != nil {
+	if err := ft.reload(t); err != nil {
 		t.Fatalf("Reload(good file) = %v", err)
 	}
-	check := func(when, key string, want app.Tenant) {
+	check := func(when, key string, want engine.Tenant) {
 		t.Helper()
 		if got := req(key); !sameTenant(got, want) {
 			t.Errorf("%s: key %s resolves to %+v, want %+v", when, key, got, want)
 		}
 	}
-	acme5 := app.Tenant{ID: "acme", Rule: domain.Rule{Limit: 5, Window: time.Minute}}
-	initech := app.Tenant{ID: "initech", Rule: defaultRule}
-	unknown := app.Tenant{ID: domain.Unknown, Rule: defaultRule}
+	acme5 := engine.Tenant{ID: "acme", Rules: map[string]domain.Rule{"default": {Limit: 5, Window: time.Minute}}}
+	initech := engine.Tenant{ID: "initech"}
+	unknown := engine.Tenant{ID: domain.Unknown}
 	check("after good reload", "k-acme-1", acme5)
 	check("after good reload", "k-acme-2", initech)
 	check("after good reload", "k-initech", initech)
 	check("after good reload", "k-globex", unknown)
-	if got, want := ft.Len(), 2; got != want {
+	if got, want := ft.dir.Len(), 2; got != want {
 		t.Errorf("Len() = %d, want %d", got, want)
 	}
 
 	// A bad file is rejected and the table stays.
 	rewrite(t, path, `{"tenants": [{"id": "acme", "api_keys": ["k-acme-1"], "limit": 0}]}`)
-	if err := ft.Reload(); err == nil || !strings.Contains(err.Error(), "limit 0") {
+	if err := ft.reload(t); err == nil || !strings.Contains(err.Error(), "limit 0") {
 		t.Errorf("Reload(bad file) = %v, want the limit error", err)
 	}
 	check("after bad reload", "k-acme-1", acme5)
@@ -255,21 +297,20 @@ func TestFileTenantsReload(t *testing.T) {
 		`{"tenants": [{"ID": "hooli", "api_keys": ["k-acme-1"]}]}`,
 	} {
 		rewrite(t, path, bad)
-		if err := ft.Reload(); err == nil {
+		if err := ft.reload(t); err == nil {
 			t.Errorf("Reload(%s) = nil, want an error", bad)
 		}
 		check("after a lax reload", "k-acme-1", acme5)
 	}
 }
 
-// sameTenant reports whether got is want in id, rule and own limits (the
-// policy is not compared).
-func sameTenant(got, want app.Tenant) bool {
-	if got.ID != want.ID || got.Rule != want.Rule || len(got.Limits) != len(want.Limits) {
+// sameTenant reports whether got is want in id and own rules.
+func sameTenant(got, want engine.Tenant) bool {
+	if got.ID != want.ID || len(got.Rules) != len(want.Rules) {
 		return false
 	}
-	for name, r := range want.Limits {
-		if got.Limits[name] != r {
+	for name, r := range want.Rules {
+		if got.Rules[name] != r {
 			return false
 		}
 	}
@@ -285,13 +326,14 @@ func rewrite(t *testing.T, path, content string) {
 }
 
 // BenchmarkFileTenantsResolve is the per-request cost of API-key
-// resolution: one SHA-256 and one map lookup, no allocation.
+// resolution, as the HTTP faces read a request: one SHA-256 and one map
+// lookup, no allocation.
 func BenchmarkFileTenantsResolve(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "tenants.json")
 	if err := os.WriteFile(path, []byte(twoTenants), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	ft, err := app.LoadFileTenants(path, defaultRule)
+	ft, err := loadFileTenants(b, path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -305,7 +347,7 @@ func BenchmarkFileTenantsResolve(b *testing.B) {
 		b.Run(h.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ft.ResolveTenant(r)
+				ft.resolve(r)
 			}
 		})
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/sethvargo/go-limiter/memorystore"
 	"golang.org/x/time/rate"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -42,14 +41,16 @@ var keys = func() []string {
 type allowFunc func(key string) bool
 
 func tollgate(b *testing.B) allowFunc {
-	c := memory.NewCounter(memory.Options{})
-	b.Cleanup(func() { c.Close() })
-	lim := adapters.SeedLimiter(c)
+	lim, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lim.Close() })
 	rule := domain.Rule{Limit: limit, Window: window}
 	ctx := context.Background()
 	return func(key string) bool {
-		var decisions [1]domain.Decision // the verdict's, on the stack
-		v, _ := lim.Allow(ctx, domain.Request{Tenant: "bench", Route: "default", Cost: 1,
+		var decisions [1]domain.Decision                                                                     // the verdict's, on the stack
+		v, _ := lim.Allow(ctx, domain.Request{Tenant: "bench", Route: "default", Cost: 1, CountDenied: true, // the gateway's default
 			Limits:    []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}},
 			Decisions: decisions[:0]})
 		return v.Allowed

@@ -17,7 +17,6 @@ import (
 	"github.com/ulule/limiter/v3"
 	sredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -29,7 +28,7 @@ import (
 //	BenchmarkRedis/g=64/impl=tollgate-fixed_window
 //
 // is 64 goroutines over 1000 tenants deciding on tollgate's fixed
-// window (the gateway's default: the seed's counter). Besides ns/op and
+// window (the gateway's default: the one limit without a policy file, counting denials). Besides ns/op and
 // allocations each reports decisions/s (those that came back without an
 // error), p50-µs and p99-µs (the latency of one decision, as its caller
 // sees it, failed ones included) and errors/op.
@@ -75,7 +74,7 @@ func tollgateRedis(algo string, batching redis.Batching) func(*testing.B, string
 // the default).
 func tollgateLanes(algo string, batching redis.Batching, lanes int) func(*testing.B, string, int) decideFunc {
 	return func(b *testing.B, addr string, _ int) decideFunc {
-		c, err := redis.Open("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Batching: batching, Lanes: lanes})
+		c, err := redis.OpenForBenchmark("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Lanes: lanes}, batching)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,20 +82,16 @@ func tollgateLanes(algo string, batching redis.Batching, lanes int) func(*testin
 		if err := c.Warm(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		row, ok := adapters.Lookup(algo)
-		if !ok {
-			b.Fatalf("no algorithm %s", algo)
-		}
-		opts := redis.Options{Timeout: redisTimeout}
-		lim := row.Redis(c, opts)
-		if row.RedisCounter != nil {
-			lim = adapters.SeedLimiter(row.RedisCounter(c, opts)) // the gateway's default
+		lim, err := redis.New(c, algo, redis.Options{Timeout: redisTimeout})
+		if err != nil {
+			b.Fatal(err)
 		}
 		rule := domain.Rule{Limit: limit, Window: window}
 		reqs := make([]domain.Request, tenants)
 		for i := range reqs {
 			t := domain.TenantID("tenant-" + strconv.Itoa(i))
-			reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, Limits: []domain.Limit{{
+			// Counting denials, as the gateway's default limit does.
+			reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, CountDenied: true, Limits: []domain.Limit{{
 				Name: domain.DefaultLimit, Rule: rule, Key: domain.Key("bench:", t, algo, "", domain.DefaultLimit),
 			}}}
 		}

@@ -10,7 +10,11 @@ var ErrInvalidTenant = errors.New("invalid tenant id")
 // shorter than [MinWindow].
 var ErrInvalidRule = errors.New("invalid rule")
 
-// ErrInvalidPath reports a request path that [NormalizePath] refuses: one
-// that climbs above "/", hides a dot segment behind an encoded slash or
-// backslash, holds a malformed percent-escape, or does not start with "/".
+// ErrInvalidPath reports a request path that [NormalizePath] or
+// [MatchPath] refuses: one that climbs above "/" (also as a lenient
+// upstream reads it), hides a dot segment behind an encoded slash or
+// backslash, removes with ".." a segment that upstreams split or drop,
+// holds an encoded slash in a segment's parameters, holds a malformed
+// percent-escape, or does not start with "/". The gateway answers 400
+// and spends nothing.
 var ErrInvalidPath = errors.New("invalid path")

@@ -7,28 +7,50 @@ import (
 	"github.com/tollgate/tollgate/domain"
 )
 
-func TestFixedWindowDecide(t *testing.T) {
+func TestFixedWindowAdmit(t *testing.T) {
 	t.Parallel()
+	var f domain.FixedWindow
 	rule := domain.Rule{Limit: 3, Window: time.Minute}
-	tests := []struct {
-		count int64
-		left  time.Duration
-		want  domain.Decision
-	}{
-		{1, time.Minute, domain.Decision{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: time.Minute}},
-		{2, 30 * time.Second, domain.Decision{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 30 * time.Second}},
-		{3, time.Second, domain.Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: time.Second}},
-		{4, time.Second, domain.Decision{Allowed: false, Limit: 3, Remaining: 0, ResetAfter: time.Second, RetryAfter: time.Second}},
-		{100, 10 * time.Millisecond, domain.Decision{Allowed: false, Limit: 3, Remaining: 0, ResetAfter: 10 * time.Millisecond, RetryAfter: 10 * time.Millisecond}},
-		// A store that reports no time left (an expiring key) still
-		// tells a denied client to wait, never zero.
-		{4, 0, domain.Decision{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: time.Millisecond}},
-		{4, -time.Second, domain.Decision{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: time.Millisecond}},
-	}
-	for i, tt := range tests {
-		if got := (domain.FixedWindow{}).Decide(tt.count, tt.left, rule); got != tt.want {
-			t.Errorf("step %d: Decide(%d, %v) = %+v, want %+v", i, tt.count, tt.left, got, tt.want)
+	runAdmit(t, "Admit", admitter(&f), rule, []admitStep{
+		// The first request starts the window: it ends at t0+60s.
+		{at: 10 * s, want: allowed(3, 2, 60*s)},
+		{at: 40 * s, want: allowed(3, 1, 30*s)},
+		{at: 69 * s, want: allowed(3, 0, 1*s)},
+		{at: 69*s + 999*ms, want: denied(3, 1*ms, 1*ms)},
+		// At the window's end a new one starts with this request.
+		{at: 70 * s, want: allowed(3, 2, 60*s)},
+		{at: 70 * s, n: 2, want: allowed(3, 0, 60*s)},
+		{at: 100 * s, want: denied(3, 30*s, 30*s)},
+	})
+}
+
+// TestFixedWindowCountDenied: a request that counts denials (the
+// default limit without a policy file) spends its cost whatever the
+// verdict, so a flood keeps its window full, and the next window starts
+// afresh.
+func TestFixedWindowCountDenied(t *testing.T) {
+	t.Parallel()
+	var f domain.FixedWindow
+	rule := domain.Rule{Limit: 2, Window: time.Minute}
+	req := domain.Request{Limits: []domain.Limit{{Name: "default", Rule: rule}}, Cost: 1, CountDenied: true}
+	want := []domain.Decision{allowed(2, 1, 60*s), allowed(2, 0, 60*s), denied(2, 60*s, 60*s), denied(2, 60*s, 60*s)}
+	for i, w := range want {
+		v := domain.Settle(req, func(_ int, cost int64) domain.Decision { return f.Decide(t0, rule, cost) })
+		for j := range req.Limits {
+			if domain.Spends(req, v, j) {
+				f.Spend(t0, rule, req.Cost)
+			}
 		}
+		if got := v.Decisions[0]; got != w {
+			t.Errorf("request %d: %+v, want %+v", i+1, got, w)
+		}
+	}
+	// Four counted: a cheaper request still finds nothing left.
+	if d := f.Decide(t0, rule, 0); d.Remaining != 0 {
+		t.Errorf("after 4 counted requests: %+v, want remaining 0", d)
+	}
+	if d := f.Decide(t0.Add(time.Minute), rule, 1); !d.Allowed || d.Remaining != 1 {
+		t.Errorf("next window: %+v, want allowed, remaining 1", d)
 	}
 }
 
@@ -82,11 +104,15 @@ func TestRuleValidate(t *testing.T) {
 func BenchmarkFixedWindowDecide(b *testing.B) {
 	rule := domain.Rule{Limit: 100, Window: time.Minute}
 	b.ReportAllocs()
-	var d domain.Decision
-	n := int64(0)
+	var (
+		f domain.FixedWindow
+		d domain.Decision
+	)
+	now := t0
 	for b.Loop() {
-		n++
-		d = domain.FixedWindow{}.Decide(n%150, time.Second, rule)
+		now = now.Add(time.Millisecond)
+		d = f.Decide(now, rule, 1)
+		f.Spend(now, rule, 1)
 	}
 	_ = d
 }

@@ -2,15 +2,6 @@ package domain
 
 import "strings"
 
-// Algorithm names, as TOLLGATE_ALGORITHM spells them. They are part of
-// every key but the primary fixed-window one.
-const (
-	AlgorithmFixedWindow   = "fixed_window"
-	AlgorithmSlidingLog    = "sliding_log"
-	AlgorithmSlidingWindow = "sliding_window"
-	AlgorithmTokenBucket   = "token_bucket"
-)
-
 // Key returns the storage key of tenant t's limit named limit, on route
 // (empty for a global limit), under algorithm, with prefix in front. It
 // is the one place that builds keys:

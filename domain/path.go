@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 )
@@ -16,7 +17,12 @@ import (
 //     in a path segment unescaped (space, '\', '"', non-ASCII, …) are
 //     escaped.
 //   - "." and ".." segments are resolved as RFC 3986 section 5.2.4 does;
-//     a path that climbs above "/" is refused.
+//     a path that climbs above "/" is refused. A "." or ".." followed by
+//     parameters (".;x", "..;", "..%3Bx") is a dot segment too: Tomcat
+//     reads "/a/..;/b" as "/b", while Go's ServeMux and nginx read a
+//     segment named "..;" under "/a/", so forwarding it as sent would
+//     let the upstream serve another route than the one [MatchPath]
+//     reads; resolved, every upstream reads "/b".
 //   - Repeated slashes are collapsed ("/a//b" is "/a/b"); a trailing
 //     slash is kept ("/a/" stays "/a/"), and a trailing "." or ".."
 //     segment leaves one ("/a/b/.." is "/a/").
@@ -24,16 +30,24 @@ import (
 //
 // An encoded slash (%2F) or backslash (%5C) is not a separator here and
 // stays encoded, so "/files/a%2Fb" names one segment, as RFC 3986 says.
-// Some upstreams decode it into a separator, though, so a segment that
-// would hold a "." or ".." part once %2F or %5C were decoded ("..%2Fadmin")
-// is refused rather than forwarded: no spelling may climb above the
-// upstream's prefix.
+// Some upstreams decode it into a separator, though, and some ignore
+// parameters (";x"), so two kinds of path are refused rather than
+// forwarded, since upstreams would resolve their dot segments apart and
+// no spelling may climb above the upstream's prefix or land on a route
+// other than the metered one:
+//
+//   - a segment that would hold a "." or ".." part once %2F or %5C were
+//     decoded ("..%2Fadmin", "a%2F..;x");
+//   - a ".." that would remove a segment that a lenient upstream splits
+//     (it holds %2F or %5C: "/a%2Fb/../c" is "/c" to Go but "/a/c" to
+//     nginx) or drops (it is only parameters: "/a/;x/../c" is "/a/c" to
+//     Go but "/c" to Tomcat).
 //
 // The result starts with "/", holds no empty, "." or ".." segment (nor
-// such a part between encoded slashes), and NormalizePath(result) is
-// result. An empty escaped is "/". Errors wrap [ErrInvalidPath]; they do
-// not quote the path. NormalizePath does not allocate when escaped is
-// already normal.
+// such a part between encoded slashes, with or without parameters), and
+// NormalizePath(result) is result. An empty escaped is "/". Errors wrap
+// [ErrInvalidPath]; they do not quote the path. NormalizePath does not
+// allocate when escaped is already normal.
 func NormalizePath(escaped string) (string, error) {
 	if escaped == "" {
 		return "/", nil
@@ -52,12 +66,15 @@ func NormalizePath(escaped string) (string, error) {
 			return "", err
 		}
 		trailing = false
-		switch seg {
+		switch dotName(seg) { // a segment with %2F or %5C is no dot segment: see hidesDotSegment
 		case "", ".":
 			trailing = true
 		case "..":
 			if len(segs) == 0 {
 				return "", fmt.Errorf("%w: climbs above /", ErrInvalidPath)
+			}
+			if splitsOrDrops(segs[len(segs)-1]) {
+				return "", fmt.Errorf("%w: dot segment after a segment that upstreams split or drop", ErrInvalidPath)
 			}
 			segs = segs[:len(segs)-1]
 			trailing = true
@@ -89,29 +106,23 @@ func NormalizePath(escaped string) (string, error) {
 
 // isNormalPath reports whether p, which starts with "/", is already in
 // normal form: no escape, only path characters, and no empty (but a final
-// one), "." or ".." segment. It is NormalizePath's fast path.
+// one) or dot segment. It is NormalizePath's fast path.
 func isNormalPath(p string) bool {
 	start := 1 // of the current segment
-	for i := 1; i <= len(p); i++ {
-		if i < len(p) {
-			c := p[i]
-			if c == '/' {
-				if seg := p[start:i]; seg == "" || seg == "." || seg == ".." {
-					return false
-				}
-				start = i + 1
-				continue
-			}
-			if c == '%' || !isPathChar(c) {
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if c == '/' {
+			if seg := p[start:i]; seg == "" || isDotSegment(seg) {
 				return false
 			}
+			start = i + 1
 			continue
 		}
-		if seg := p[start:]; seg == "." || seg == ".." {
+		if c == '%' || !isPathChar(c) {
 			return false
 		}
 	}
-	return true
+	return !isDotSegment(p[start:])
 }
 
 // normalizeSegment decodes the unreserved escapes of seg, upper-cases the
@@ -142,21 +153,67 @@ func normalizeSegment(seg string) (string, error) {
 	return b.String(), nil
 }
 
-// hidesDotSegment reports whether seg, a normalised segment, has a "." or
-// ".." part between encoded slashes or backslashes.
+// hidesDotSegment reports whether seg, a normalised segment, has a dot
+// part ([isDotSegment]) between encoded slashes or backslashes.
 func hidesDotSegment(seg string) bool {
-	if !strings.Contains(seg, "%2F") && !strings.Contains(seg, "%5C") {
+	if !holdsEncodedSlash(seg) {
 		return false
 	}
 	for part := range strings.SplitSeq(strings.ReplaceAll(seg, "%5C", "%2F"), "%2F") {
-		if part == "." || part == ".." {
+		if isDotSegment(part) {
 			return true
 		}
 	}
 	return false
 }
 
+// splitsOrDrops reports whether a lenient upstream reads seg, a kept
+// normalised segment, as other than one segment: it splits one that holds
+// an encoded slash or backslash, and drops one that is only parameters.
+func splitsOrDrops(seg string) bool {
+	return holdsEncodedSlash(seg) || withoutParams(seg) == ""
+}
+
+func holdsEncodedSlash(seg string) bool {
+	return strings.Contains(seg, "%2F") || strings.Contains(seg, "%5C")
+}
+
+// dotName returns seg, a normalised segment, without its parameters when
+// that leaves "." or "..", and else seg itself. A segment holding an
+// encoded slash or backslash is returned as it is: a lenient upstream
+// splits it before it drops parameters ("..;x%2Fy" is "..;x" and "y").
+func dotName(seg string) string {
+	if isDotSegment(seg) && !holdsEncodedSlash(seg) {
+		return withoutParams(seg)
+	}
+	return seg
+}
+
+// isDotSegment reports whether seg, a segment with upper-case escapes,
+// is "." or "..", once parameters are dropped ("..;x" is "..").
+func isDotSegment(seg string) bool {
+	if seg == "" || seg[0] != '.' {
+		return false
+	}
+	s := withoutParams(seg)
+	return s == "." || s == ".."
+}
+
+// withoutParams returns seg, a segment with upper-case escapes, up to its
+// parameters: its first ';' or "%3B" (see [MatchPath] for the encoded
+// one).
+func withoutParams(seg string) string {
+	for i := 0; i < len(seg); i++ {
+		if seg[i] == ';' || seg[i] == '%' && strings.HasPrefix(seg[i:], "%3B") {
+			return seg[:i]
+		}
+	}
+	return seg
+}
+
 const upperHex = "0123456789ABCDEF"
+
+func appendEscape(b []byte, c byte) []byte { return append(b, '%', upperHex[c>>4], upperHex[c&15]) }
 
 func writeEscape(b *strings.Builder, c byte) {
 	b.WriteByte('%')
@@ -172,9 +229,18 @@ func isUnreserved(c byte) bool {
 
 // isPathChar reports whether c may appear unescaped in an RFC 3986 path
 // segment (pchar without pct-encoded): unreserved, sub-delims, ':', '@'.
-func isPathChar(c byte) bool {
-	return isUnreserved(c) || strings.IndexByte("!$&'()*+,;=:@", c) >= 0
-}
+func isPathChar(c byte) bool { return pathChars[c] }
+
+// pathChars is isPathChar's table: the fast paths of NormalizePath and
+// MatchPath ask it of every byte.
+var pathChars = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = isUnreserved(byte(c)) || strings.IndexByte("!$&'()*+,;=:@", byte(c)) >= 0
+	}
+	return t
+}()
+
+func isUpperHex(c byte) bool { return '0' <= c && c <= '9' || 'A' <= c && c <= 'F' }
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
@@ -188,4 +254,186 @@ func unhex(c byte) byte {
 		return c - 'A' + 10
 	}
 	return c - 'a' + 10
+}
+
+// MatchPath returns the form of a path that routes are matched on: the
+// path as the most lenient upstream reads it. normal is a path in normal
+// form, as [NormalizePath] returns it and as a route's path is written;
+// what is forwarded stays normal, so that an API with %2F in its ids
+// keeps them. MatchPath reads:
+//
+//   - An encoded slash or backslash (%2F, %5C; '\' is %5C in normal form)
+//     as a separator, as nginx, Python's WSGI servers and Jetty 9 do:
+//     "/v1%2Fexport" is "/v1/export", and at a segment's edge it is a
+//     repeated or trailing slash ("/%2Fv1%2F" is "/v1/").
+//   - A segment's parameters, from its first ';' to its end, as absent,
+//     as servlet containers do: "/v1/export;jsessionid=1/x" is
+//     "/v1/export/x". A segment that is only parameters is empty, and
+//     empty segments collapse as in NormalizePath ("/v1/;x/export" is
+//     "/v1/export"), a final one leaving a trailing slash ("/v1/;x" is
+//     "/v1/"). An encoded ';' (%3B) starts parameters too: a server
+//     that decodes before it drops parameters (some framework routers
+//     strip ';' from the decoded path) reads "/v1/export%3Bx" as
+//     "/v1/export", the export resource itself, while Tomcat, Jetty,
+//     nginx and Go read a name "export;x", at most a sibling under
+//     "/v1"; metering the reading that reaches the resource is the
+//     lenient choice. A "..%3B", which would climb, is resolved by
+//     NormalizePath in what is forwarded, so no upstream reads it apart.
+//   - Parameters that hold an encoded slash or backslash ("/v1;x%2Fexport")
+//     as an error: Tomcat and Jetty drop parameters before they decode
+//     (they read "/v1"), a decode-first server splits first (it reads
+//     "/v1/export"), and no one route is right.
+//   - The escapes of the characters a segment may hold unescaped (the
+//     unreserved ones, the sub-delims ! $ & ' ( ) * + , = and : @) as
+//     those characters, since every upstream decodes them:
+//     "/v1/x%3Aexport" is "/v1/x:export", as a route "/v1/x:export" is
+//     written. Other escapes are kept with upper-case hex, so every byte
+//     has one spelling and comparing two results compares what upstreams
+//     decode.
+//   - "." and ".." segments (also once parameters are dropped) as resolved,
+//     and a path that climbs above "/" as an error. NormalizePath has
+//     resolved every one in a normal path (and refused those behind an
+//     encoded slash), so only a path that is not normal meets them here.
+//
+// The result is a normal path without parameters, encoded slashes or
+// backslashes, and MatchPath(result) is result. A path without ';' or a
+// decodable escape is returned as it is, without allocating. Errors wrap
+// [ErrInvalidPath]: the caller answers 400 and spends nothing. An empty
+// normal is "/".
+func MatchPath(normal string) (string, error) {
+	if normal == "" {
+		return "/", nil
+	}
+	if normal[0] != '/' {
+		return "", fmt.Errorf("%w: does not start with /", ErrInvalidPath)
+	}
+	if isMatchPath(normal) {
+		return normal, nil
+	}
+	m := matchBuilder{b: make([]byte, 0, len(normal)+1)}
+	m.open()
+	inParams := false // the rest of the segment is parameters
+	for i := 1; i < len(normal); i++ {
+		c := normal[i]
+		sep := c == '\\'
+		if c == '/' {
+			if err := m.close(); err != nil {
+				return "", err
+			}
+			m.open()
+			inParams = false
+			continue
+		}
+		if c == '%' {
+			if i+2 >= len(normal) || !isHex(normal[i+1]) || !isHex(normal[i+2]) {
+				return "", fmt.Errorf("%w: malformed percent-escape", ErrInvalidPath)
+			}
+			d := unhex(normal[i+1])<<4 | unhex(normal[i+2])
+			i += 2
+			switch {
+			case d == '/' || d == '\\':
+				sep = true
+			case inParams:
+				continue
+			case d == ';':
+				inParams = true
+				continue
+			case isPathChar(d):
+				m.b = append(m.b, d)
+				continue
+			default:
+				m.b = appendEscape(m.b, d)
+				continue
+			}
+		}
+		switch {
+		case sep && inParams:
+			return "", fmt.Errorf("%w: encoded slash in a segment's parameters", ErrInvalidPath)
+		case sep:
+			if err := m.close(); err != nil {
+				return "", err
+			}
+			m.open()
+		case inParams:
+		case c == ';':
+			inParams = true
+		case isPathChar(c):
+			m.b = append(m.b, c)
+		default:
+			m.b = appendEscape(m.b, c)
+		}
+	}
+	if err := m.close(); err != nil {
+		return "", err
+	}
+	if len(m.b) == 0 {
+		return "/", nil
+	}
+	if m.trailing {
+		m.b = append(m.b, '/')
+	}
+	return string(m.b), nil
+}
+
+// matchBuilder writes MatchPath's result: b holds "/a/b", resolved and
+// without a trailing slash, and the segment being read, b[start:].
+type matchBuilder struct {
+	b        []byte
+	start    int  // of the open segment in b, after its '/'
+	trailing bool // the last segment closed was empty or a dot segment
+}
+
+func (m *matchBuilder) open() {
+	m.b = append(m.b, '/')
+	m.start = len(m.b)
+}
+
+// close ends the open segment: an empty or "." one is removed, and a ".."
+// one with the segment before it.
+func (m *matchBuilder) close() error {
+	switch string(m.b[m.start:]) {
+	case "", ".":
+		m.b = m.b[:m.start-1]
+		m.trailing = true
+	case "..":
+		m.b = m.b[:m.start-1]
+		i := bytes.LastIndexByte(m.b, '/')
+		if i < 0 {
+			return fmt.Errorf("%w: climbs above /", ErrInvalidPath)
+		}
+		m.b = m.b[:i]
+		m.trailing = true
+	default:
+		m.trailing = false
+	}
+	return nil
+}
+
+// isMatchPath reports whether p, which starts with "/", is its own
+// [MatchPath]: no empty (but a final one) or dot segment, no ';', only
+// path characters, and only escapes, in upper-case hex, of bytes that are
+// neither path characters nor separators. It is MatchPath's fast path.
+func isMatchPath(p string) bool {
+	start := 1 // of the current segment
+	for i := 1; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '/':
+			if seg := p[start:i]; seg == "" || seg == "." || seg == ".." {
+				return false
+			}
+			start = i + 1
+		case c == '%':
+			if i+2 >= len(p) || !isUpperHex(p[i+1]) || !isUpperHex(p[i+2]) {
+				return false
+			}
+			if d := unhex(p[i+1])<<4 | unhex(p[i+2]); isPathChar(d) || d == '/' || d == '\\' {
+				return false
+			}
+			i += 2
+		case c == ';' || !isPathChar(c):
+			return false
+		}
+	}
+	seg := p[start:]
+	return seg != "." && seg != ".."
 }

@@ -11,9 +11,7 @@ import (
 
 func TestNormalizePath(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		in, want string // want "" means ErrInvalidPath
-	}{
+	tests := []pathCase{
 		{"", "/"},
 		{"/", "/"},
 		{"/a/b", "/a/b"},
@@ -62,6 +60,36 @@ func TestNormalizePath(t *testing.T) {
 		{"/a\\b", "/a%5Cb"},
 		{"/é", "/%C3%A9"},
 		{"/a;b=1,c:d@e!$&'()*+", "/a;b=1,c:d@e!$&'()*+"},
+		// A dot segment with parameters is a dot segment (Tomcat reads
+		// "..;" as ".."), an encoded ';' starting them too.
+		{"/a/..;/b", "/b"},
+		{"/a/..;jsessionid=1/b", "/b"},
+		{"/a/%2e%2E;x/b", "/b"},
+		{"/a/..%3bx/b", "/b"},
+		{"/a/.;/b", "/a/b"},
+		{"/a/b/.;x", "/a/b/"},
+		{"/a/b/..;", "/a/"},
+		{"/..;/a", ""},
+		{"/a/..;/..%3B", ""},
+		{"/a/...;/b", "/a/...;/b"}, // not a dot segment
+		{"/a/.x;/b", "/a/.x;/b"},
+		{"/a/;x/b", "/a/;x/b"}, // parameters are forwarded as sent
+		// Nor behind an encoded slash, with parameters or without.
+		{"/a%2F..;%2Fb", ""},
+		{"/a%2F.;x", ""},
+		{"/a%5C..%3B", ""},
+		{"/..;x%2Fy", ""},
+		{"/a/b/..%3Bx%2F..", ""}, // not one ".." but two, to a lenient upstream
+		{"/a/b/..;%2Fc", ""},
+		// A ".." never removes a segment that lenient upstreams split
+		// (Go reads "/a%2Fb/../c" as "/c", nginx as "/a/c") or drop
+		// ("/a/;x/../c": Go "/a/c", Tomcat "/c").
+		{"/a%2Fb/../c", ""},
+		{"/a%5Cb/..", ""},
+		{"/a/;x/../c", ""},
+		{"/a/%3Bx/..;", ""},
+		{"/a;x/../c", "/c"}, // one segment to every reader
+		{"/a/b;x/..", "/a/"},
 		// Malformed escapes, and paths that are not absolute.
 		{"/%zz", ""},
 		{"/%2", ""},
@@ -69,18 +97,32 @@ func TestNormalizePath(t *testing.T) {
 		{"a/b", ""},
 		{"*", ""},
 	}
+	checkPathFunc(t, "NormalizePath", domain.NormalizePath, tests)
+}
+
+// pathCase is a path and what a path function should make of it; want ""
+// means an error wrapping ErrInvalidPath.
+type pathCase struct{ in, want string }
+
+// checkPathFunc runs f, named name, on every case, and returns what it
+// returned as wanted, refusals aside, for more checks.
+func checkPathFunc(t *testing.T, name string, f func(string) (string, error), tests []pathCase) []string {
+	t.Helper()
+	var ok []string
 	for _, tt := range tests {
-		got, err := domain.NormalizePath(tt.in)
-		if tt.want == "" {
+		got, err := f(tt.in)
+		switch {
+		case tt.want == "":
 			if !errors.Is(err, domain.ErrInvalidPath) {
-				t.Errorf("NormalizePath(%q) = %q, %v; want ErrInvalidPath", tt.in, got, err)
+				t.Errorf("%s(%q) = %q, %v; want ErrInvalidPath", name, tt.in, got, err)
 			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("NormalizePath(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		case err != nil || got != tt.want:
+			t.Errorf("%s(%q) = %q, %v; want %q", name, tt.in, got, err, tt.want)
+		default:
+			ok = append(ok, got)
 		}
 	}
+	return ok
 }
 
 func TestNormalizePathDoesNotAllocateWhenNormal(t *testing.T) {
@@ -99,6 +141,7 @@ func FuzzNormalizePath(f *testing.F) {
 	for _, s := range []string{
 		"", "/", "/a/b/", "//a//", "/a/./b/../c", "/..", "/%2e%2e/admin", "/..%2fadmin",
 		"/a%2F..%2Fb", "/%41", "/%zz", "/a b", "/..\\x", "/%252e", "/a/b/..", "/.%2e/.",
+		"/a/..;/b", "/a%2F..;", "/a%2Fb/../c", "/a/;x/..", "/..%3B",
 	} {
 		f.Add(s)
 	}
@@ -122,16 +165,18 @@ func FuzzNormalizePath(f *testing.F) {
 		}
 		for seg := range strings.SplitSeq(out[1:], "/") {
 			for part := range strings.SplitSeq(strings.ReplaceAll(strings.ToUpper(seg), "%5C", "%2F"), "%2F") {
-				if part == "." || part == ".." {
-					t.Fatalf("NormalizePath(%q) = %q: holds a dot segment", in, out)
+				if part, _, _ = strings.Cut(strings.ReplaceAll(part, "%3B", ";"), ";"); part == "." || part == ".." {
+					t.Fatalf("NormalizePath(%q) = %q: holds a dot segment (parameters dropped)", in, out)
 				}
 			}
 		}
 		// Resolving the decoded form as an upstream that splits on every
-		// slash and backslash would: it never climbs above "/".
+		// slash and backslash and drops parameters would: it never climbs
+		// above "/".
 		dec, _ := url.PathUnescape(out)
 		depth := 0
 		for seg := range strings.FieldsFuncSeq(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
+			seg, _, _ = strings.Cut(seg, ";") // and drops parameters
 			switch seg {
 			case "..":
 				depth--
@@ -144,4 +189,124 @@ func FuzzNormalizePath(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMatchPath(t *testing.T) {
+	t.Parallel()
+	tests := []pathCase{
+		{"", "/"},
+		{"/", "/"},
+		{"/v1/export", "/v1/export"},
+		{"/v1/export/", "/v1/export/"},
+		// An encoded slash or backslash is a separator, also at a
+		// segment's edges: repeated slashes collapse, a final one stays.
+		{"/v1%2Fexport", "/v1/export"},
+		{"/v1%5Cexport", "/v1/export"},
+		{"/v1%2F", "/v1/"},
+		{"/%2Fv1", "/v1"},
+		{"/v1%2F%2F%5Cexport", "/v1/export"},
+		{"/%2F", "/"},
+		// Parameters are dropped; a segment of only parameters is empty.
+		{"/v1/export;x", "/v1/export"},
+		{"/v1/export;jsessionid=abc/x", "/v1/export/x"},
+		{"/v1/export;a=b;c=d", "/v1/export"},
+		{"/v1/;x/export", "/v1/export"},
+		{"/v1/;x", "/v1/"},
+		{"/;x", "/"},
+		{"/v1;", "/v1"},
+		{"/v1/export;x%3Ay", "/v1/export"},
+		// An encoded ';' starts them too.
+		{"/v1/export%3Bx", "/v1/export"},
+		{"/v1/%3Bx/export", "/v1/export"},
+		{"/v1%3B/export", "/v1/export"},
+		// Parameters holding an encoded slash: read apart by upstreams.
+		{"/v1;x%2Fexport", ""},
+		{"/v1;x%5Cexport", ""},
+		{"/v1%3Bx%2Fexport", ""},
+		// The escapes of what a segment may hold as it is are decoded;
+		// others are kept.
+		{"/v1/x%3Aexport", "/v1/x:export"},
+		{"/%21%24%26%27%28%29%2A%2B%2C%3D%40", "/!$&'()*+,=@"},
+		{"/a%20b/%25/%3F%23/%C3%A9", "/a%20b/%25/%3F%23/%C3%A9"},
+		{"/%252F", "/%252F"}, // one decoding: "%2F", no separator
+		// Paths that are not normal are read as leniently.
+		{"/a/..;/b", "/b"},
+		{"/a/%2e%2E;x/b", "/b"},
+		{"/a%2f..%2Fb", "/b"},
+		{"/a%2Fb/../c", "/a/c"},
+		{"/a//b/./c/", "/a/b/c/"},
+		{"/A%41%7e", "/AA~"},
+		{`/a\b`, "/a/b"},
+		{"/a b", "/a%20b"},
+		{"/a/b/..", "/a/"},
+		{"/..;", ""},
+		{"/a%2F..%2F..%2Fb", ""},
+		{"/%zz", ""},
+		{"/%2", ""},
+		{"a/b", ""},
+	}
+	for _, got := range checkPathFunc(t, "MatchPath", domain.MatchPath, tests) {
+		if again, err := domain.MatchPath(got); err != nil || again != got {
+			t.Errorf("MatchPath(%q) = %q, %v; want it unchanged", got, again, err)
+		}
+		if norm, err := domain.NormalizePath(got); err != nil || norm != got {
+			t.Errorf("MatchPath gave %q, which is not normal (%q, %v)", got, norm, err)
+		}
+	}
+}
+
+// TestMatchPathLeavesForwardingAlone: what is forwarded is the normal
+// path as sent (an encoded slash in an id, parameters), while matching
+// reads it leniently.
+func TestMatchPathLeavesForwardingAlone(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ raw, forward, match string }{
+		{"/v1%2fexport", "/v1%2Fexport", "/v1/export"},
+		{"/api/v4/projects/group%2Fproject/issues", "/api/v4/projects/group%2Fproject/issues", "/api/v4/projects/group/project/issues"},
+		{"/v1/export;jsessionid=abc/x", "/v1/export;jsessionid=abc/x", "/v1/export/x"},
+		{"/shop/;jsessionid=abc", "/shop/;jsessionid=abc", "/shop/"},
+		{"/v1/export%3bx", "/v1/export%3Bx", "/v1/export"},
+		{`/v1\export`, "/v1%5Cexport", "/v1/export"},
+		{"/v1/x%3aexport", "/v1/x%3Aexport", "/v1/x:export"},
+		{"/status/..;/v1/export", "/v1/export", "/v1/export"}, // resolved for every upstream
+	} {
+		norm, err := domain.NormalizePath(tt.raw)
+		if err != nil || norm != tt.forward {
+			t.Errorf("NormalizePath(%q) = %q, %v; want %q forwarded", tt.raw, norm, err, tt.forward)
+			continue
+		}
+		if got, err := domain.MatchPath(norm); err != nil || got != tt.match {
+			t.Errorf("MatchPath(%q) = %q, %v; want %q", norm, got, err, tt.match)
+		}
+		if again, _ := domain.NormalizePath(tt.raw); again != norm {
+			t.Errorf("NormalizePath(%q) = %q after MatchPath, %q before", tt.raw, again, norm)
+		}
+	}
+}
+
+func TestMatchPathDoesNotAllocateWhenUnchanged(t *testing.T) {
+	for _, p := range []string{"/v1/orders/42/items", "/v1/a%20b/%C3%A9/", "/"} {
+		if got := testing.AllocsPerRun(100, func() {
+			if m, err := domain.MatchPath(p); err != nil || m != p {
+				t.Fatalf("MatchPath(%q) = %q, %v", p, m, err)
+			}
+		}); got != 0 {
+			t.Errorf("MatchPath(%q): %v allocs, want 0", p, got)
+		}
+	}
+}
+
+// BenchmarkMatchPath is the per-request cost of the match form: of a
+// path MatchPath returns as it is (the common case), and of one it reads.
+func BenchmarkMatchPath(b *testing.B) {
+	for _, p := range []string{"/v1/orders/42/items", "/v1%2Forders;x/42/items"} {
+		b.Run(p, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := domain.MatchPath(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -35,9 +35,10 @@ type PolicyLimit struct {
 }
 
 // Route is a set of requests with a cost and limits of their own. A
-// route matches a request whose path starts with Path at a segment
-// boundary, and, when Method is set, whose method is Method (in any
-// case, so that "post" cannot dodge a POST route).
+// route matches a request whose path, as [MatchPath] reads it, starts
+// with Path (read so too) at a segment boundary, and, when Method is set,
+// whose method is Method (in any case, so that "post" cannot dodge a POST
+// route), or GET for a HEAD request (see [Policy.Match]).
 type Route struct {
 	// Name is 1 to 32 of a-z 0-9 -; it labels the metrics and the keys of
 	// the route's own limits.
@@ -45,7 +46,8 @@ type Route struct {
 	// Method is an HTTP method, or empty for any.
 	Method string
 	// Path is a normal path ([NormalizePath]) without a trailing slash,
-	// or "/" for every path.
+	// or "/" for every path. It is matched as [MatchPath] reads it:
+	// "/files/a%2Fb" matches what "/files/a/b" matches.
 	Path string
 	// Cost is what a request on the route spends from each of its
 	// limits, 0 to [MaxCost]. 0: the route is not metered at all.
@@ -56,6 +58,7 @@ type Route struct {
 
 	applied []PolicyLimit // the global limits, then Limits
 	globals int           // how many of applied are global
+	match   string        // MatchPath(Path), without a trailing slash but "/"
 }
 
 // Applied returns every limit that applies to a request on r: the
@@ -71,20 +74,31 @@ func (r *Route) Own(i int) bool { return i >= r.globals }
 // immutable, and safe for concurrent use by multiple goroutines.
 type Policy struct {
 	limits []PolicyLimit
-	routes []*Route // in matching order: longest path first, a method before none
+	routes []*Route // in matching order: longest match path first, HEAD, another method, none
 	def    *Route
 	names  map[string]PolicyLimit // every limit, global or a route's
+	// countsDenied: requests count against their fixed windows even when
+	// denied (see [Policy.CountsDenied]).
+	countsDenied bool
 }
 
 // DefaultPolicy returns the policy of a gateway without a policy file:
-// one global limit, "default", with rule, and no routes.
+// one global limit, "default", with rule, and no routes. Its requests
+// count denials ([Policy.CountsDenied]).
 func DefaultPolicy(rule Rule, shadow bool) *Policy {
 	p, err := NewPolicy([]PolicyLimit{{Name: DefaultLimit, Rule: rule, Shadow: shadow}}, nil)
 	if err != nil {
 		panic("domain: DefaultPolicy: " + err.Error()) // a caller's invalid rule
 	}
+	p.countsDenied = true
 	return p
 }
+
+// CountsDenied reports whether the policy's requests count against
+// their limits even when denied ([Request.CountDenied]): the one limit of
+// a gateway without a policy file, as a counter that increments before
+// it decides. A policy file's requests are all or nothing.
+func (p *Policy) CountsDenied() bool { return p.countsDenied }
 
 // NewPolicy validates limits (the global ones) and routes and returns
 // their policy. Every problem is reported, joined, each wrapping
@@ -98,9 +112,10 @@ func DefaultPolicy(rule Rule, shadow bool) *Policy {
 //     "default" is the implicit route's;
 //   - an invalid rule ([Rule.Validate]);
 //   - a route path that is not a normal path ([NormalizePath]) starting
-//     with "/" or that ends with "/" (but "/" itself), a method that is
-//     not an HTTP token, or two routes with one method and path (methods
-//     compared in any case);
+//     with "/" or that ends with "/" (but "/" itself), or that [MatchPath]
+//     refuses, a method that is not an HTTP token, or two routes with one
+//     method and path (methods compared in any case, paths as MatchPath
+//     reads them: "/a;v=1" is "/a");
 //   - a cost outside 0 to [MaxCost], or one above the limit of a limit
 //     that applies to the route (no request could ever be admitted).
 func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
@@ -142,19 +157,31 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		default:
 			routeNames[r.Name] = i
 		}
+		match := r.Path
 		if norm, err := NormalizePath(r.Path); err != nil || norm != r.Path || r.Path == "" || (r.Path != "/" && strings.HasSuffix(r.Path, "/")) {
 			want := ""
 			if err == nil && norm != "/" {
 				want = fmt.Sprintf(": want %q", strings.TrimSuffix(norm, "/"))
 			}
 			bad(at, "path %q is not a normal path starting with / and without a trailing slash%s", r.Path, want)
+		} else if m, err := MatchPath(r.Path); err != nil {
+			bad(at, "path %q: %v", r.Path, err)
+		} else {
+			match = m
+			if m != "/" {
+				match = strings.TrimSuffix(m, "/")
+			}
 		}
 		if r.Method != "" && !ValidToken(r.Method) {
 			bad(at, "method %q is not an HTTP method token", r.Method)
 		}
-		mp := methodPath{strings.ToUpper(r.Method), r.Path}
+		mp := methodPath{strings.ToUpper(r.Method), match}
 		if j, dup := paths[mp]; dup {
-			bad(at, "duplicate route: routes[%d] has the same method and path", j)
+			asRead := ""
+			if match != r.Path {
+				asRead = fmt.Sprintf(" (%q is read as %q)", r.Path, match)
+			}
+			bad(at, "duplicate route: routes[%d] has the same method and path%s", j, asRead)
 		} else {
 			paths[mp] = i
 		}
@@ -168,6 +195,7 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		route.Limits = append([]PolicyLimit(nil), r.Limits...)
 		route.applied = append(append(make([]PolicyLimit, 0, len(limits)+len(r.Limits)), limits...), r.Limits...)
 		route.globals = len(limits)
+		route.match = match
 		for _, l := range route.applied {
 			if route.Cost > l.Rule.Limit && l.Rule.Limit > 0 {
 				bad(at, "cost %d is above limit %q's limit of %d: no request could ever be admitted", route.Cost, l.Name, l.Rule.Limit)
@@ -175,36 +203,61 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		}
 		p.routes = append(p.routes, &route)
 	}
-	p.def = &Route{Name: DefaultRoute, Path: "/", Cost: 1, applied: p.limits, globals: len(p.limits)}
+	p.def = &Route{Name: DefaultRoute, Path: "/", Cost: 1, applied: p.limits, globals: len(p.limits), match: "/"}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	// Longest path first; at equal length a route with a method first;
-	// then file order (stable), though no two routes tie on both.
+	// Longest match path first; at equal length HEAD, then another
+	// method, then none, which is the order Match wants (see there); then
+	// file order (stable), though no two routes tie on all three.
 	sort.SliceStable(p.routes, func(i, j int) bool {
 		a, b := p.routes[i], p.routes[j]
-		if len(a.Path) != len(b.Path) {
-			return len(a.Path) > len(b.Path)
+		if len(a.match) != len(b.match) {
+			return len(a.match) > len(b.match)
 		}
-		return a.Method != "" && b.Method == ""
+		return methodRank(a.Method) > methodRank(b.Method)
 	})
 	return p, nil
 }
 
 // Match returns the route of a request with method and path, path being
-// normal ([NormalizePath], escaped form): of the routes whose path is a
-// prefix of path at a segment boundary and whose method (if any) is
-// method in any case, the one with the longest path, a route with a
-// method winning at equal length; else the implicit route
-// [DefaultRoute]. Matching is case-sensitive on the path. It does not
-// allocate.
+// what [MatchPath] returns for the request's normal path: of the routes
+// whose path (as MatchPath reads it) is a prefix of path at a segment
+// boundary and that take method, the one with the longest path; else the
+// implicit route [DefaultRoute]. Matching is case-sensitive on the path;
+// methods are compared in any case.
+//
+// A route without a method takes every method, and one with a method
+// takes that method; a GET route also takes HEAD, since Go's ServeMux,
+// Flask and Express serve HEAD with the GET handler. At equal length the
+// most specific route wins: for HEAD a HEAD route, then a GET route, then
+// one without a method; for another method a route with that method, then
+// one without. Length comes first, so for HEAD /v1/export/x a GET
+// /v1/export route beats a HEAD /v1 route and a method-less /v1 one, as
+// it would for GET. Match does not allocate.
 func (p *Policy) Match(method, path string) *Route {
-	for _, r := range p.routes {
-		if (r.Method == "" || strings.EqualFold(r.Method, method)) && underPath(path, r.Path) {
+	head := strings.EqualFold(method, "HEAD")
+	for _, r := range p.routes { // in the order above: see NewPolicy's sort
+		if (r.Method == "" || strings.EqualFold(r.Method, method) || head && strings.EqualFold(r.Method, "GET")) && underPath(path, r.match) {
 			return r
 		}
 	}
 	return p.def
+}
+
+// methodRank orders routes of one path length for [Policy.Match]: a HEAD
+// route (2) before a route with another method (1), before one without
+// (0). A HEAD request thus meets its HEAD route before the GET route it
+// falls back to, and every other request its own method's route before
+// a method-less one (HEAD routes do not take it).
+func methodRank(method string) int {
+	switch {
+	case strings.EqualFold(method, "HEAD"):
+		return 2
+	case method != "":
+		return 1
+	}
+	return 0
 }
 
 // underPath reports whether path is prefix or lies under it, at a
@@ -261,4 +314,25 @@ func ValidToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckOverride reports whether rule may replace the rule of p's limit
+// named name for a tenant: an error wrapping [ErrInvalidPolicy] when a
+// route the limit applies to costs more than rule's limit, as NewPolicy
+// refuses for the policy's own rules (no request of that tenant on the
+// route could ever be admitted, and its Retry-After would never be
+// true).
+func (p *Policy) CheckOverride(name string, rule Rule) error {
+	for _, r := range p.Routes() {
+		if r.Cost <= rule.Limit {
+			continue
+		}
+		for _, l := range r.Applied() {
+			if l.Name == name {
+				return fmt.Errorf("%w: limit %d is below the cost %d of route %q, which limit %q applies to: no request could ever be admitted",
+					ErrInvalidPolicy, rule.Limit, r.Cost, r.Name, name)
+			}
+		}
+	}
+	return nil
 }

@@ -58,12 +58,148 @@ func TestPolicyMatch(t *testing.T) {
 		{"GET", "/status", "status"},
 		{"GET", "/", "default"},
 		{"GET", "/statusx", "default"},
-		{"GET", "/files/a%2Fb", "files"},
-		{"GET", "/files/a/b", "default"}, // an encoded slash is not a separator
+		// Paths are given as MatchPath reads them: the route's
+		// "/files/a%2Fb" is read as "/files/a/b".
+		{"GET", "/files/a/b", "files"},
+		{"GET", "/files/a/b/c", "files"},
+		{"GET", "/files/a", "default"},
+		{"GET", "/files/a/bc", "default"},
 	}
 	for _, tt := range tests {
 		if got := p.Match(tt.method, tt.path).Name; got != tt.want {
 			t.Errorf("Match(%s %s) = %q, want %q", tt.method, tt.path, got, tt.want)
+		}
+	}
+}
+
+// TestPolicyMatchHead: a HEAD request falls back to a GET route, after a
+// HEAD route of the same length and before a method-less one; a longer
+// path wins first.
+func TestPolicyMatchHead(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond}, []domain.Route{
+		{Name: "v1", Path: "/v1"},
+		{Name: "get-x", Method: "GET", Path: "/v1/getx"},
+		{Name: "head-v1", Method: "HEAD", Path: "/v1"},
+		{Name: "y", Path: "/y"},
+		{Name: "get-y", Method: "get", Path: "/y"},
+		{Name: "head-y", Method: "HEAD", Path: "/y"},
+		{Name: "z", Path: "/z"},
+		{Name: "get-z", Method: "GET", Path: "/z"},
+		{Name: "post-w", Method: "POST", Path: "/w"},
+		{Name: "all", Path: "/"},
+		{Name: "head-all", Method: "head", Path: "/"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ method, path, want string }{
+		{"HEAD", "/v1/getx", "get-x"}, // a longer GET route beats a shorter HEAD one
+		{"head", "/v1/getx/", "get-x"},
+		{"HEAD", "/v1/getx/deep", "get-x"},
+		{"GET", "/v1/getx", "get-x"},
+		{"POST", "/v1/getx", "v1"},
+		{"HEAD", "/v1/other", "head-v1"},
+		{"GET", "/v1/other", "v1"},
+		{"HEAD", "/y", "head-y"}, // HEAD, then GET, then none
+		{"GET", "/y", "get-y"},
+		{"POST", "/y", "y"},
+		{"HEAD", "/z", "get-z"},
+		{"Head", "/z/a", "get-z"},
+		{"PUT", "/z", "z"},
+		{"HEAD", "/w", "head-all"}, // a POST route never takes HEAD
+		{"POST", "/w", "post-w"},
+		{"HEAD", "/q", "head-all"},
+		{"GET", "/q", "all"},
+	} {
+		if got := p.Match(tt.method, tt.path).Name; got != tt.want {
+			t.Errorf("Match(%s %s) = %q, want %q", tt.method, tt.path, got, tt.want)
+		}
+	}
+}
+
+// TestPolicyMatchSpellings: the hostile test's spellings (issue 19),
+// through NormalizePath, MatchPath and Match, are metered on the route
+// the upstreams that decode %2F, drop parameters, read "..;" as ".." or
+// serve HEAD with GET served them on, or refused.
+func TestPolicyMatchSpellings(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond}, []domain.Route{
+		{Name: "export", Path: "/v1/export", Cost: 5, Limits: []domain.PolicyLimit{exports}},
+		{Name: "status", Path: "/status", Cost: 0},
+		{Name: "getx", Method: "GET", Path: "/v1/getx", Cost: 2},
+		{Name: "batch", Path: "/v1/items:batch", Cost: 3},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ method, raw, want string }{ // want "" is a 400
+		{"GET", "/v1/export", "export"},
+		{"GET", "/v1%2Fexport", "export"},
+		{"GET", "/v1%2fexport", "export"},
+		{"GET", "/v1%5Cexport", "export"},
+		{"GET", `/v1\export`, "export"},
+		{"GET", "/v1%2F%2Fexport%2F", "export"},
+		{"GET", "/v1/export;x", "export"},
+		{"GET", "/v1/export;jsessionid=abc/x", "export"},
+		{"GET", "/v1;x/export", "export"},
+		{"GET", "/v1/;x/export", "export"},
+		{"GET", "/v1/export%3Bx", "export"},
+		{"GET", "/status/..;/v1/export", "export"},
+		{"GET", "/status/..;jsessionid=1/v1/export", "export"},
+		{"GET", "/status/..%3B/v1/export", "export"},
+		{"GET", "/status/%2e%2e;/v1/export", "export"},
+		{"GET", "/status/.;/x", "status"},
+		{"GET", "/v1/.;/export", "export"},
+		{"HEAD", "/v1/getx", "getx"},
+		{"HEAD", "/v1%2Fgetx;x", "getx"},
+		{"GET", "/v1/items%3Abatch", "batch"},
+		{"GET", "/v1/items%3abatch/1", "batch"},
+		{"GET", "/v1/exports", "default"},
+		{"GET", "/status", "status"},
+		// Refused: readers disagree, or the path climbs.
+		{"GET", "/..;/v1/export", ""},
+		{"GET", "/status/..;/..;/v1/export", ""},
+		{"GET", "/v1;x%2Fexport", ""},
+		{"GET", "/status;x%2F..%2Fv1/export", ""},
+		{"GET", "/status/;x/../v1/export", ""},
+		{"GET", "/a%2Fb/../v1/export", ""},
+		{"GET", "/status%2F..;%2Fv1/export", ""},
+	} {
+		got := ""
+		if norm, err := domain.NormalizePath(tt.raw); err == nil {
+			if mp, err := domain.MatchPath(norm); err == nil {
+				got = p.Match(tt.method, mp).Name
+			} else if !errors.Is(err, domain.ErrInvalidPath) {
+				t.Errorf("MatchPath(%q): %v does not wrap ErrInvalidPath", norm, err)
+			}
+		} else if !errors.Is(err, domain.ErrInvalidPath) {
+			t.Errorf("NormalizePath(%q): %v does not wrap ErrInvalidPath", tt.raw, err)
+		}
+		if got != tt.want {
+			t.Errorf("%s %s: route %q, want %q (\"\" is refused)", tt.method, tt.raw, got, tt.want)
+		}
+	}
+}
+
+// TestPolicyMatchLengthAsRead: the longest path is the longest as
+// MatchPath reads it, not as written.
+func TestPolicyMatchLengthAsRead(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond}, []domain.Route{
+		{Name: "a", Path: "/a;version=1"}, // read as "/a"
+		{Name: "a-b", Path: "/a/b"},
+		{Name: "c-d", Path: "/c%2Fd"}, // read as "/c/d"
+		{Name: "c-d-e", Path: "/c/d/e"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{"/a/b/c", "a-b"}, {"/a/x", "a"}, {"/a", "a"}, {"/c/d/e", "c-d-e"}, {"/c/d/x", "c-d"}, {"/c", "default"},
+	} {
+		if got := p.Match("GET", tt.path).Name; got != tt.want {
+			t.Errorf("Match(GET %s) = %q, want %q", tt.path, got, tt.want)
 		}
 	}
 }
@@ -164,6 +300,13 @@ func TestNewPolicyErrors(t *testing.T) {
 		{"trailing slash", nil, []domain.Route{route("a", "", "/s/", 1)}, `want "/s"`},
 		{"encoded unreserved", nil, []domain.Route{route("a", "", "/%73", 1)}, `want "/s"`},
 		{"climbs", nil, []domain.Route{route("a", "", "/..", 1)}, "not a normal path"},
+		{"dot segment with parameters", nil, []domain.Route{route("a", "", "/v1/..;/s", 1)}, `want "/s"`},
+		{"parameters with an encoded slash", nil, []domain.Route{route("a", "", "/v1;x%2Fs", 1)},
+			`path "/v1;x%2Fs": invalid path: encoded slash in a segment's parameters`},
+		{"duplicate as matched", nil, []domain.Route{route("a", "GET", "/v1/s", 1), route("b", "get", "/v1%2Fs;x", 1)},
+			`routes[1] (name "b"): duplicate route: routes[0] has the same method and path ("/v1%2Fs;x" is read as "/v1/s")`},
+		{"duplicate as matched, trailing", nil, []domain.Route{route("a", "", "/v1", 1), route("b", "", "/v1/;x", 1)},
+			`("/v1/;x" is read as "/v1")`},
 		{"bad method", nil, []domain.Route{route("a", "GE T", "/s", 1)}, "not an HTTP method token"},
 		{"negative cost", nil, []domain.Route{route("a", "", "/s", -1)}, "cost -1: want an integer from 0 to 1000000"},
 		{"cost too high", nil, []domain.Route{route("a", "", "/s", 1_000_001)}, "cost 1000001"},
@@ -198,6 +341,15 @@ func TestValidName(t *testing.T) {
 	}
 }
 
+func TestPolicyMatchDoesNotAllocate(t *testing.T) {
+	p := examplePolicy(t)
+	for _, m := range []string{"GET", "HEAD", "POST"} {
+		if got := testing.AllocsPerRun(100, func() { _ = p.Match(m, "/v1/search/deep/x") }); got != 0 {
+			t.Errorf("Match(%s): %v allocs, want 0", m, got)
+		}
+	}
+}
+
 // BenchmarkPolicyMatch is the per-request cost of matching a route.
 func BenchmarkPolicyMatch(b *testing.B) {
 	p, err := domain.NewPolicy([]domain.PolicyLimit{perSecond, perDay}, []domain.Route{
@@ -213,5 +365,47 @@ func BenchmarkPolicyMatch(b *testing.B) {
 		if p.Match("GET", "/v1/export/123").Name != "export" {
 			b.Fatal("no match")
 		}
+	}
+}
+
+// TestCheckOverride: a tenant's rule below the cost of a route its limit
+// applies to is refused; a global limit applies to every route, the
+// implicit one (cost 1) included; a route's own limit to its route alone.
+func TestCheckOverride(t *testing.T) {
+	t.Parallel()
+	hour := time.Hour
+	p, err := domain.NewPolicy(
+		[]domain.PolicyLimit{{Name: "default", Rule: domain.Rule{Limit: 100, Window: hour}}},
+		[]domain.Route{
+			{Name: "export", Path: "/v1/export", Cost: 5, Limits: []domain.PolicyLimit{{Name: "exports", Rule: domain.Rule{Limit: 10, Window: hour}}}},
+			{Name: "status", Path: "/status", Cost: 0},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		limit int64
+		ok    bool
+	}{
+		{"default", 5, true},
+		{"default", 4, false}, // export costs 5, and default applies there
+		{"exports", 5, true},
+		{"exports", 2, false},
+		{"default", 1, false},
+	}
+	for _, tt := range tests {
+		err := p.CheckOverride(tt.name, domain.Rule{Limit: tt.limit, Window: hour})
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckOverride(%q, limit %d) = %v, want ok=%v", tt.name, tt.limit, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, domain.ErrInvalidPolicy) {
+			t.Errorf("CheckOverride error %v does not wrap ErrInvalidPolicy", err)
+		}
+	}
+	// Without the export route, an override of 1 fits the implicit route.
+	q := domain.DefaultPolicy(domain.Rule{Limit: 100, Window: hour}, false)
+	if err := q.CheckOverride("default", domain.Rule{Limit: 1, Window: hour}); err != nil {
+		t.Errorf("an override of 1 on cost-1 routes: %v", err)
 	}
 }

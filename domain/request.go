@@ -35,6 +35,14 @@ type Request struct {
 	// Cost is what the request spends from each limit, at least 1. A
 	// request of cost 0 is not metered, and is never put to a limiter.
 	Cost int64
+	// CountDenied makes every limit spend Cost whatever the verdict, as
+	// a counter that increments before it decides does: a denied request
+	// is counted too, and each limit decides on its own (no limit's
+	// denial keeps another from counting). It is the fixed window's
+	// option (the gateway's one default limit without a policy file, and
+	// Envoy's rate limit service for parity); limiters of the other
+	// algorithms ignore it.
+	CountDenied bool
 	// Decisions, if its capacity holds one Decision per limit, is where
 	// the limiter writes the verdict's Decisions instead of allocating
 	// them ([Settle]): the verdict's Decisions then share its array.
@@ -103,13 +111,18 @@ type Verdict struct {
 }
 
 // Tightest returns the index in v.Decisions of the most constrained
-// limit: the fewest remaining, and on a tie the later reset. It returns
-// -1 when v has no decisions.
+// enforced limit: the fewest remaining, and on a tie the later reset.
+// Shadow limits never steer it (they deny nothing) unless every limit is
+// in shadow mode; then it is the most constrained of them. It returns -1
+// when v has no decisions.
 func (v Verdict) Tightest() int {
-	best := -1
+	best, bestShadow := -1, true
 	for i, d := range v.Decisions {
-		if best < 0 {
-			best = i
+		if best >= 0 && d.Shadow && !bestShadow {
+			continue
+		}
+		if best < 0 || (bestShadow && !d.Shadow) {
+			best, bestShadow = i, d.Shadow
 			continue
 		}
 		b := v.Decisions[best]
@@ -136,7 +149,8 @@ func (v Verdict) RetryAfter() time.Duration {
 // Settle makes the verdict of req, each of whose limits is decided by
 // decide(i, cost): the request is admitted when every limit not in
 // shadow mode admits it at req.Cost. decide must not change state: the
-// caller spends afterwards, by one rule that every store follows:
+// caller spends afterwards, by one rule that every store follows
+// ([Spends]):
 //
 //	limit i spends req.Cost  ⇔  v.Allowed && v.Decisions[i].Allowed
 //
@@ -176,10 +190,24 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 	}
 	v.Outcome = OutcomeDenied
 	for i, d := range v.Decisions {
+		if req.CountDenied {
+			if !d.Allowed {
+				v.Decisions[i].Remaining = 0
+			}
+			continue
+		}
 		if d.Allowed {
 			v.Decisions[i] = decide(i, 0)
 			v.Decisions[i].Shadow = d.Shadow
 		}
 	}
 	return v
+}
+
+// Spends reports whether limit i of req spends req.Cost under v, the
+// verdict [Settle] made: when v admits the request and limit i admits it
+// (a shadow limit that would deny spends nothing), or always with
+// req.CountDenied.
+func Spends(req Request, v Verdict, i int) bool {
+	return req.CountDenied || (v.Allowed && v.Decisions[i].Allowed)
 }

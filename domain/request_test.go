@@ -64,3 +64,28 @@ func TestSettleShadow(t *testing.T) {
 		}
 	}
 }
+
+// TestTightestIgnoresShadow: the X-RateLimit-* headers and Retry-After
+// describe enforced limits; a shadow limit steers them only when every
+// limit is in shadow mode.
+func TestTightestIgnoresShadow(t *testing.T) {
+	t.Parallel()
+	enforced := domain.Decision{Allowed: true, Limit: 20, Remaining: 15, ResetAfter: time.Minute}
+	shadow := domain.Decision{Limit: 5, Remaining: 0, ResetAfter: 10 * time.Minute, RetryAfter: time.Minute, Shadow: true}
+	tests := []struct {
+		name string
+		ds   []domain.Decision
+		want int
+	}{
+		{"none", nil, -1},
+		{"shadow first", []domain.Decision{shadow, enforced}, 1},
+		{"shadow last", []domain.Decision{enforced, shadow}, 0},
+		{"all shadow", []domain.Decision{shadow, {Limit: 9, Remaining: 3, Shadow: true}}, 0},
+		{"enforced tie, later reset", []domain.Decision{enforced, shadow, {Limit: 30, Remaining: 15, ResetAfter: time.Hour}}, 2},
+	}
+	for _, tt := range tests {
+		if got := (domain.Verdict{Decisions: tt.ds}).Tightest(); got != tt.want {
+			t.Errorf("%s: Tightest = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

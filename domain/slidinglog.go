@@ -32,7 +32,7 @@ func (l *SlidingLog) Decide(now time.Time, rule Rule, cost int64) Decision {
 		free = time.Duration(t - l.at(int(k-1)))
 		newest = time.Duration(t - l.at(l.n-1))
 	}
-	return DecideSlidingLog(int64(l.n), free, newest, cost, rule)
+	return decideSlidingLog(int64(l.n), free, newest, cost, rule)
 }
 
 // Spend logs cost admitted units at now. It requires a Decide at now
@@ -44,17 +44,8 @@ func (l *SlidingLog) Spend(now time.Time, rule Rule, cost int64) {
 	}
 }
 
-// Admit decides a request of cost 1 at now, and logs it if admitted.
-func (l *SlidingLog) Admit(now time.Time, rule Rule) Decision {
-	d := l.Decide(now, rule, 1)
-	if d.Allowed {
-		l.Spend(now, rule, 1)
-	}
-	return d
-}
-
 // Len returns the number of admitted instants held, including any that
-// have left the window since the last Admit.
+// have left the window since the last Decide.
 func (l *SlidingLog) Len() int { return l.n }
 
 // at returns the i-th oldest instant held.
@@ -86,13 +77,11 @@ func (l *SlidingLog) push(t int64, limit int) {
 	l.n++
 }
 
-// DecideSlidingLog is the sliding-log policy on a snapshot of a log:
+// decideSlidingLog is the sliding-log policy on a snapshot of a log:
 // count instants were admitted in the window before this request (at
 // most the limit), free ago is the instant whose leaving makes room for
 // cost more (the (count+cost−limit)-th oldest; any when there is room)
-// and newest ago the newest (both zero when count is 0). A store that
-// keeps the log elsewhere (Redis) decides with it, so both stores share
-// the arithmetic. The request is admitted when count + cost ≤ limit:
+// and newest ago the newest (both zero when count is 0). The request is admitted when count + cost ≤ limit:
 //   - allowed: Remaining = limit − count − cost, ResetAfter = window
 //     (this request is now the newest; with cost 0, when the newest
 //     leaves);
@@ -101,7 +90,7 @@ func (l *SlidingLog) push(t int64, limit int) {
 //     the limit is never admitted: RetryAfter is then one window.
 //
 // It does not allocate.
-func DecideSlidingLog(count int64, free, newest time.Duration, cost int64, rule Rule) Decision {
+func decideSlidingLog(count int64, free, newest time.Duration, cost int64, rule Rule) Decision {
 	count = min(max(count, 0), rule.Limit)
 	d := Decision{Limit: rule.Limit}
 	if count > 0 {

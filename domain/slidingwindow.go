@@ -31,7 +31,7 @@ type SlidingWindow struct {
 func (s *SlidingWindow) Decide(now time.Time, rule Rule, cost int64) Decision {
 	t := s.roll(now, rule)
 	// A clock that stepped back keeps the current window, from its start.
-	return DecideSlidingWindow(s.prev, s.curr, time.Duration(max(t-s.start, 0)), cost, rule)
+	return decideSlidingWindow(s.prev, s.curr, time.Duration(max(t-s.start, 0)), cost, rule)
 }
 
 // Spend counts cost admitted units at now. It requires a Decide at now
@@ -39,15 +39,6 @@ func (s *SlidingWindow) Decide(now time.Time, rule Rule, cost int64) Decision {
 func (s *SlidingWindow) Spend(now time.Time, rule Rule, cost int64) {
 	s.roll(now, rule)
 	s.curr += cost
-}
-
-// Admit decides a request of cost 1 at now, and counts it if admitted.
-func (s *SlidingWindow) Admit(now time.Time, rule Rule) Decision {
-	d := s.Decide(now, rule, 1)
-	if d.Allowed {
-		s.Spend(now, rule, 1)
-	}
-	return d
 }
 
 // roll moves the state to the window of now, which changes no decision,
@@ -65,12 +56,10 @@ func (s *SlidingWindow) roll(now time.Time, rule Rule) int64 {
 	return t
 }
 
-// DecideSlidingWindow is the sliding-window policy on a snapshot: prev
+// decideSlidingWindow is the sliding-window policy on a snapshot: prev
 // requests were admitted in the previous window, curr in the current one
 // before this request, and elapsed has passed since the current window
-// began; the request spends cost. A store that keeps the counts
-// elsewhere (Redis) decides with it, so both stores share the
-// arithmetic. The Decision is exact in nanoseconds:
+// began; the request spends cost. The Decision is exact in nanoseconds:
 //   - Allowed when prev × (window − elapsed)/window + curr + cost − 1 <
 //     limit (for cost 1: the estimate with this request is within the
 //     limit);
@@ -85,7 +74,7 @@ func (s *SlidingWindow) roll(now time.Time, rule Rule) int64 {
 //     window if the current one has requests, else the end of this one.
 //
 // elapsed is clamped to [0, window). It does not allocate.
-func DecideSlidingWindow(prev, curr int64, elapsed time.Duration, cost int64, rule Rule) Decision {
+func decideSlidingWindow(prev, curr int64, elapsed time.Duration, cost int64, rule Rule) Decision {
 	w := uint64(rule.Window)
 	e := uint64(min(max(elapsed, 0), rule.Window-1))
 	prev, curr = max(prev, 0), max(curr, 0)

@@ -28,7 +28,7 @@ func TokenInterval(rule Rule) time.Duration {
 // without taking them: [TokenBucket.Spend] does, once every limit of the
 // request admitted it.
 func (b *TokenBucket) Decide(now time.Time, rule Rule, cost int64) Decision {
-	return DecideTokenBucket(time.Duration(max(b.tat-now.UnixNano(), 0)), TokenInterval(rule), cost, rule)
+	return decideTokenBucket(time.Duration(max(b.tat-now.UnixNano(), 0)), TokenInterval(rule), cost, rule)
 }
 
 // Spend takes cost tokens at now. It requires a Decide at now that
@@ -38,21 +38,9 @@ func (b *TokenBucket) Spend(now time.Time, rule Rule, cost int64) {
 	b.tat = max(b.tat, t) + cost*int64(TokenInterval(rule))
 }
 
-// Admit decides a request of cost 1 at now, and takes its token if
-// admitted.
-func (b *TokenBucket) Admit(now time.Time, rule Rule) Decision {
-	d := b.Decide(now, rule, 1)
-	if d.Allowed {
-		b.Spend(now, rule, 1)
-	}
-	return d
-}
-
-// DecideTokenBucket is GCRA on a snapshot: the bucket's TAT is ahead of
+// decideTokenBucket is GCRA on a snapshot: the bucket's TAT is ahead of
 // now (zero for a full bucket), tokens come every interval, and the
-// request takes cost of them. A store that keeps TAT elsewhere (Redis)
-// decides with it, with its own interval resolution, so both stores
-// share the arithmetic. With capacity = limit × interval and TAT' =
+// request takes cost of them. With capacity = limit × interval and TAT' =
 // ahead + cost × interval:
 //   - Allowed when TAT' ≤ capacity;
 //   - Remaining = ⌊(capacity − TAT')/interval⌋, tokens left after this
@@ -62,7 +50,7 @@ func (b *TokenBucket) Admit(now time.Time, rule Rule) Decision {
 //     above the limit is never admitted: one window).
 //
 // It does not allocate.
-func DecideTokenBucket(ahead, interval time.Duration, cost int64, rule Rule) Decision {
+func decideTokenBucket(ahead, interval time.Duration, cost int64, rule Rule) Decision {
 	ahead, interval = max(ahead, 0), max(interval, 1)
 	capacity := interval * time.Duration(rule.Limit)
 	d := Decision{Limit: rule.Limit, ResetAfter: ahead}

@@ -16,7 +16,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
@@ -50,8 +49,12 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 		keys[i] = one(domain.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), domain.AlgorithmFixedWindow, "", domain.DefaultLimit), rule)
 	}
 	{
-		mode := "seed"
-		lim := adapters.SeedLimiter(redis.NewCounter(redis.NewClient(client), redis.Options{Timeout: time.Second}))
+		// Counting denials, as the gateway's one limit without a policy file does.
+		mode := "count-denied"
+		for i := range keys {
+			keys[i].CountDenied = true
+		}
+		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(client), redis.Options{Timeout: time.Second})
 
 		b.Run(mode+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
@@ -202,13 +205,16 @@ func BenchmarkPolicyLimits(b *testing.B) {
 		}
 		return reqs
 	}
-	for _, a := range adapters.Algorithms {
-		mem := a.Memory(memory.Options{})
+	for _, a := range domain.Algorithms {
+		mem, err := memory.New(a.Name, memory.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.Cleanup(func() { mem.Close() })
 		stores := []struct {
 			name string
 			lim  ports.Limiter
-		}{{"memory", mem}, {"redis", a.Redis(redis.NewClient(client), redis.Options{Timeout: time.Second})}}
+		}{{"memory", mem}, {"redis", redisLimiter{algorithm: a.Name}.new(redis.NewClient(client), redis.Options{Timeout: time.Second})}}
 		for _, s := range stores {
 			for _, n := range []int{1, 3} {
 				reqs := requests(a.Name, n)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -42,7 +41,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 	masters := cl.Nodes[:clusterMasters]
 
 	rule := domain.Rule{Limit: 1 << 29, Window: time.Minute}
-	for _, a := range adapters.Algorithms {
+	for _, a := range domain.Algorithms {
 		reqs := make([]domain.Request, benchTenants)
 		for i := range reqs {
 			reqs[i] = one(domain.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), a.Name, "", domain.DefaultLimit), rule)
@@ -51,7 +50,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 			name   string
 			client *redis.Client
 		}{{"single", single}, {"cluster", cluster}} {
-			lim := a.Redis(store.client, redis.Options{Timeout: time.Second})
+			lim := redisLimiter{algorithm: a.Name}.new(store.client, redis.Options{Timeout: time.Second})
 			for _, r := range reqs { // keys and scripts in place
 				if _, err := lim.Allow(context.Background(), r); err != nil {
 					b.Fatal(err)

@@ -13,8 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
 )
 
 // startClusterReplica runs one gateway replica on the cluster c.
@@ -28,7 +28,7 @@ func startClusterReplica(t *testing.T, c *redisCluster, environ ...string) *appt
 func TestClusterReplicasStorm(t *testing.T) {
 	t.Parallel()
 	c := sharedClusterFor(t)
-	for _, a := range adapters.Algorithms {
+	for _, a := range domain.Algorithms {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()
 			// An hour: what a bucket or a sliding window refills while the

@@ -10,33 +10,32 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/adapters"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
 )
 
-// redisLimiter is one limiter under test: a row of the table on Redis,
-// or the seed's fixed window over the Redis Counter.
+// redisLimiter is one limiter under test: a row of the table of
+// algorithms on Redis.
 type redisLimiter struct {
 	name, algorithm string
-	seed            bool // the seed's counter: INCR first, one limit
-	new             func(*redis.Client, redis.Options) ports.Limiter
 }
 
-// redisLimiters are every row of the table on Redis, and the seed's
-// counter limiter where a row has one.
+// new returns l's limiter on c.
+func (l redisLimiter) new(c *redis.Client, o redis.Options) ports.Limiter {
+	lim, err := redis.New(c, l.algorithm, o)
+	if err != nil {
+		panic(err) // every row has a Redis limiter: adapters/redis's TestEveryAlgorithm
+	}
+	return lim
+}
+
+// redisLimiters are every row of the table on Redis.
 var redisLimiters = func() []redisLimiter {
 	var ls []redisLimiter
-	for _, a := range adapters.Algorithms {
-		ls = append(ls, redisLimiter{a.Name, a.Name, false, a.Redis})
-		if a.RedisCounter != nil {
-			newCounter := a.RedisCounter
-			ls = append(ls, redisLimiter{a.Name + "/seed", a.Name, true, func(c *redis.Client, o redis.Options) ports.Limiter {
-				return adapters.SeedLimiter(newCounter(c, o))
-			}})
-		}
+	for _, a := range domain.Algorithms {
+		ls = append(ls, redisLimiter{a.Name, a.Name})
 	}
 	return ls
 }()
@@ -56,12 +55,11 @@ func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Dur
 		New: func(*testing.T) ports.Limiter {
 			return l.new(client, redis.Options{Timeout: 5 * time.Second})
 		},
-		Clock:        portstest.Sleeper{},
-		Window:       window,
-		Slack:        40 * time.Millisecond,
-		Algorithm:    l.algorithm,
-		CountsDenied: l.seed,
-		TTLs:         func(t *testing.T, key string) map[string]time.Duration { return keyTTLs(t, rdb, key) },
+		Clock:     portstest.Sleeper{},
+		Window:    window,
+		Slack:     40 * time.Millisecond,
+		Algorithm: l.algorithm,
+		TTLs:      func(t *testing.T, key string) map[string]time.Duration { return keyTTLs(t, rdb, key) },
 	}
 }
 
@@ -189,7 +187,7 @@ func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 }
 
 // TestRedisLimiterOneRoundTrip: every decision is one EVALSHA, and the
-// script's commands are the ones README lists.
+// script's commands are the ones docs/redis.md lists.
 func TestRedisLimiterOneRoundTrip(t *testing.T) {
 	// Not parallel: it reads the server's command statistics.
 	oneRoundTrip(t, startRedis(t).Client)
@@ -206,9 +204,6 @@ func TestClusterLimiterOneRoundTrip(t *testing.T) {
 func oneRoundTrip(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 3, Window: time.Hour}
 	for _, l := range redisLimiters {
-		if l.seed {
-			continue // TestCounterCommandsPerDecision counts the counter's commands
-		}
 		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
 		key := domain.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		if _, err := lim.Allow(t.Context(), one(key, rule)); err != nil { // loads the script

@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,20 +12,27 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/domain"
 )
 
-// scriptSHAs are the SHA-1s of every script the Redis store runs.
+// scriptSHAs are the SHA-1s of every script the Redis store runs, read
+// from its sources: each algorithm's after the shared prelude, and the
+// replicas' alone.
 func scriptSHAs(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../adapters/redis/scripts/*.lua")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("scripts: %v (%d files)", err, len(files))
+	const dir = "../adapters/redis/lua/"
+	prelude, err := os.ReadFile(dir + "prelude.lua")
+	if err != nil {
+		t.Fatal(err)
 	}
 	var shas []string
-	for _, f := range files {
-		src, err := os.ReadFile(f)
+	for _, name := range append(domain.AlgorithmNames(), "replicas") {
+		src, err := os.ReadFile(dir + name + ".lua")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if name != "replicas" {
+			src = append(append(append([]byte{}, prelude...), '\n'), src...)
 		}
 		sum := sha1.Sum(src)
 		shas = append(shas, hex.EncodeToString(sum[:]))

@@ -2,23 +2,24 @@ package ports
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tollgate/tollgate/domain"
 )
 
 // Limiter decides one request against every limit that applies to it.
-// It is the seam the rate-limit middleware sees; the stores implement it
-// once per algorithm, and layers ([Layer]) wrap it.
+// It is the seam the decision engine sees; the stores implement it once
+// per algorithm, and layers ([Layer]) wrap it.
 //
 // Allow decides req and, when every limit not in shadow mode admits it,
 // spends req.Cost from each limit that admits it: all or nothing, by
-// [domain.Settle]'s rule (a limit spends iff the verdict is allowed and
-// that limit's decision is). The Verdict holds one Decision per limit,
-// in req.Limits' order. A request that any enforced limit denies spends
-// nothing from any limit, and a shadow limit that would deny an admitted
-// request spends nothing from itself; with one exception kept from the
-// seed's design: a fixed-window limiter over a [Counter] (one limit,
-// INCR first) counts every request that reaches the store in its window.
+// [domain.Settle]'s rule ([domain.Spends]: a limit spends iff the
+// verdict is allowed and that limit's decision is). The Verdict holds one
+// Decision per limit, in req.Limits' order. A request that any enforced
+// limit denies spends nothing from any limit, and a shadow limit that
+// would deny an admitted request spends nothing from itself; with one
+// exception: a fixed-window limiter given req.CountDenied spends from
+// every limit whatever the verdict (an increment before the decision).
 //
 // req.Limits is not empty, every rule is valid, req.Cost is at least 1,
 // and the keys of one request share a tenant (and so a Redis Cluster
@@ -52,6 +53,30 @@ func Chain(l Limiter, layers ...Layer) Limiter {
 		l = layers[i](l)
 	}
 	return l
+}
+
+// ErrBreakerOpen is what a breaker layer answers, at once, while the
+// store is known to be failing: the fail mode decides, as for a store
+// error, but no store call was made (it is not counted as a failed one).
+var ErrBreakerOpen = errors.New("the store is failing (breaker open)")
+
+// ErrStoreFull is a request a store refused because it holds as many
+// keys as it may (a bound against clients that invent tenants): nothing
+// was decided or spent, and the store did not fail. Layers pass it
+// through untouched; the engine decides the request again as the shared
+// [domain.Unknown] tenant, whose keys a bounded store always admits.
+var ErrStoreFull = errors.New("the store is full")
+
+// ErrKeyType is a key of the gateway's that holds a value of another
+// type: something else wrote it. The store answered; it is not failing.
+var ErrKeyType = errors.New("a key holds a value of another type")
+
+// Announcement is one gateway replica's claim, kept by a shared store,
+// to be alive until Expires (the store's clock, in ms). The local fail
+// mode counts replicas by them.
+type Announcement struct {
+	ID      string
+	Expires int64
 }
 
 // Pinger reports whether a store answers. Admin readiness checks use it.

@@ -3,7 +3,8 @@
 # PROJECT and NAME. It installs what is missing (Debian packages), builds
 # both images (no registry), and defines:
 #   log MSG...   a line on stderr, prefixed with NAME
-#   dc ARGS...   docker-compose on COMPOSE_FILE as project PROJECT
+#   dc ARGS...   Docker Compose (scripts/compose.sh: the v2 plugin, else
+#                docker-compose v1) on COMPOSE_FILE as project PROJECT
 #   fail MSG...  log, print the stack's recent logs, exit 1
 #   wait_ready PORT...  every admin listener's /readyz answers 200 within 60 s
 # and brings the stack down now (docker-compose v1 can fail recreating
@@ -19,14 +20,13 @@ need() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "$2" >/dev/null
 }
-need docker-compose docker-compose
 need curl curl
 
 TOLLGATE_REDIS_IMAGE="$(scripts/redis-image.sh)"
 TOLLGATE_IMAGE="$(scripts/gateway-image.sh)"
 export TOLLGATE_REDIS_IMAGE TOLLGATE_IMAGE
 
-dc() { docker-compose -p "$PROJECT" -f "$COMPOSE_FILE" "$@"; }
+dc() { scripts/compose.sh -p "$PROJECT" -f "$COMPOSE_FILE" "$@"; }
 down() { dc down -v --remove-orphans >/dev/null 2>&1 || true; }
 fail() {
   log "FAIL: $*"

@@ -11,11 +11,6 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// ErrBreakerOpen is what the breaker answers, at once, while the store is
-// known to be failing. It takes the fail mode like a store error, but it
-// is no failed store call: nothing was sent.
-var ErrBreakerOpen = errors.New("layers: the store is failing (breaker open)")
-
 // Breaker defaults.
 const (
 	// DefaultBreakerThreshold is how many decisions in a row must fail
@@ -37,11 +32,13 @@ type BreakerOptions struct {
 	// Timeout is the store's deadline for one decision
 	// (TOLLGATE_REDIS_TIMEOUT). The breaker opens only when no decision
 	// has succeeded for that long, so slow but successful decisions under
-	// load never open it; each probe while open waits at most that long
-	// (a ping to a partitioned store may then close the breaker up to
-	// Timeout after it answers again; a paused or restarted one answers
-	// the ping in flight at once). Zero means 50 ms.
+	// load never open it. Zero means 50 ms.
 	Timeout time.Duration
+	// ProbeTimeout is how long each probe while open waits: a ping to a
+	// partitioned store may close the breaker up to that long after it
+	// answers again (a paused or restarted one answers the ping in flight
+	// at once). Zero means Timeout, at most 100 ms.
+	ProbeTimeout time.Duration
 	// Threshold is how many decisions in a row must fail (and none
 	// succeed for Timeout) to open the breaker. Zero means
 	// DefaultBreakerThreshold.
@@ -61,7 +58,7 @@ type BreakerOptions struct {
 
 // Breaker is a circuit breaker for a store: its [Breaker.Layer] passes
 // decisions to the store until they fail, and then, without calling the
-// store, answers [ErrBreakerOpen] at once, so that requests take the fail
+// store, answers [ports.ErrBreakerOpen] at once, so that requests take the fail
 // mode instead of each waiting for the store's deadline. While open it
 // probes the store in the background every ProbeInterval and closes on
 // the first probe that succeeds.
@@ -71,8 +68,8 @@ type BreakerOptions struct {
 // [MinConfirmTimeout]) fails too, with no decision succeeding while it
 // waits: a store that answers some decisions, or a ping, however
 // slowly, is busy, not failing, and load alone never opens the breaker. Until the probe fails, decisions still go to the
-// store. A decision whose caller went away is neither a failure nor a
-// success.
+// store. A decision whose caller went away, or that a full store
+// refused ([ports.ErrStoreFull]), is neither a failure nor a success.
 //
 // Breaker is safe for concurrent use by multiple goroutines. Close stops
 // its probe.
@@ -104,6 +101,9 @@ func NewBreaker(opts BreakerOptions) *Breaker {
 	if opts.ProbeInterval <= 0 {
 		opts.ProbeInterval = DefaultProbeInterval
 	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = min(opts.Timeout, 100*time.Millisecond)
+	}
 	b := &Breaker{opts: opts, origin: time.Now(), stop: make(chan struct{})}
 	b.okAt.Store(-int64(opts.Timeout) - 1) // no success yet
 	return b
@@ -117,12 +117,15 @@ func (b *Breaker) Layer() ports.Layer {
 	return func(next ports.Limiter) ports.Limiter {
 		return ports.LimiterFunc(func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 			if b.open.Load() {
-				return domain.Verdict{}, ErrBreakerOpen
+				return domain.Verdict{}, ports.ErrBreakerOpen
 			}
 			v, err := next.Allow(ctx, req)
 			switch {
 			case err == nil:
 				b.succeeded()
+			case errors.Is(err, ports.ErrStoreFull):
+				// The store answered: it refused a new key, and is not
+				// failing.
 			case ctx.Err() == nil:
 				b.failed()
 			}
@@ -208,7 +211,7 @@ func (b *Breaker) probe() {
 		case <-t.C:
 		}
 		start := time.Now()
-		err := b.ping(b.opts.Timeout)
+		err := b.ping(b.opts.ProbeTimeout)
 		if err == nil {
 			b.mu.Lock()
 			b.fails.Store(0)

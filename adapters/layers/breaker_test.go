@@ -106,7 +106,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		probeErrs.Store(0)
 		calls := store.calls.Load()
 		for range 1000 {
-			if _, err := l.Allow(t.Context(), request()); !errors.Is(err, layers.ErrBreakerOpen) {
+			if _, err := l.Allow(t.Context(), request()); !errors.Is(err, ports.ErrBreakerOpen) {
 				t.Fatalf("open breaker answered %v, want ErrBreakerOpen", err)
 			}
 		}

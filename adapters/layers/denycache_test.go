@@ -224,7 +224,7 @@ func BenchmarkDenyCache(b *testing.B) {
 			layer bool
 		}{{"memory-store", false}, {"deny-cache-over-memory", true}} {
 			b.Run(fmt.Sprintf("%s/tenants=%d", c.name, tenants), func(b *testing.B) {
-				store := memory.NewFixedWindow(memory.Options{SweepInterval: -1})
+				store := newMemory(b, memory.Options{SweepInterval: -1})
 				defer store.Close()
 				var l ports.Limiter = store
 				if c.layer {

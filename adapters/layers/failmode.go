@@ -6,6 +6,7 @@ package layers
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -36,7 +37,9 @@ func failMode(admit bool, onError func(error)) ports.Layer {
 // fallback returns the layer that passes decisions through and, when one
 // fails, tells onError (if not nil) and answers with decide's verdict.
 // A caller gone mid-decision gets the error back: nobody reads an
-// answer, and it is no store error.
+// answer, and it is no store error. So does a request a full store
+// refused ([ports.ErrStoreFull]): the store answered, and the engine
+// decides it again as the unknown tenant.
 func fallback(onError func(error), decide func(context.Context, domain.Request) domain.Verdict) ports.Layer {
 	return func(next ports.Limiter) ports.Limiter {
 		return ports.LimiterFunc(func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
@@ -44,7 +47,7 @@ func fallback(onError func(error), decide func(context.Context, domain.Request) 
 			if err == nil {
 				return v, nil
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, ports.ErrStoreFull) {
 				return domain.Verdict{}, err
 			}
 			if onError != nil {

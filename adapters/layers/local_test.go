@@ -3,6 +3,7 @@ package layers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/ports/portstest"
 )
 
 func limitRequest(limit int64) domain.Request {
@@ -34,7 +36,7 @@ func TestFailLocalDividesTheBudget(t *testing.T) {
 		{10, 2, 5}, {5, 2, 3}, {100, 3, 34}, {7, 1, 7}, {7, 0, 7}, {1, 50, 1},
 	} {
 		clk := newFakeClock()
-		local := memory.NewFixedWindow(memory.Options{Now: clk.Now, SweepInterval: -1})
+		local := newMemory(t, memory.Options{Now: clk.Now, SweepInterval: -1})
 		defer local.Close()
 		store := &fakeStore{}
 		store.down.Store(true)
@@ -72,7 +74,7 @@ func TestFailLocalDividesTheBudget(t *testing.T) {
 
 func TestFailLocalCanceledCaller(t *testing.T) {
 	t.Parallel()
-	local := memory.NewFixedWindow(memory.Options{SweepInterval: -1})
+	local := newMemory(t, memory.Options{SweepInterval: -1})
 	defer local.Close()
 	called := false
 	l := ports.Chain(failing(errStore), layers.FailLocal(layers.LocalOptions{Limiter: local, OnError: func(error) { called = true }}))
@@ -88,23 +90,37 @@ func TestFailLocalCanceledCaller(t *testing.T) {
 	}
 }
 
-// announcer is a fake store of announcements.
+// announcer is a fake store of announcements: its clock is the time of
+// the synctest bubble, in ms.
 type announcer struct {
 	mu        sync.Mutex
 	alive     map[string]bool
+	forged    map[string]int64 // members written by someone else, with their expiry
 	down      bool
+	err       error // returned by every Announce when set
 	announces int
 }
 
-func (a *announcer) Announce(_ context.Context, id string, _ time.Duration) (int, error) {
+func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) ([]ports.Announcement, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.down {
-		return 0, errStore
+		return nil, errStore
+	}
+	if a.err != nil {
+		return nil, a.err
 	}
 	a.announces++
 	a.alive[id] = true
-	return len(a.alive), nil
+	now := time.Now().UnixMilli()
+	var out []ports.Announcement
+	for m := range a.alive {
+		out = append(out, ports.Announcement{ID: m, Expires: now + ttl.Milliseconds()})
+	}
+	for m, exp := range a.forged {
+		out = append(out, ports.Announcement{ID: m, Expires: exp})
+	}
+	return out, nil
 }
 
 func (a *announcer) Withdraw(_ context.Context, id string) error {
@@ -147,7 +163,9 @@ func TestReplicaCount(t *testing.T) {
 		}
 		a.set(func(a *announcer) { a.down = false })
 		rb := newCount("b")
-		time.Sleep(2 * layers.DefaultAnnounceInterval) // both announced twice
+		// A replica counts another once it has seen it renew: both
+		// announce every interval, and three see each other renew.
+		time.Sleep(3 * layers.DefaultAnnounceInterval)
 		synctest.Wait()
 		if ra.N() != 2 || rb.N() != 2 {
 			t.Errorf("N = %d and %d with two replicas, want 2", ra.N(), rb.N())
@@ -181,6 +199,93 @@ func TestReplicaCount(t *testing.T) {
 		}
 		if len(counts) < 3 {
 			t.Errorf("OnCount saw %v", counts)
+		}
+	})
+}
+
+// newMemory returns the memory store's fixed window, closed when tb ends.
+func newMemory(tb testing.TB, opts memory.Options) *memory.Limiter {
+	tb.Helper()
+	l, err := memory.New(domain.AlgorithmFixedWindow, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestStackContract runs the Limiter contract through the gateway's
+// whole stack of layers (deny cache, local fail mode, breaker) over the
+// memory store, for every algorithm: layers that pass a healthy store's
+// decisions through must keep every property of the store's.
+func TestStackContract(t *testing.T) {
+	t.Parallel()
+	for _, a := range domain.Algorithms {
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			clk := newFakeClock()
+			portstest.TestLimiter(t, portstest.LimiterHarness{
+				New: func(t *testing.T) ports.Limiter {
+					store, err := memory.New(a.Name, memory.Options{Now: clk.Now, SweepInterval: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					local, _ := memory.New(a.Name, memory.Options{Now: clk.Now, SweepInterval: -1})
+					b := layers.NewBreaker(layers.BreakerOptions{Probe: upPinger{}})
+					t.Cleanup(func() { b.Close(); store.Close(); local.Close() })
+					return ports.Chain(store,
+						layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}),
+						layers.FailLocal(layers.LocalOptions{Limiter: local}),
+						b.Layer())
+				},
+				Clock:     clk,
+				Window:    time.Minute,
+				Algorithm: a.Name,
+			})
+		})
+	}
+}
+
+type upPinger struct{}
+
+func (upPinger) Ping(context.Context) error { return nil }
+
+// TestReplicaCountBelievesOnlyRenewals: members that never renew (stale
+// or forged) never count, so adding members cannot shrink every
+// replica's local budget; a key of another type is reported once, not
+// every interval, and the count keeps its last good value.
+func TestReplicaCountBelievesOnlyRenewals(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		forged := map[string]int64{}
+		for i := range 8 {
+			forged[fmt.Sprint("fake-", i)] = time.Now().Add(20 * time.Second).UnixMilli()
+		}
+		a := &announcer{alive: map[string]bool{}, forged: forged}
+		var errs atomic.Int64
+		ra := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "a", OnError: func(error) { errs.Add(1) }})
+		defer ra.Close()
+		rb := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "b"})
+		time.Sleep(3 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 2 {
+			t.Errorf("N with two replicas and 8 forged members = %d, want 2", ra.N())
+		}
+		rb.Close()
+		a.set(func(a *announcer) { a.err = fmt.Errorf("announce: %w", ports.ErrKeyType) })
+		time.Sleep(10 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 2 {
+			t.Errorf("N while the key has another type = %d, want the last good count, 2", ra.N())
+		}
+		if got := errs.Load(); got != 1 {
+			t.Errorf("a key of another type reported %d times over 10 announcements, want once", got)
+		}
+		a.set(func(a *announcer) { a.err = nil })
+		time.Sleep(3 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 1 {
+			t.Errorf("N once the key is repaired, b gone = %d, want 1", ra.N())
 		}
 	})
 }

@@ -5,12 +5,91 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
 )
 
-// state is one key's state under a domain policy: *domain.FixedWindowCount,
+// DefaultMaxKeys is the default [Options].MaxKeys: about 200 MB of the
+// largest states (a sliding log of a few hundred instants is more; a
+// fixed window is about 150 bytes a key).
+const DefaultMaxKeys = 1_000_000
+
+// Options configure a memory store. The zero value is ready to use.
+type Options struct {
+	// Now returns the current time. If nil, the process's monotonic clock
+	// is used. Tests inject a fake clock here.
+	Now func() time.Time
+	// SweepInterval is how often keys whose budget is whole again are
+	// dropped. If zero, the store sweeps every shortest window it has
+	// seen, between MinSweepInterval and DefaultSweepInterval; if
+	// negative, no sweeper runs and such keys are dropped only when
+	// touched again (for tests).
+	SweepInterval time.Duration
+	// MaxKeys bounds the keys the store holds, so that clients who invent
+	// tenants cannot grow it without bound. A request that would add a
+	// key to a full store fails with [ErrFull], except the shared
+	// [domain.Unknown] tenant's, which is always decided: the caller
+	// decides a refused request as that tenant. Zero means
+	// DefaultMaxKeys; negative, no bound.
+	MaxKeys int
+}
+
+// ErrFull is a request that needs a new key while the store holds
+// [Options].MaxKeys: it was not decided, and nothing was spent. It wraps
+// [ports.ErrStoreFull].
+var ErrFull = fmt.Errorf("memory: %w", ports.ErrStoreFull)
+
+var _ ports.Limiter = (*Limiter)(nil)
+
+// Limiter is an algorithm in process memory: a [ports.Limiter] for one
+// gateway replica (several replicas need a shared store, or each hands
+// out the whole budget). Each key is one domain policy's state under its
+// own mutex: a request of several limits locks their keys in key order
+// (so two requests never wait on each other in a cycle), decides every
+// limit, and spends by [domain.Spends]: all or nothing.
+//
+// Limiter is safe for concurrent use by multiple goroutines. Allow of
+// keys it already holds allocates nothing but the verdict's decisions
+// when the request has no room for them. Len counts the keys held; Close
+// stops the sweeper, which drops keys whose budget is whole again
+// (dropping them changes no decision).
+type Limiter struct {
+	store
+}
+
+// store is what a Limiter runs: a limiter of one algorithm's state.
+type store interface {
+	ports.Limiter
+	Len() int
+	Close() error
+}
+
+// algorithms builds each algorithm's limiter, by TOLLGATE_ALGORITHM name.
+var algorithms = map[string]func(Options) store{
+	domain.AlgorithmFixedWindow: func(o Options) store {
+		l := newLimiter[domain.FixedWindow](o)
+		l.countsDenied = true
+		return l
+	},
+	domain.AlgorithmSlidingLog:    func(o Options) store { return newLimiter[domain.SlidingLog](o) },
+	domain.AlgorithmSlidingWindow: func(o Options) store { return newLimiter[domain.SlidingWindow](o) },
+	domain.AlgorithmTokenBucket:   func(o Options) store { return newLimiter[domain.TokenBucket](o) },
+}
+
+// New returns the limiter of algorithm ([domain.Algorithms]) and starts
+// its sweeper. The error names an algorithm this store lacks.
+func New(algorithm string, opts Options) (*Limiter, error) {
+	build, ok := algorithms[algorithm]
+	if !ok {
+		return nil, fmt.Errorf("memory: no algorithm %q", algorithm)
+	}
+	return &Limiter{build(opts)}, nil
+}
+
+// state is one key's state under a domain policy: *domain.FixedWindow,
 // *domain.SlidingLog, *domain.SlidingWindow or *domain.TokenBucket.
 type state[S any] interface {
 	*S
@@ -29,19 +108,15 @@ var (
 	errDuplicateKey  = errors.New("memory: two limits of one request share a key")
 )
 
-// limiter is what the memory limiters share: a map of keys, each a domain
-// policy's state under its own mutex, and a sweeper that drops the keys
-// whose budget is whole again (dropping them changes no decision).
-//
-// A request of several limits locks their entries in key order (so two
-// requests never wait on each other in a cycle), decides every limit,
-// and spends only when the request is admitted, from every limit that
-// admitted it ([domain.Settle]'s rule: a shadow limit that would deny
-// spends nothing).
+// limiter is the Limiter of one algorithm: a map of keys, each a domain
+// policy's state under its own mutex, and a sweeper.
 type limiter[S any, P state[S]] struct {
-	clock   clock
-	keys    sync.Map // string → *limiterEntry[S]
-	sweeper *sweeper
+	clock        clock
+	keys         sync.Map // string → *limiterEntry[S]
+	n            atomic.Int64
+	maxKeys      int64 // < 0: no bound
+	countsDenied bool  // honours Request.CountDenied (the fixed window)
+	sweeper      *sweeper
 }
 
 // limiterEntry is one key.
@@ -53,19 +128,23 @@ type limiterEntry[S any] struct {
 }
 
 func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
-	l := &limiter[S, P]{clock: newClock(opts.Now)}
+	l := &limiter[S, P]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys)}
+	if l.maxKeys == 0 {
+		l.maxKeys = DefaultMaxKeys
+	}
 	l.sweeper = startSweeper(opts.SweepInterval, l.sweep)
 	return l
 }
 
 // Allow implements [ports.Limiter]. It fails only on a malformed request
-// (more than 16 limits, or two with one key). For keys it already holds,
-// it takes their mutexes and allocates nothing, but for its verdict's
-// decisions when req.Decisions has no room for them.
+// (more than 16 limits, or two with one key) and with [ErrFull].
 func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
 	n := len(req.Limits)
 	if n > maxLimits {
 		return domain.Verdict{}, errTooManyLimits
+	}
+	if !l.countsDenied {
+		req.CountDenied = false
 	}
 	var (
 		entries [maxLimits]*limiterEntry[S]
@@ -86,7 +165,13 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		retry := false
 		for k := range n {
 			i := order[k]
-			e := l.entry(req.Limits[i])
+			e, err := l.entry(req.Limits[i], req.Tenant)
+			if err != nil {
+				for _, j := range order[:k] {
+					entries[j].mu.Unlock()
+				}
+				return domain.Verdict{}, err
+			}
 			e.mu.Lock()
 			entries[i] = e
 			if e.swept {
@@ -94,7 +179,9 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 				for _, j := range order[:k+1] {
 					entries[j].mu.Unlock()
 				}
-				l.keys.CompareAndDelete(req.Limits[i].Key, e)
+				if l.keys.CompareAndDelete(req.Limits[i].Key, e) {
+					l.n.Add(-1)
+				}
 				break
 			}
 		}
@@ -104,40 +191,42 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		// The clock is read under the locks, so one key's decisions see
 		// time in the order they are made.
 		now, nanos := l.clock.read()
-		decide := func(i int, cost int64) domain.Decision {
+		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
 			return P(&entries[i].state).Decide(now, req.Limits[i].Rule, cost)
-		}
-		v := domain.Settle(req, decide)
+		})
 		for i := range n {
 			e := entries[i]
-			if v.Allowed && v.Decisions[i].Allowed { // Settle's rule: a shadow denial spends nothing
+			if domain.Spends(req, v, i) {
 				P(&e.state).Spend(now, req.Limits[i].Rule, req.Cost)
 			}
-			e.idleAt = nanos + int64(v.Decisions[i].ResetAfter)
+			e.idleAt = nanos + int64(max(v.Decisions[i].ResetAfter, v.Decisions[i].RetryAfter))
 			e.mu.Unlock()
 		}
 		return v, nil
 	}
 }
 
-// entry returns lim's entry, creating it.
-func (l *limiter[S, P]) entry(lim domain.Limit) *limiterEntry[S] {
-	v, ok := l.keys.Load(lim.Key)
-	if !ok {
-		l.sweeper.saw(lim.Rule.Window)
-		v, _ = l.keys.LoadOrStore(lim.Key, new(limiterEntry[S]))
+// entry returns lim's entry, creating it, unless that would take the
+// store past its bound for a tenant other than [domain.Unknown].
+func (l *limiter[S, P]) entry(lim domain.Limit, tenant domain.TenantID) (*limiterEntry[S], error) {
+	if v, ok := l.keys.Load(lim.Key); ok {
+		return v.(*limiterEntry[S]), nil
 	}
-	return v.(*limiterEntry[S])
+	if l.maxKeys >= 0 && l.n.Load() >= l.maxKeys && tenant != domain.Unknown {
+		return nil, ErrFull
+	}
+	l.sweeper.saw(lim.Rule.Window)
+	v, loaded := l.keys.LoadOrStore(lim.Key, new(limiterEntry[S]))
+	if !loaded {
+		l.n.Add(1)
+	}
+	return v.(*limiterEntry[S]), nil
 }
 
 // Len returns the number of keys held, idle ones not yet swept included.
-func (l *limiter[S, P]) Len() int {
-	n := 0
-	l.keys.Range(func(_, _ any) bool { n++; return true })
-	return n
-}
+func (l *limiter[S, P]) Len() int { return int(l.n.Load()) }
 
-// Close stops the sweeper. It is idempotent and always returns nil.
+// Close stops the sweeper and waits for it. It is idempotent.
 func (l *limiter[S, P]) Close() error {
 	l.sweeper.close()
 	return nil
@@ -151,7 +240,9 @@ func (l *limiter[S, P]) sweep() {
 		e.mu.Lock()
 		if !e.swept && e.idleAt <= now {
 			e.swept = true
-			l.keys.CompareAndDelete(k, e)
+			if l.keys.CompareAndDelete(k, e) {
+				l.n.Add(-1)
+			}
 		}
 		e.mu.Unlock()
 		return true

@@ -2,7 +2,9 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -15,23 +17,46 @@ import (
 	"github.com/tollgate/tollgate/ports/portstest"
 )
 
-// memoryLimiter is a memory limiter: a ports.Limiter that can be closed
-// and counts its tenants.
-type memoryLimiter interface {
-	ports.Limiter
-	Len() int
-	Close() error
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// algorithm is one row of the table of algorithms, built on the memory
+// store.
+type algorithm struct {
+	name string
+	new  func(memory.Options) *memory.Limiter
 }
 
-// algorithms are the memory limiters under test, by TOLLGATE_ALGORITHM.
-var algorithms = []struct {
-	name string
-	new  func(memory.Options) memoryLimiter
-}{
-	{"fixed_window", func(o memory.Options) memoryLimiter { return memory.NewFixedWindow(o) }},
-	{"sliding_log", func(o memory.Options) memoryLimiter { return memory.NewSlidingLog(o) }},
-	{"sliding_window", func(o memory.Options) memoryLimiter { return memory.NewSlidingWindow(o) }},
-	{"token_bucket", func(o memory.Options) memoryLimiter { return memory.NewTokenBucket(o) }},
+// algorithms are the memory limiters under test: every row of
+// domain.Algorithms.
+var algorithms = func() []algorithm {
+	var as []algorithm
+	for _, a := range domain.Algorithms {
+		as = append(as, algorithm{a.Name, func(o memory.Options) *memory.Limiter {
+			l, err := memory.New(a.Name, o)
+			if err != nil {
+				panic(err) // TestEveryAlgorithm reports it
+			}
+			return l
+		}})
+	}
+	return as
+}()
+
+// TestEveryAlgorithm: the memory store builds every row of the table,
+// and no other name.
+func TestEveryAlgorithm(t *testing.T) {
+	t.Parallel()
+	for _, a := range domain.Algorithms {
+		l, err := memory.New(a.Name, memory.Options{})
+		if err != nil {
+			t.Errorf("New(%q): %v", a.Name, err)
+			continue
+		}
+		l.Close()
+	}
+	if _, err := memory.New("leaky_bucket", memory.Options{}); err == nil {
+		t.Error(`New("leaky_bucket") succeeded`)
+	}
 }
 
 // one is a request of cost 1 against one limit, stored under key.
@@ -146,22 +171,70 @@ func TestLimiterAllowDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestLimiterCloseIsIdempotent: a second Close returns at once, without
+// panicking on the stopped sweeper, and decisions still work without
+// it. In the synctest bubble a sweeper left running would keep the
+// bubble alive, and synctest.Test would not return.
 func TestLimiterCloseIsIdempotent(t *testing.T) {
-	t.Parallel()
 	for _, a := range algorithms {
-		l := a.new(memory.Options{})
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			l := a.new(memory.Options{SweepInterval: time.Second})
+			l.Close()
+			l.Close()
+			if d := portstest.MustDecide(t, l, one("rl:after-close", domain.Rule{Limit: 1, Window: time.Second})); !d.Allowed {
+				t.Errorf("%s: a decision after Close: %+v, want allowed", a.name, d)
+			}
+		})
 	}
 }
 
+// TestMaxKeys: a full store refuses a new key with ErrFull (a
+// ports.ErrStoreFull), spends nothing, keeps deciding the keys it holds,
+// and always admits the unknown tenant's; a sweep makes room again.
+func TestMaxKeys(t *testing.T) {
+	t.Parallel()
+	for _, a := range algorithms {
+		synctest.Test(t, func(t *testing.T) {
+			l := a.new(memory.Options{MaxKeys: 3, SweepInterval: time.Second})
+			defer l.Close()
+			rule := domain.Rule{Limit: 2, Window: time.Second}
+			for i := range 3 {
+				portstest.MustDecide(t, l, one("rl:{t"+strconv.Itoa(i)+"}", rule))
+			}
+			_, err := l.Allow(t.Context(), one("rl:{t9}", rule))
+			if !errors.Is(err, ports.ErrStoreFull) {
+				t.Fatalf("%s: a fourth key: err %v, want ErrStoreFull", a.name, err)
+			}
+			if d := portstest.MustDecide(t, l, one("rl:{t0}", rule)); !d.Allowed || d.Remaining != 0 {
+				t.Errorf("%s: a held key when full: %+v, want allowed, remaining 0", a.name, d)
+			}
+			unknown := one("rl:{unknown}", rule)
+			unknown.Tenant = domain.Unknown
+			if d := portstest.MustDecide(t, l, unknown); !d.Allowed {
+				t.Errorf("%s: the unknown tenant when full: %+v, want decided and allowed", a.name, d)
+			}
+			if got := l.Len(); got != 4 {
+				t.Errorf("%s: Len = %d, want 4 (3 + unknown)", a.name, got)
+			}
+			time.Sleep(3 * time.Second)
+			synctest.Wait()
+			if d := portstest.MustDecide(t, l, one("rl:{t9}", rule)); !d.Allowed {
+				t.Errorf("%s: a new key after the sweep: %+v, want allowed", a.name, d)
+			}
+		})
+	}
+}
+
+var benchKeys = func() []string {
+	k := make([]string, 1000)
+	for i := range k {
+		k[i] = "rl:tenant-" + strconv.Itoa(i)
+	}
+	return k
+}()
+
 // BenchmarkLimiter measures a decision for 1000 tenants, serially and
-// from 64 goroutines, for every algorithm (the seed's fixed-window counter is
-// BenchmarkCounterIncr).
+// from 64 goroutines, for every algorithm.
 func BenchmarkLimiter(b *testing.B) {
 	rule := domain.Rule{Limit: 100, Window: time.Minute}
 	reqs := make([]domain.Request, len(benchKeys))
@@ -198,8 +271,8 @@ func BenchmarkLimiter(b *testing.B) {
 	}
 }
 
-func ExampleNewSlidingLog() {
-	l := memory.NewSlidingLog(memory.Options{})
+func ExampleNew() {
+	l, _ := memory.New(domain.AlgorithmSlidingLog, memory.Options{})
 	defer l.Close()
 	rule := domain.Rule{Limit: 2, Window: time.Minute}
 	for range 3 {
@@ -214,4 +287,88 @@ func ExampleNewSlidingLog() {
 	// true 1 false
 	// true 0 false
 	// false 0 true
+}
+
+// TestSweepFollowsTheWindow: a flood of distinct tenants on a 2 s window
+// is swept within a few windows (not the 10 s default interval), and the
+// heap it took comes back.
+func TestSweepFollowsTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := memory.New(domain.AlgorithmFixedWindow, memory.Options{})
+		defer l.Close()
+		heap := func() uint64 {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			return ms.HeapInuse
+		}
+		before := heap()
+		const tenants = 200_000
+		rule := domain.Rule{Limit: 10, Window: 2 * time.Second}
+		req := one("", rule)
+		req.Decisions = make([]domain.Decision, 0, 1)
+		for i := range tenants {
+			req.Limits[0].Key = "rl:{flood-" + strconv.Itoa(i) + "}"
+			l.Allow(t.Context(), req)
+		}
+		flooded := heap()
+		if l.Len() != tenants {
+			t.Fatalf("Len after flood = %d, want %d", l.Len(), tenants)
+		}
+		time.Sleep(3 * 2 * time.Second) // three windows
+		synctest.Wait()
+		if got := l.Len(); got != 0 {
+			t.Errorf("Len three windows after the flood = %d, want 0", got)
+		}
+		after := heap()
+		t.Logf("heap in use: %d MB before, %d MB flooded, %d MB three windows on", before>>20, flooded>>20, after>>20)
+		if grown := flooded - before; after > before+grown/4 {
+			t.Errorf("heap in use %d B three windows on, want it back near %d B (flood took %d B)", after, before, grown)
+		}
+	})
+}
+
+// memoryHarness runs algorithm a on the memory store with a fake clock.
+func memoryHarness(a algorithm) portstest.LimiterHarness {
+	clk := portstest.NewFakeClock(t0)
+	return portstest.LimiterHarness{
+		New: func(t *testing.T) ports.Limiter {
+			l := a.new(memory.Options{Now: clk.Now, SweepInterval: -1})
+			t.Cleanup(func() { l.Close() })
+			return l
+		},
+		Clock:     clk,
+		Window:    time.Minute,
+		Algorithm: a.name,
+	}
+}
+
+// TestLimiterContract runs the Limiter contract over every row of the
+// table on the memory store. Redis runs the same in integration/.
+func TestLimiterContract(t *testing.T) {
+	t.Parallel()
+	for _, a := range algorithms {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			portstest.TestLimiter(t, memoryHarness(a))
+		})
+	}
+}
+
+// TestBoundaryBurst pins what each algorithm admits around a window's
+// edge, on the memory store: the docs quote these numbers.
+func TestBoundaryBurst(t *testing.T) {
+	t.Parallel()
+	const limit = 10
+	want := map[string]int64{"fixed_window": 2*limit - 1, "sliding_log": limit, "sliding_window": limit, "token_bucket": limit + 1}
+	for _, a := range algorithms {
+		w, ok := want[a.name]
+		if !ok {
+			t.Errorf("%s: no expected boundary burst: add one", a.name)
+			continue
+		}
+		if got := portstest.BoundaryBurst(t, memoryHarness(a), limit); got != w {
+			t.Errorf("%s: BoundaryBurst = %d, want %d", a.name, got, w)
+		}
+	}
 }

@@ -4,55 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
-
-// ValidateClusterURL reports whether s is a seed list [Open] accepts in
-// cluster mode: redis:// or rediss://, a host and port, optionally more
-// seeds as addr=host:port query parameters (one seed is enough: the rest
-// of the cluster is discovered), database 0 or none (a cluster has only
-// database 0), only options go-redis's cluster client knows, and no
-// negative timeout. The error never holds the URL.
-func ValidateClusterURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return errors.New("redis: the URL does not parse")
-	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return fmt.Errorf("redis: scheme %q, want redis or rediss for a cluster", u.Scheme)
-	}
-	if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
-		return fmt.Errorf("redis: database %q: a cluster has only database 0", db)
-	}
-	if err := validatePort(u.Port()); err != nil {
-		return err
-	}
-	if u.Hostname() == "" {
-		return errors.New("redis: no host")
-	}
-	if err := validateDurations(u.Query()); err != nil {
-		return err
-	}
-	for _, a := range u.Query()["addr"] {
-		seed, err := url.Parse("redis://" + a)
-		if err != nil || seed.Hostname() == "" || seed.Port() == "" || seed.Path != "" {
-			return fmt.Errorf("redis: seed addr=%q, want host:port", a)
-		}
-		if err := validatePort(seed.Port()); err != nil {
-			return err
-		}
-	}
-	if _, err := goredis.ParseClusterURL(s); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	return nil
-}
 
 // reloadBackstop is how stale the cluster client lets its slot map get
 // without any error to prompt a reload. Errors prompt one at once
@@ -63,52 +20,19 @@ const reloadBackstop = 5 * time.Second
 // (CLUSTER SLOTS on one node).
 const reloadTimeout = time.Second
 
-// openCluster is [Open] for a Redis Cluster: a go-redis ClusterClient
-// over the seed list in rawURL, tuned like the single-node client (per
-// node), that reloads its slot map as soon as a command fails in a way
-// a topology change explains.
-func openCluster(rawURL string, opts ClientOptions) (*Client, error) {
-	if err := ValidateClusterURL(rawURL); err != nil {
-		return nil, err
-	}
-	opt, err := goredis.ParseClusterURL(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	tune(rawURL, opts, tuning{&opt.PoolSize, &opt.MinIdleConns, &opt.ReadTimeout, &opt.WriteTimeout, &opt.DialTimeout})
-	// The slot map is reloaded in the background, without a deadline of
-	// its own: there the per-call timeouts apply. A decision's deadline
-	// (50 ms by default) is too tight for that on a loaded machine, and a
-	// failed reload leaves a dead master's slots dead. Decisions stay
-	// bounded by their context (ContextTimeoutEnabled).
-	if !queryHas(rawURL, "read_timeout") {
-		opt.ReadTimeout = max(opt.ReadTimeout, reloadTimeout)
-	}
-	if !queryHas(rawURL, "write_timeout") {
-		opt.WriteTimeout = max(opt.WriteTimeout, reloadTimeout)
-	}
-	// MOVED and ASK need redirects: the default of 3 follows a migrating
-	// slot (ASK) and a moved one (MOVED) within one decision. Retries of a
-	// failed connection are bounded by the same count and the decision's
-	// deadline.
-	opt.ContextTimeoutEnabled = true
-	opt.DialerRetries = 1
+// newClusterClient returns the go-redis cluster client of o, tuned by
+// [Open] already, that avoids a failed node briefly and reloads its slot
+// map as soon as a command fails in a way a topology change explains.
+func newClusterClient(rawURL string, o *goredis.ClusterOptions) *goredis.ClusterClient {
 	// A node that failed is avoided for this long when a command can go
 	// elsewhere. The default, 15 s, outlives a failover by far.
 	if !queryHas(rawURL, "failing_timeout_seconds") {
-		opt.FailingTimeoutSeconds = 1
+		o.FailingTimeoutSeconds = 1
 	}
-	opt.ClusterStateReloadInterval = reloadBackstop
-	// As on one node (Open): HELLO and nothing more on a new connection,
-	// which also keeps go-redis v9.23's race between connections that
-	// fail the maintenance handshake at once out (Warm dials several per
-	// master at once).
-	opt.DisableIdentity = true
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	quietLogs.Do(func() { goredis.SetLogger(discardLogger{}) })
-	rdb := goredis.NewClusterClient(opt)
+	o.ClusterStateReloadInterval = reloadBackstop
+	rdb := goredis.NewClusterClient(o)
 	rdb.AddHook(reloadOnFailure{rdb})
-	return NewClientWith(rdb, opts)
+	return rdb
 }
 
 // reloadOnFailure is a go-redis hook that asks the cluster client for a
@@ -222,20 +146,29 @@ func forEachMaster(ctx context.Context, c *goredis.ClusterClient, fn func(contex
 	return err
 }
 
-// clusterMasters asks one server for the slot map (CLUSTER SLOTS) and
-// returns how many masters serve it, or an error unless every slot has
-// one.
+// clusterMasters asks one server for the shards (CLUSTER SHARDS) and
+// returns how many masters serve slots, or an error unless every slot
+// has one.
 func clusterMasters(ctx context.Context, c *goredis.ClusterClient) (int, error) {
-	slots, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
-		return 0, fmt.Errorf("cluster slots: %w", err)
+		return 0, fmt.Errorf("cluster shards: %w", err)
 	}
-	covered := 0
-	masters := make(map[string]bool)
-	for _, r := range slots {
-		covered += int(r.End-r.Start) + 1
-		if len(r.Nodes) > 0 {
-			masters[r.Nodes[0].ID] = true
+	covered, masters := 0, 0
+	for _, sh := range shards {
+		n := 0
+		for _, r := range sh.Slots {
+			n += int(r.End-r.Start) + 1
+		}
+		if n == 0 {
+			continue
+		}
+		for _, node := range sh.Nodes {
+			if node.Role == "master" && node.Health == "online" {
+				covered += n
+				masters++
+				break
+			}
 		}
 	}
 	if covered != 16384 {
@@ -244,5 +177,5 @@ func clusterMasters(ctx context.Context, c *goredis.ClusterClient) (int, error) 
 		}
 		return 0, fmt.Errorf("%d of 16384 slots have a master: not settled yet", covered)
 	}
-	return len(masters), nil
+	return masters, nil
 }

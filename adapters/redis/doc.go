@@ -1,11 +1,13 @@
 // Package redis implements tollgate's stores on Redis, shared by every
-// gateway replica: a [Client] tuned for a gateway, the seed's
-// fixed-window [Counter], and one [ports.Limiter] per algorithm. Every
-// decision is one script over the keys of one request (which share a
-// tenant's hash tag and so a Redis Cluster slot), sent in one round trip
-// at most: concurrent decisions share round trips (the Client's
-// coalescer). Every key it writes has a TTL, and windows run on Redis's
-// clock, never a replica's.
+// gateway replica: a [Client] tuned for a gateway, and a [Limiter] of
+// every algorithm of [domain.Algorithms] ([New]). Every decision is one
+// Lua script over the keys of one request (which share a tenant's hash
+// tag and so a Redis Cluster slot): a shared prelude (lua/prelude.lua:
+// Redis time, arguments, the all-or-nothing skeleton) and the
+// algorithm's rule (lua/<algorithm>.lua), which decides every limit and
+// returns the verdict. It is sent in one round trip at most: concurrent
+// decisions share round trips (the Client's coalescer). Every key it
+// writes has a TTL, and windows run on Redis's clock, never a replica's.
 //
 // Keys are built by domain.Key; for tenant acme under the prefix rl:
 //
@@ -17,6 +19,8 @@
 // Other limits and routes append their names after these (see
 // domain.Key), so no two shapes ever share a key: no WRONGTYPE when the
 // algorithm changes on a live Redis.
+//
+// It runs on Redis 7 and on Valkey 8 alike (both tested).
 //
 // Import go-redis as goredis: this package is also named redis.
 package redis

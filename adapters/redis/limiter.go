@@ -2,119 +2,169 @@ package redis
 
 import (
 	"context"
-	"embed"
 	"fmt"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
 )
 
-//go:embed scripts/*.lua
-var scripts embed.FS
-
-// Options configure a Redis store. The zero value is usable.
+// Options configure a Redis limiter. The zero value is usable, and is
+// what the gateway runs: the client's timeout bounds each decision from
+// its send ([ClientOptions.Timeout]).
 type Options struct {
-	// Timeout is the deadline for the store work of one decision, on top
-	// of the caller's context. Zero means the context's deadline only.
+	// Timeout, if set, bounds a whole decision, its wait for a lane
+	// included, on top of the caller's context (tests and tools).
 	Timeout time.Duration
 }
 
-// script is what the Redis stores share: one embedded Lua script that
-// makes a whole decision atomically over the keys of one request (one
-// tenant, so one Cluster slot), run with EVALSHA through the client's
-// coalescer (concurrent decisions share round trips) and a transparent
-// EVAL when Redis lacks it (after SCRIPT FLUSH or a restart).
-type script struct {
+var _ ports.Limiter = (*Limiter)(nil)
+
+// Limiter is an algorithm on Redis, shared by every gateway replica: a
+// [ports.Limiter] whose every decision is one run of the algorithm's Lua
+// script (lua/prelude.lua, then lua/<algorithm>.lua) over the request's
+// keys, in one round trip at most (concurrent decisions share round
+// trips: see [Client]). The script decides every limit, spends all or
+// nothing, and returns the verdict; Go only maps the reply. Every key it
+// writes has a TTL, and windows run on Redis's clock, never a replica's.
+//
+// Limiter is safe for concurrent use by multiple goroutines. It does not
+// own the client.
+type Limiter struct {
 	client *Client
-	src    string
-	sha    string // SHA-1 of src, in hex: EVALSHA's name for it
-	name   string // the algorithm, for errors: "sliding log"
+	spec   *spec
 	opts   Options
 }
 
-func newScript(c *Client, file, name string, opts Options) script {
-	src, err := scripts.ReadFile("scripts/" + file)
-	if err != nil {
-		panic("redis: missing embedded script " + file) // a build defect
-	}
-	return script{client: c, src: string(src), sha: goredis.NewScript(string(src)).Hash(), name: name, opts: opts}
+// spec is one algorithm on Redis: its script and the arguments each limit
+// gives it.
+type spec struct {
+	script *script
+	// stride is how many arguments a limit gives; args appends them.
+	stride int
+	args   func(a []any, rule domain.Rule) []any
+	// countsDenied: the script honours Request.CountDenied.
+	countsDenied bool
 }
 
-// run runs the script on keys with args, within the per-decision
-// timeout, and returns its integer replies, of which there must be want.
-func (s *script) run(ctx context.Context, keys []string, want int, args ...any) ([]int64, error) {
-	if s.opts.Timeout > 0 {
+// specs are the algorithms on Redis, by TOLLGATE_ALGORITHM name. Every
+// row of domain.Algorithms has one (TestEveryAlgorithm).
+var specs = map[string]*spec{
+	domain.AlgorithmFixedWindow: {
+		script: newScript(domain.AlgorithmFixedWindow, true), stride: 2, countsDenied: true,
+		args: func(a []any, r domain.Rule) []any { return append(a, r.Limit, windowMillis(r.Window)) },
+	},
+	domain.AlgorithmSlidingLog: {
+		script: newScript(domain.AlgorithmSlidingLog, true), stride: 3,
+		args: func(a []any, r domain.Rule) []any {
+			return append(a, r.Limit, micros(r.Window), windowMillis(r.Window))
+		},
+	},
+	domain.AlgorithmSlidingWindow: {
+		script: newScript(domain.AlgorithmSlidingWindow, true), stride: 2,
+		args: func(a []any, r domain.Rule) []any { return append(a, r.Limit, micros(r.Window)) },
+	},
+	domain.AlgorithmTokenBucket: {
+		script: newScript(domain.AlgorithmTokenBucket, true), stride: 3,
+		args: func(a []any, r domain.Rule) []any {
+			return append(a, r.Limit, max(micros(r.Window)/r.Limit, 1), micros(r.Window))
+		},
+	},
+}
+
+// New returns algorithm ([domain.Algorithms]) on c. It does no I/O. The
+// error names an algorithm this store lacks.
+func New(c *Client, algorithm string, opts Options) (*Limiter, error) {
+	sp, ok := specs[algorithm]
+	if !ok {
+		return nil, fmt.Errorf("redis: no algorithm %q", algorithm)
+	}
+	return &Limiter{client: c, spec: sp, opts: opts}, nil
+}
+
+// replyStride is how many values a script replies per limit: ok,
+// remaining, reset and retry in µs.
+const replyStride = 4
+
+// Allow implements [ports.Limiter] in one round trip, bounded by the
+// per-decision timeout.
+func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
 		defer cancel()
 	}
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", s.sha, len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
+	n := len(req.Limits)
+	sp := l.spec
+	a := sp.script.cmdArgs(n, 3+sp.stride*n)
+	for _, lim := range req.Limits {
+		a = append(a, lim.Key)
 	}
-	cmdArgs = append(cmdArgs, args...)
-	cmd := goredis.NewCmd(ctx, cmdArgs...)
-	err := s.client.eval(ctx, cmd, s.src)
-	var vals []int64
-	if err == nil {
-		vals, err = cmd.Int64Slice()
+	var flags [16]byte
+	shadow := flags[:0]
+	for _, lim := range req.Limits {
+		shadow = append(shadow, '0'+b2i(lim.Shadow))
 	}
-	if err == nil && len(vals) != want {
-		err = errReply(len(vals), want)
+	countDenied := "0"
+	if req.CountDenied && sp.countsDenied {
+		countDenied = "1"
 	}
+	a = append(a, req.Cost, string(shadow), countDenied)
+	for _, lim := range req.Limits {
+		a = sp.args(a, lim.Rule)
+	}
+	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
 	if err != nil {
-		return nil, fmt.Errorf("redis: %s %q: %w", s.name, keys[0], err)
+		return domain.Verdict{}, err
 	}
-	return vals, nil
+	return verdict(req, r)
 }
 
-// keysAndArgs returns req's keys, and the script's arguments: the cost,
-// then per limit the values perLimit returns for its rule, then the
-// limits' shadow flags as one string, a '1' or '0' per key ("01": the
-// second limit is in shadow mode). Every script reads the flags from
-// its last argument: a shadow key's denial does not deny the request,
-// and a key spends only when the request is admitted and that key
-// admits it ([domain.Settle]).
-func keysAndArgs(req domain.Request, perLimit func(domain.Rule) []any) ([]string, []any) {
-	keys := make([]string, len(req.Limits))
-	args := make([]any, 1, 2+3*len(req.Limits))
-	args[0] = req.Cost
-	var shadow [16]byte
-	flags := shadow[:0]
-	for i, l := range req.Limits {
-		keys[i] = l.Key
-		args = append(args, perLimit(l.Rule)...)
-		if l.Shadow {
-			flags = append(flags, '1')
+// verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
+// request was admitted, then per limit ok, remaining, reset and retry
+// (µs). A reply whose verdict disagrees with its own decisions is a
+// defect, reported rather than guessed at.
+func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
+	n := len(req.Limits)
+	dst := req.Decisions
+	if cap(dst) < n {
+		dst = make([]domain.Decision, 0, n)
+	}
+	v := domain.Verdict{Allowed: r[0] == 1, Decisions: dst[:0]}
+	enforcedOK, shadowDenied := true, false
+	for i, lim := range req.Limits {
+		x := r[1+replyStride*i:]
+		d := domain.Decision{
+			Allowed:    x[0] == 1,
+			Limit:      lim.Rule.Limit,
+			Remaining:  x[1],
+			ResetAfter: usDur(x[2]),
+			RetryAfter: usDur(x[3]),
+			Shadow:     lim.Shadow,
+		}
+		if lim.Shadow {
+			shadowDenied = shadowDenied || !d.Allowed
 		} else {
-			flags = append(flags, '0')
+			enforcedOK = enforcedOK && d.Allowed
 		}
+		v.Decisions = append(v.Decisions, d)
 	}
-	return keys, append(args, string(flags))
-}
-
-// settle turns a script's reply into the Verdict: r[0] is 1 when the
-// script admitted the request (and spent from every key), then stride
-// values per limit. decide reads limit i's values at cost; ok, if not
-// nil, returns the script's own verdict for limit i, which wins over Go's
-// reading of its reply where the script's doubles rounded differently.
-func settle(req domain.Request, r []int64, decide func(i int, cost int64) domain.Decision, ok func(i int) bool) (domain.Verdict, error) {
-	v := domain.Settle(req, func(i int, cost int64) domain.Decision {
-		d := decide(i, cost)
-		if ok != nil && cost == req.Cost {
-			d = scriptVerdict(d, ok(i))
-		}
-		return d
-	})
-	if admitted := r[0] == 1; admitted != v.Allowed {
-		// What Redis recorded and Go's reading of it disagree: a
-		// defect, reported rather than guessed at.
-		return domain.Verdict{}, fmt.Errorf("redis: %q: the script's verdict %v disagrees with its reply %v", req.Limits[0].Key, admitted, r)
+	switch {
+	case v.Allowed != enforcedOK:
+		return domain.Verdict{}, fmt.Errorf("redis: %q: the script's verdict %v disagrees with its decisions %v", req.Limits[0].Key, v.Allowed, r)
+	case !v.Allowed:
+		v.Outcome = domain.OutcomeDenied
+	case shadowDenied:
+		v.Outcome = domain.OutcomeShadowDenied
 	}
 	return v, nil
+}
+
+func b2i(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // micros returns d in whole µs, at least 1: the scripts' resolution.
@@ -123,36 +173,7 @@ func micros(d time.Duration) int64 { return max(int64(d/time.Microsecond), 1) }
 // usDur returns n µs as a Duration.
 func usDur(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
 
-// atMicros returns rule with its window truncated to the scripts' µs, so
-// the domain's arithmetic in Go and the script's agree exactly.
-func atMicros(rule domain.Rule) domain.Rule {
-	rule.Window = usDur(micros(rule.Window))
-	return rule
-}
-
-// ceilMicros rounds a denied decision's RetryAfter up to a whole µs: the
-// script sees time in µs, so a wait that ends mid-µs could come back a
-// µs early.
-func ceilMicros(d domain.Decision) domain.Decision {
-	d.RetryAfter = (d.RetryAfter + time.Microsecond - 1).Truncate(time.Microsecond)
-	return d
-}
-
-// scriptVerdict makes d, the domain's reading of a script's reply, carry
-// the script's own verdict for its limit. The script decided and wrote
-// atomically; Go's exact arithmetic only fills in the headers. They agree
-// except where the script's doubles round (limit × window in µs past
-// 2^53), and then what Redis recorded must win.
-func scriptVerdict(d domain.Decision, allowed bool) domain.Decision {
-	if d.Allowed == allowed {
-		return d
-	}
-	d.Allowed = allowed
-	if allowed {
-		d.RetryAfter = 0
-	} else {
-		d.Remaining = 0
-		d.RetryAfter = max(d.RetryAfter, time.Microsecond)
-	}
-	return d
+// windowMillis returns window in whole milliseconds, rounded up, at least 1.
+func windowMillis(window time.Duration) int64 {
+	return max(int64((window+time.Millisecond-1)/time.Millisecond), 1)
 }

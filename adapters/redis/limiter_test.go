@@ -44,25 +44,27 @@ func (f *fakeRedis) Process(ctx context.Context, c goredis.Cmder) error {
 	return cmd.Err()
 }
 
-var limiters = []struct {
-	name, errName string
-	new           func(*redis.Client, redis.Options) ports.Limiter
-}{
-	{"fixed_window", "fixed window", func(c *redis.Client, o redis.Options) ports.Limiter { return redis.NewFixedWindow(c, o) }},
-	{"sliding_log", "sliding log", func(c *redis.Client, o redis.Options) ports.Limiter { return redis.NewSlidingLog(c, o) }},
-	{"sliding_window", "sliding window", func(c *redis.Client, o redis.Options) ports.Limiter { return redis.NewSlidingWindow(c, o) }},
-	{"token_bucket", "token bucket", func(c *redis.Client, o redis.Options) ports.Limiter { return redis.NewTokenBucket(c, o) }},
-}
-
 func newLimiter(t *testing.T, algo string, f *fakeRedis, opts redis.Options) ports.Limiter {
 	t.Helper()
-	for _, l := range limiters {
-		if l.name == algo {
-			return l.new(redis.NewClient(f), opts)
+	l, err := redis.New(redis.NewClient(f), algo, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestEveryAlgorithm: the Redis store builds every row of the table, and
+// no other name.
+func TestEveryAlgorithm(t *testing.T) {
+	t.Parallel()
+	for _, a := range domain.Algorithms {
+		if _, err := redis.New(redis.NewClient(&fakeRedis{}), a.Name, redis.Options{}); err != nil {
+			t.Errorf("New(%q): %v", a.Name, err)
 		}
 	}
-	t.Fatalf("no limiter %s", algo)
-	return nil
+	if _, err := redis.New(redis.NewClient(&fakeRedis{}), "leaky_bucket", redis.Options{}); err == nil {
+		t.Error(`New("leaky_bucket") succeeded`)
+	}
 }
 
 func request(cost int64, rules ...domain.Rule) domain.Request {
@@ -74,111 +76,104 @@ func request(cost int64, rules ...domain.Rule) domain.Request {
 	return req
 }
 
-// TestLimiterDecisions checks how each limiter turns its script's integer
-// replies (µs of Redis time, ms for fixed window) into decisions, and
-// what it sends.
-func TestLimiterDecisions(t *testing.T) {
+// reply is a script's reply: admitted, then per limit ok, remaining,
+// reset and retry in µs.
+func reply(admitted int64, limits ...[4]int64) []any {
+	r := []any{admitted}
+	for _, l := range limits {
+		r = append(r, l[0], l[1], l[2], l[3])
+	}
+	return r
+}
+
+// TestLimiterArgs checks what each algorithm sends: the keys, then the
+// cost, the shadow flags, whether denials count, and each limit's own
+// arguments.
+func TestLimiterArgs(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 10, Window: time.Minute}
+	hour := domain.Rule{Limit: 100, Window: time.Hour}
 	tests := []struct {
-		algo     string
-		reply    []any
-		wantArgs []any
-		want     domain.Decision
+		algo string
+		want []any
 	}{
-		{"fixed_window", []any{int64(1), int64(3), int64(20e3)}, []any{int64(1), int64(10), int64(60e3), "0"},
-			domain.Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: 20*time.Second + time.Millisecond}},
-		{"fixed_window", []any{int64(1), int64(0), int64(-2)}, nil,
-			domain.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Minute}},
-		{"fixed_window", []any{int64(0), int64(10), int64(5e3)}, nil,
-			domain.Decision{Limit: 10, ResetAfter: 5*time.Second + time.Millisecond, RetryAfter: 5*time.Second + time.Millisecond}},
-		{"sliding_log", []any{int64(1), int64(3), int64(20e6), int64(1e6)}, []any{int64(1), int64(10), int64(60e6), int64(60e3), "0"},
-			domain.Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: time.Minute}},
-		{"sliding_log", []any{int64(0), int64(10), int64(45e6), int64(5e6)}, nil,
-			domain.Decision{Limit: 10, ResetAfter: 55 * time.Second, RetryAfter: 15 * time.Second}},
-		{"sliding_window", []any{int64(1), int64(10), int64(2), int64(15e6), int64(1)}, []any{int64(1), int64(10), int64(60e6), "0"},
-			domain.Decision{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: 105 * time.Second}},
-		// 10×(60s − x)/60s + 3 < 10 once x > 18s: 3s + 1ns, a whole µs.
-		{"sliding_window", []any{int64(0), int64(10), int64(3), int64(15e6), int64(0)}, nil,
-			domain.Decision{Limit: 10, ResetAfter: 105 * time.Second, RetryAfter: 3*time.Second + time.Microsecond}},
-		{"token_bucket", []any{int64(1), int64(0), int64(1)}, []any{int64(1), int64(10), int64(6e6), "0"},
-			domain.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 6 * time.Second}},
-		{"token_bucket", []any{int64(0), int64(58e6), int64(0)}, nil,
-			domain.Decision{Limit: 10, ResetAfter: 58 * time.Second, RetryAfter: 4 * time.Second}},
-		// Where the script's verdict disagrees with Go's reading of its
-		// reply (its doubles rounded), what Redis recorded wins.
-		{"sliding_window", []any{int64(1), int64(10), int64(3), int64(15e6), int64(1)}, nil,
-			domain.Decision{Allowed: true, Limit: 10, ResetAfter: 105 * time.Second}},
-		{"sliding_window", []any{int64(0), int64(10), int64(2), int64(15e6), int64(0)}, nil,
-			domain.Decision{Limit: 10, ResetAfter: 105 * time.Second, RetryAfter: time.Microsecond}},
-		{"token_bucket", []any{int64(1), int64(58e6), int64(1)}, nil,
-			domain.Decision{Allowed: true, Limit: 10, ResetAfter: 58 * time.Second}},
-		{"token_bucket", []any{int64(0), int64(0), int64(0)}, nil,
-			domain.Decision{Limit: 10, ResetAfter: 6 * time.Second, RetryAfter: time.Microsecond}},
+		{"fixed_window", []any{int64(3), "01", "1", int64(10), int64(60e3), int64(100), int64(3600e3)}},
+		{"sliding_log", []any{int64(3), "01", "0", int64(10), int64(60e6), int64(60e3), int64(100), int64(3600e6), int64(3600e3)}},
+		{"sliding_window", []any{int64(3), "01", "0", int64(10), int64(60e6), int64(100), int64(3600e6)}},
+		{"token_bucket", []any{int64(3), "01", "0", int64(10), int64(6e6), int64(60e6), int64(100), int64(36e6), int64(3600e6)}},
 	}
-	for i, tt := range tests {
+	for _, tt := range tests {
+		f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0})}
+		req := request(3, rule, hour)
+		req.Limits[1].Shadow = true
+		req.CountDenied = true // only the fixed window honours it
+		if _, err := newLimiter(t, tt.algo, f, redis.Options{}).Allow(t.Context(), req); err != nil {
+			t.Fatalf("%s: %v", tt.algo, err)
+		}
+		if len(f.keys) != 2 || f.keys[0] != req.Limits[0].Key || f.keys[1] != req.Limits[1].Key {
+			t.Errorf("%s: keys %q", tt.algo, f.keys)
+		}
+		if !equalArgs(f.args, tt.want) {
+			t.Errorf("%s: args %v, want %v", tt.algo, f.args, tt.want)
+		}
+	}
+}
+
+// TestLimiterVerdict: Go maps the script's verdict as it is, limit by
+// limit, and derives the outcome; a reply that contradicts itself is an
+// error, never a guess.
+func TestLimiterVerdict(t *testing.T) {
+	t.Parallel()
+	small, big := domain.Rule{Limit: 3, Window: time.Minute}, domain.Rule{Limit: 100, Window: time.Hour}
+	tests := []struct {
+		name    string
+		shadow  bool // the first limit is in shadow mode
+		reply   []any
+		want    domain.Verdict
+		wantErr bool
+	}{
+		{"admitted", false, reply(1, [4]int64{1, 2, 60e6, 0}, [4]int64{1, 99, 3600e6, 0}),
+			domain.Verdict{Allowed: true, Decisions: []domain.Decision{
+				{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: time.Minute},
+				{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Hour}}}, false},
+		{"denied by the first", false, reply(0, [4]int64{0, 0, 30e6, 30e6 + 1}, [4]int64{1, 60, 1800e6, 0}),
+			domain.Verdict{Outcome: domain.OutcomeDenied, Decisions: []domain.Decision{
+				{Limit: 3, ResetAfter: 30 * time.Second, RetryAfter: 30*time.Second + time.Microsecond},
+				{Allowed: true, Limit: 100, Remaining: 60, ResetAfter: 30 * time.Minute}}}, false},
+		{"a shadow denial admits", true, reply(1, [4]int64{0, 0, 30e6, 30e6}, [4]int64{1, 99, 3600e6, 0}),
+			domain.Verdict{Allowed: true, Outcome: domain.OutcomeShadowDenied, Decisions: []domain.Decision{
+				{Limit: 3, ResetAfter: 30 * time.Second, RetryAfter: 30 * time.Second, Shadow: true},
+				{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Hour}}}, false},
+		{"admitted over an enforced denial", false, reply(1, [4]int64{0, 0, 30e6, 30e6}, [4]int64{1, 99, 3600e6, 0}), domain.Verdict{}, true},
+		{"denied with every limit admitting", false, reply(0, [4]int64{1, 2, 60e6, 0}, [4]int64{1, 99, 3600e6, 0}), domain.Verdict{}, true},
+		{"a short reply", false, []any{int64(1), int64(1)}, domain.Verdict{}, true},
+	}
+	for _, tt := range tests {
 		f := &fakeRedis{reply: tt.reply}
-		req := request(1, rule)
-		v, err := newLimiter(t, tt.algo, f, redis.Options{}).Allow(t.Context(), req)
-		if err != nil {
-			t.Fatalf("step %d: %s: %v", i, tt.algo, err)
+		req := request(1, small, big)
+		req.Limits[0].Shadow = tt.shadow
+		v, err := newLimiter(t, "sliding_window", f, redis.Options{}).Allow(t.Context(), req)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s: err %v, want error %v", tt.name, err, tt.wantErr)
+			continue
 		}
-		if len(v.Decisions) != 1 || v.Decisions[0] != tt.want || v.Allowed != tt.want.Allowed {
-			t.Errorf("step %d: %s: reply %v: %+v, want %+v", i, tt.algo, tt.reply, v, tt.want)
+		if v.Allowed != tt.want.Allowed || v.Outcome != tt.want.Outcome || len(v.Decisions) != len(tt.want.Decisions) {
+			t.Errorf("%s: %+v, want %+v", tt.name, v, tt.want)
+			continue
 		}
-		if len(f.keys) != 1 || f.keys[0] != req.Limits[0].Key {
-			t.Errorf("step %d: %s: keys %q, want [%q]", i, tt.algo, f.keys, req.Limits[0].Key)
+		for i := range v.Decisions {
+			if v.Decisions[i] != tt.want.Decisions[i] {
+				t.Errorf("%s: decision %d %+v, want %+v", tt.name, i, v.Decisions[i], tt.want.Decisions[i])
+			}
 		}
-		if tt.wantArgs != nil && !equalArgs(f.args, tt.wantArgs) {
-			t.Errorf("step %d: %s: args %v, want %v", i, tt.algo, f.args, tt.wantArgs)
-		}
 	}
-}
-
-// TestLimiterSeveralLimits: one script over both keys; a denial by one
-// limit reports the other with nothing spent.
-func TestLimiterSeveralLimits(t *testing.T) {
-	t.Parallel()
-	small, big := domain.Rule{Limit: 3, Window: time.Minute}, domain.Rule{Limit: 100, Window: time.Hour}
-	f := &fakeRedis{reply: []any{int64(0), int64(3), int64(30e3), int64(40), int64(1800e3)}}
-	v, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), request(1, small, big))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Allowed || v.Outcome != domain.OutcomeDenied || len(v.Decisions) != 2 {
-		t.Fatalf("verdict %+v, want denied with two decisions", v)
-	}
-	if d := v.Decisions[1]; !d.Allowed || d.Remaining != 60 {
-		t.Errorf("the admitting limit: %+v, want allowed with 60 remaining (nothing spent)", d)
-	}
-	if len(f.keys) != 2 || !equalArgs(f.args, []any{int64(1), int64(3), int64(60e3), int64(100), int64(3600e3), "00"}) {
-		t.Errorf("keys %q args %v", f.keys, f.args)
-	}
-	// A script verdict that disagrees with its own reply is an error.
-	f = &fakeRedis{reply: []any{int64(1), int64(3), int64(30e3), int64(40), int64(1800e3)}}
-	if _, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), request(1, small, big)); err == nil {
-		t.Error("admitted by the script over a full limit: no error")
-	}
-}
-
-// TestLimiterShadowFlags: the script learns which limits are in shadow
-// mode from its last argument, and a shadow limit's denial leaves the
-// request admitted (the script's verdict agrees: no error).
-func TestLimiterShadowFlags(t *testing.T) {
-	t.Parallel()
-	small, big := domain.Rule{Limit: 3, Window: time.Minute}, domain.Rule{Limit: 100, Window: time.Hour}
-	req := request(1, small, big)
-	req.Limits[0].Shadow = true
-	f := &fakeRedis{reply: []any{int64(1), int64(3), int64(30e3), int64(40), int64(1800e3)}}
+	// With room in req.Decisions, the verdict's decisions are written there.
+	f := &fakeRedis{reply: reply(1, [4]int64{1, 2, 60e6, 0})}
+	req := request(1, small)
+	req.Decisions = make([]domain.Decision, 0, 1)
 	v, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !v.Allowed || v.Outcome != domain.OutcomeShadowDenied || v.Decisions[0].Allowed || !v.Decisions[0].Shadow {
-		t.Errorf("verdict %+v, want admitted as shadow_denied, the shadow limit denying", v)
-	}
-	if !equalArgs(f.args, []any{int64(1), int64(3), int64(60e3), int64(100), int64(3600e3), "10"}) {
-		t.Errorf("args %v, want the shadow flags \"10\" last", f.args)
+	if err != nil || &v.Decisions[0] != &req.Decisions[:1][0] {
+		t.Errorf("verdict %+v, %v: want its decision in req.Decisions", v, err)
 	}
 }
 
@@ -197,25 +192,20 @@ func equalArgs(a, b []any) bool {
 func TestLimiterWrapsErrors(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 1, Window: time.Second}
-	for _, l := range limiters {
+	for _, a := range domain.Algorithms {
 		f := &fakeRedis{err: context.DeadlineExceeded}
-		v, err := newLimiter(t, l.name, f, redis.Options{Timeout: time.Second}).Allow(t.Context(), request(1, rule))
+		v, err := newLimiter(t, a.Name, f, redis.Options{Timeout: time.Second}).Allow(t.Context(), request(1, rule))
 		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s: error %v, want one wrapping context.DeadlineExceeded", l.name, err)
+			t.Errorf("%s: error %v, want one wrapping context.DeadlineExceeded", a.Name, err)
 		}
-		if want := `redis: ` + l.errName + ` "rl:{acme}:x": `; err == nil || !strings.HasPrefix(err.Error(), want) {
-			t.Errorf("%s: error %q, want prefix %q", l.name, err, want)
+		if want := `redis: ` + a.Name + ` rl:{acme}:x: `; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: error %q, want prefix %q", a.Name, err, want)
 		}
 		if v.Allowed || v.Decisions != nil {
-			t.Errorf("%s: verdict on error %+v, want the zero value", l.name, v)
+			t.Errorf("%s: verdict on error %+v, want the zero value", a.Name, v)
 		}
 		if !f.deadline {
-			t.Errorf("%s: the script ran without the per-decision deadline", l.name)
-		}
-		// A reply of the wrong shape is an error too, never a decision.
-		f = &fakeRedis{reply: []any{int64(1)}}
-		if _, err := newLimiter(t, l.name, f, redis.Options{}).Allow(t.Context(), request(1, rule)); err == nil {
-			t.Errorf("%s: a one-value reply gave no error", l.name)
+			t.Errorf("%s: the script ran without the per-decision deadline", a.Name)
 		}
 	}
 }

@@ -30,17 +30,26 @@ type LimiterHarness struct {
 	// Algorithm names the algorithm, for the shape of the keys the tests
 	// build ([domain.Key]). Empty means fixed window.
 	Algorithm string
-	// CountsDenied is set for the seed's fixed window over a Counter,
-	// which increments before it decides: a denied request is counted in
-	// its window, and only one limit of cost 1 is ever asked of it. The
-	// tests of several limits and of cost are skipped then.
-	CountsDenied bool
 	// TTLs, if set, returns every storage key the limiter wrote for the
 	// tenant whose keys start with prefix, with its time to live
 	// (negative: none). A store that keeps keys elsewhere (Redis) sets
 	// it; TestLimiter then checks every key expires within two windows.
 	TTLs func(t *testing.T, prefix string) map[string]time.Duration
 }
+
+// Clock moves a store's notion of time forward. A fake clock steps; a real
+// store sleeps.
+type Clock interface {
+	Advance(d time.Duration)
+}
+
+// Sleeper is the [Clock] of a store on real time.
+type Sleeper struct{}
+
+// Advance sleeps for d.
+func (Sleeper) Advance(d time.Duration) { time.Sleep(d) }
+
+var runID atomic.Int64 // makes test tenants unique
 
 // Tenant returns a tenant id no other test of this process has used, and
 // that another process running the same tests is unlikely to use.
@@ -105,7 +114,7 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		if d := v.Decisions[0]; v.Allowed || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
 			t.Errorf("request %d: %+v, want denied, remaining 0, RetryAfter > 0", rule.Limit+1, v)
 		}
-		if v.Outcome != domain.OutcomeDenied {
+		if !denial(v.Outcome) {
 			t.Errorf("denied verdict's outcome %v, want denied", v.Outcome)
 		}
 		checkDecision(t, v.Decisions[0], rule, h.Slack)
@@ -221,9 +230,6 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 	})
 
 	t.Run("several limits: all or nothing", func(t *testing.T) {
-		if h.CountsDenied {
-			t.Skip("the seed's counter decides one limit")
-		}
 		l := h.New(t)
 		tenant := Tenant()
 		long := time.Hour
@@ -265,9 +271,6 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 	})
 
 	t.Run("cost spends units from every limit", func(t *testing.T) {
-		if h.CountsDenied {
-			t.Skip("the seed's counter spends 1")
-		}
 		l := h.New(t)
 		tenant := Tenant()
 		ten := NamedRule{Name: domain.DefaultLimit, Rule: domain.Rule{Limit: 10, Window: time.Hour}}
@@ -315,9 +318,6 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 	})
 
 	t.Run("a shadow denial spends nothing from the shadow limit", func(t *testing.T) {
-		if h.CountsDenied {
-			t.Skip("the seed's counter counts every request, as it would enforced")
-		}
 		l := h.New(t)
 		tenant := Tenant()
 		long := time.Hour
@@ -345,9 +345,6 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 	})
 
 	t.Run("an enforced denial spends nothing from shadow limits", func(t *testing.T) {
-		if h.CountsDenied {
-			t.Skip("the seed's counter decides one limit")
-		}
 		l := h.New(t)
 		tenant := Tenant()
 		long := time.Hour
@@ -359,7 +356,7 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		}
 		for i := range 3 {
 			v := MustAllow(t, l, both)
-			if v.Allowed || v.Outcome != domain.OutcomeDenied {
+			if v.Allowed || !denial(v.Outcome) {
 				t.Fatalf("request %d over the enforced limit: %+v, want denied", i+2, v)
 			}
 			if d := v.Decisions[1]; !d.Allowed || d.Remaining != 1 {
@@ -373,11 +370,41 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		// enforced limit's alone.
 		tiny := NamedRule{Name: "tiny", Rule: domain.Rule{Limit: 1, Window: 2 * long}, Shadow: true}
 		v := MustAllow(t, l, h.Request(Tenant(), 2, small, tiny))
-		if v.Allowed || v.Outcome != domain.OutcomeDenied || v.Decisions[1].Allowed {
+		if v.Allowed || !denial(v.Outcome) || v.Decisions[1].Allowed {
 			t.Fatalf("cost 2 over both: %+v, want denied by both", v)
 		}
 		if got, want := v.RetryAfter(), v.Decisions[0].RetryAfter; got != want || got > 2*long+h.Slack {
 			t.Errorf("verdict RetryAfter %v, want the enforced limit's %v, not the shadow limit's %v", got, want, v.Decisions[1].RetryAfter)
+		}
+	})
+
+	t.Run("CountDenied: the fixed window counts denials, the others ignore it", func(t *testing.T) {
+		l := h.New(t)
+		tenant := Tenant()
+		long := time.Hour
+		small := NamedRule{Name: "small", Rule: domain.Rule{Limit: 2, Window: long}}
+		big := NamedRule{Name: "big", Rule: domain.Rule{Limit: 10, Window: long}}
+		fixed := h.Algorithm == "" || h.Algorithm == domain.AlgorithmFixedWindow
+		// Costs 1, 1, 1, 2: two admitted, two denied by small (of
+		// different costs, so that no deny cache in front answers one).
+		for i, cost := range []int64{1, 1, 1, 2} {
+			req := h.Request(tenant, cost, small, big)
+			req.CountDenied = true
+			v := MustAllow(t, l, req)
+			if v.Allowed != (i < 2) {
+				t.Fatalf("request %d of cost %d: %+v, want allowed=%v", i+1, cost, v, i < 2)
+			}
+			if d := v.Decisions[0]; i >= 2 && fixed && (d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > long+h.Slack) {
+				t.Errorf("request %d, a counted denial: %+v, want remaining 0, RetryAfter in (0, %v]", i+1, d, long)
+			}
+		}
+		// Counting denials, big spent all five units; otherwise two.
+		wantBig := int64(10 - 2 - 1)
+		if fixed {
+			wantBig = 10 - 5 - 1
+		}
+		if d := MustDecide(t, l, h.Request(tenant, 1, big)); !d.Allowed || d.Remaining != wantBig {
+			t.Errorf("after 4 requests counting denials (2 over small), big alone: %+v, want allowed, remaining %d", d, wantBig)
 		}
 	})
 
@@ -387,12 +414,11 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		}
 		l := h.New(t)
 		tenant := Tenant()
-		reqs := []domain.Request{h.single(tenant, rule)}
-		if !h.CountsDenied {
-			reqs = append(reqs, h.Request(tenant, 2,
-				NamedRule{Name: "a", Rule: rule}, NamedRule{Name: "b", Rule: domain.Rule{Limit: 3, Window: h.Window / 2}},
-				NamedRule{Name: "c", Rule: domain.Rule{Limit: 3, Window: h.Window}, Shadow: true}))
-		}
+		counted := h.single(tenant, rule)
+		counted.CountDenied = true
+		reqs := []domain.Request{h.single(tenant, rule), h.Request(tenant, 2,
+			NamedRule{Name: "a", Rule: rule}, NamedRule{Name: "b", Rule: domain.Rule{Limit: 3, Window: h.Window / 2}},
+			NamedRule{Name: "c", Rule: domain.Rule{Limit: 3, Window: h.Window}, Shadow: true}), counted}
 		for _, req := range reqs {
 			for range rule.Limit + 2 {
 				MustAllow(t, l, req)
@@ -433,6 +459,12 @@ func BoundaryBurst(t *testing.T, h LimiterHarness, limit int64) int64 {
 		h.Clock.Advance(2 * delta)
 	}
 	return admitted
+}
+
+// denial reports whether o is a limit's denial: by the store, or a deny
+// cache in front of it repeating one.
+func denial(o domain.Outcome) bool {
+	return o == domain.OutcomeDenied || o == domain.OutcomeCachedDenied
 }
 
 // checkDecision checks the invariants of every decision.

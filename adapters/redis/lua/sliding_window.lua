@@ -1,0 +1,66 @@
+-- Sliding window: a hash per limit of its current window's start (s, µs
+-- since the epoch, windows aligned to it), the units admitted in the
+-- previous window (p) and in this one (c). A request is admitted when
+-- p × (window − elapsed)/window (rounded down) + c + cost − 1 < limit.
+-- The key lives until its next window ends (at most two windows).
+-- ARGV per limit: limit, window in µs.
+--
+-- Products stay exact in Lua's doubles while limit × window in µs is
+-- below 2^53; beyond, the estimate may be off by a unit.
+local S = 2
+
+local function read(i, key)
+  local w = arg(S, i, 2)
+  local start = now - math.fmod(now, w)
+  local h = redis.call('HMGET', key, 's', 'p', 'c')
+  local s, p, c = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3]) or 0
+  if s == start then
+    -- the current window
+  elseif s == start - w then
+    p, c = c, 0
+  elseif s ~= nil and s > start then
+    start = s -- the server's clock stepped back: stay in the stored window
+  else
+    p, c = 0, 0
+  end
+  return {start = start, p = p, c = c, e = math.min(math.max(now - start, 0), w - 1)}
+end
+
+local function decide(i, st, c)
+  local limit, w = arg(S, i, 1), arg(S, i, 2)
+  local p, curr, e = st.p, st.c, st.e
+  local lim = limit - c + 1
+  local weighted = idiv(p * (w - e), w)
+  local ok = curr < lim and weighted < lim - curr
+  if ok then
+    curr = curr + c
+  end
+  local r = {0, math.max(limit - curr - weighted, 0), 0, 0}
+  if curr > 0 then
+    r[3] = 2 * w - e
+  elseif p > 0 then
+    r[3] = w - e
+  end
+  if ok then
+    r[1] = 1
+  elseif lim <= 0 then
+    r[4] = 2 * w - e
+  elseif curr >= lim then
+    -- Not in this window. In the next, curr becomes the previous count:
+    -- admitted u into it once curr × (w − u) < lim × w.
+    r[4] = w - e + idiv((curr - lim) * w, curr) + 1
+  else
+    -- Later in this window (p > 0): admitted at elapsed x once
+    -- p × (w − x) < (lim − curr) × w.
+    r[4] = idiv((p - (lim - curr)) * w, p) + 1 - e
+  end
+  return r
+end
+
+local function spend(i, key, st, c)
+  local w = arg(S, i, 2)
+  redis.call('HSET', key, 's', string.format('%d', st.start), 'p', st.p, 'c', st.c + c)
+  redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
+end
+
+return run(S, read, decide, spend)

@@ -1,0 +1,36 @@
+-- Token bucket as GCRA: a string per limit holding its TAT (theoretical
+-- arrival time: when the bucket is full again), µs since the epoch, with
+-- a TTL until then (at most one window). A request takes cost tokens
+-- when TAT − now + cost × interval ≤ limit × interval.
+-- ARGV per limit: limit (the bucket's size), emission interval in µs
+-- (window / limit, at least 1), window in µs.
+local S = 3
+
+local function read(i, key)
+  local tat = tonumber(redis.call('GET', key) or '0')
+  return {ahead = math.max(tat - now, 0)}
+end
+
+local function decide(i, st, c)
+  local limit, interval, window = arg(S, i, 1), arg(S, i, 2), arg(S, i, 3)
+  local capacity, ahead = limit * interval, st.ahead
+  local remaining = 0
+  if ahead < capacity then
+    remaining = idiv(capacity - ahead, interval)
+  end
+  if c > limit then
+    return {0, remaining, ahead, window}
+  end
+  local next = ahead + c * interval
+  if next <= capacity then
+    return {1, idiv(capacity - next, interval), next, 0}
+  end
+  return {0, remaining, ahead, next - capacity}
+end
+
+local function spend(i, key, st, c, r)
+  local next = st.ahead + c * arg(S, i, 2)
+  redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
+end
+
+return run(S, read, decide, spend)

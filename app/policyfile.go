@@ -1,0 +1,133 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/strictjson"
+)
+
+// policyFileVar and tenantsFileVar name the files' variables in errors.
+const (
+	policyFileVar  = EnvPrefix + "POLICY_FILE"
+	tenantsFileVar = EnvPrefix + "TENANTS_FILE"
+)
+
+// policyFile is the JSON document of a policy file (TOLLGATE_POLICY_FILE).
+type policyFile struct {
+	Limits []policyLimitEntry `json:"limits"`
+	Routes []policyRouteEntry `json:"routes"`
+}
+
+type policyLimitEntry struct {
+	Name   string  `json:"name"`
+	Limit  *int64  `json:"limit"`  // required
+	Window *string `json:"window"` // required
+	Shadow bool    `json:"shadow"`
+}
+
+type policyRouteEntry struct {
+	Name   string             `json:"name"`
+	Method string             `json:"method"` // empty: any
+	Path   string             `json:"path"`
+	Cost   *int64             `json:"cost"` // nil: 1
+	Limits []policyLimitEntry `json:"limits"`
+}
+
+// LoadPolicyFile reads the policy file at path: named global limits, and
+// routes with a cost and limits of their own. With shadowAll
+// (TOLLGATE_SHADOW) every limit is in shadow mode. The file is a JSON
+// object:
+//
+//	{"limits": [
+//	   {"name": "per-second", "limit": 20, "window": "1s"},
+//	   {"name": "per-day", "limit": 100000, "window": "24h", "shadow": true}],
+//	 "routes": [
+//	   {"name": "search", "method": "POST", "path": "/v1/search", "cost": 5},
+//	   {"name": "export", "path": "/v1/export", "limits": [{"name": "exports", "limit": 10, "window": "1h"}]},
+//	   {"name": "status", "path": "/status", "cost": 0}]}
+//
+// It is rejected, with a *[strictjson.FileError] naming
+// TOLLGATE_POLICY_FILE and every problem on one line, when it does not
+// parse (with the line:column), has an unknown field or trailing data,
+// repeats a member name in an object or spells a field in another case,
+// has no limit at all (neither global nor a route's: it would meter
+// nothing), a limit without a limit or window, a window that is not a Go
+// duration, or anything [domain.NewPolicy] refuses: a bad or duplicate
+// name, a bad rule, a bad path or method, a duplicate (method, path), a
+// cost outside 0 to 10⁶ or above a limit that applies to its route.
+func LoadPolicyFile(path string, shadowAll bool) (*domain.Policy, error) {
+	var doc policyFile
+	if err := strictjson.ReadFile(policyFileVar, path, &doc, `"limits" and "routes" arrays`); err != nil {
+		return nil, err
+	}
+	p, err := buildPolicy(doc, shadowAll)
+	if err != nil {
+		return nil, &strictjson.FileError{Var: policyFileVar, Path: path, Err: err}
+	}
+	return p, nil
+}
+
+// buildPolicy validates doc into a policy, reporting every problem on
+// one line.
+func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
+	var problems []string
+	limits := func(at string, entries []policyLimitEntry) []domain.PolicyLimit {
+		out := make([]domain.PolicyLimit, 0, len(entries))
+		for i, e := range entries {
+			l, err := e.limit(shadowAll)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s[%d] (name %q): %v", at, i, e.Name, err))
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	global := limits("limits", doc.Limits)
+	routes := make([]domain.Route, 0, len(doc.Routes))
+	for i, e := range doc.Routes {
+		r := domain.Route{Name: e.Name, Method: e.Method, Path: e.Path, Cost: 1,
+			Limits: limits(fmt.Sprintf("routes[%d].limits", i), e.Limits)}
+		if e.Cost != nil {
+			r.Cost = *e.Cost
+		}
+		routes = append(routes, r)
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	p, err := domain.NewPolicy(global, routes)
+	if err != nil {
+		// One line, and the file error says what is invalid already.
+		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+		problems = append(problems, strings.ReplaceAll(msg, domain.ErrInvalidPolicy.Error()+": ", ""))
+	}
+	if len(doc.Limits) == 0 && !slices.ContainsFunc(doc.Routes, func(r policyRouteEntry) bool { return len(r.Limits) > 0 }) {
+		problems = append(problems, `no limit at all: want at least one in "limits" or in a route's "limits" (a policy without one meters nothing)`)
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	return p, nil
+}
+
+// limit returns e as a limit, shadow when e or shadowAll says so.
+func (e policyLimitEntry) limit(shadowAll bool) (domain.PolicyLimit, error) {
+	l := domain.PolicyLimit{Name: e.Name, Shadow: e.Shadow || shadowAll}
+	switch {
+	case e.Limit == nil:
+		return l, errors.New(`no "limit": want an integer from 1 to 1000000000`)
+	case e.Window == nil:
+		return l, errors.New(`no "window": want a Go duration, such as "1m"`)
+	}
+	w, err := time.ParseDuration(*e.Window)
+	if err != nil {
+		return l, fmt.Errorf("window %q: want a Go duration from %s to %s, such as \"1m\"", *e.Window, domain.MinWindow, domain.MaxWindow)
+	}
+	l.Rule = domain.Rule{Limit: *e.Limit, Window: w}
+	return l, nil // NewPolicy validates the rule
+}

@@ -1,0 +1,216 @@
+package app
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/strictjson"
+)
+
+// tenantsFile is the JSON document of a tenants file.
+type tenantsFile struct {
+	Tenants []tenantEntry `json:"tenants"`
+}
+
+type tenantEntry struct {
+	ID      string          `json:"id"`
+	APIKeys []string        `json:"api_keys"`
+	Limit   *int64          `json:"limit"`  // nil: the default limit's
+	Window  *string         `json:"window"` // nil: the default limit's
+	Limits  []limitOverride `json:"limits"`
+}
+
+// limitOverride is a tenant's own rule for a named limit of the policy.
+type limitOverride struct {
+	Name   string  `json:"name"`
+	Limit  *int64  `json:"limit"`  // nil: the policy's
+	Window *string `json:"window"` // nil: the policy's
+}
+
+// LoadTenantsFile reads the tenants file at path, validated against
+// policy, and returns its directory. The file is a JSON object:
+//
+//	{"tenants": [
+//	  {"id": "acme", "api_keys": ["k1", "k2"], "limit": 1000, "window": "1m"},
+//	  {"id": "globex", "api_keys": ["k3"], "limits": [{"name": "per-day", "limit": 500000, "window": "24h"}]},
+//	  {"id": "initech", "api_keys": ["k4"]}
+//	]}
+//
+// limit and window override the policy's limit named "default" (each
+// defaulting to that limit's); limits override other named limits of the
+// policy, global or a route's, the same way.
+//
+// The file is rejected, with a *[strictjson.FileError] naming
+// TOLLGATE_TENANTS_FILE that names the problem and never an API key, when
+// it does not parse (the error gives the line:column), has an unknown
+// field or trailing data, lists no tenants, repeats a member name in an
+// object or spells a field in another case ("ID"), or a tenant has an
+// invalid id (see [domain.ParseTenantID]), the reserved id "unknown", an
+// id or API key already used, no API key, an empty key or one with bytes
+// outside printable ASCII or spaces, a limit below 1, a window that is
+// not a Go duration of at least 1ms, an override of a limit the policy
+// lacks (limit and window: of "default") or one named twice, or an
+// override below the cost of a route the limit applies to (no request of
+// the tenant on that route could ever be admitted, and its Retry-After
+// would never be true).
+//
+// "unknown" is reserved because it is the tenant of all unresolved
+// traffic: a tenant by that name would share its budget with every
+// anonymous client.
+func LoadTenantsFile(path string, policy *domain.Policy) (*engine.Directory, error) {
+	var doc tenantsFile
+	if err := strictjson.ReadFile(tenantsFileVar, path, &doc, `a "tenants" array`); err != nil {
+		return nil, err
+	}
+	d, err := buildDirectory(doc, policy)
+	if err != nil {
+		return nil, &strictjson.FileError{Var: tenantsFileVar, Path: path, Err: err}
+	}
+	return d, nil
+}
+
+// buildDirectory validates doc. It reports every problem, joined on one
+// line.
+func buildDirectory(doc tenantsFile, policy *domain.Policy) (*engine.Directory, error) {
+	type keyAt struct{ tenant, key int }
+	var problems []string
+	bad := func(i int, id, format string, args ...any) {
+		problems = append(problems, fmt.Sprintf("tenants[%d] (id %q): ", i, id)+fmt.Sprintf(format, args...))
+	}
+	tenants := make([]engine.Tenant, 0, len(doc.Tenants))
+	keyLists := make([][]string, 0, len(doc.Tenants))
+	ids := make(map[domain.TenantID]int, len(doc.Tenants))
+	keys := make(map[[sha256.Size]byte]keyAt)
+	for i, e := range doc.Tenants {
+		id, err := domain.ParseTenantID(e.ID)
+		switch {
+		case err != nil:
+			bad(i, e.ID, "%v", err)
+		case id == domain.Unknown:
+			bad(i, e.ID, "id %q is reserved for unresolved traffic", domain.Unknown)
+		default:
+			if j, dup := ids[id]; dup {
+				bad(i, e.ID, "duplicate id, also tenants[%d]", j)
+			} else {
+				ids[id] = i
+			}
+		}
+		tenant, errs := entryTenant(id, e, policy)
+		for _, err := range errs {
+			bad(i, e.ID, "%v", err)
+		}
+		if len(e.APIKeys) == 0 {
+			bad(i, e.ID, "no api_keys: want at least one")
+		}
+		for k, key := range e.APIKeys {
+			if !validAPIKey(key) {
+				bad(i, e.ID, "api_keys[%d]: want 1 or more bytes of printable ASCII without spaces", k)
+				continue
+			}
+			sum := sha256.Sum256([]byte(key))
+			if prev, dup := keys[sum]; dup {
+				bad(i, e.ID, "api_keys[%d]: duplicate API key, also tenants[%d] api_keys[%d]", k, prev.tenant, prev.key)
+				continue
+			}
+			keys[sum] = keyAt{i, k}
+		}
+		tenants = append(tenants, tenant)
+		keyLists = append(keyLists, e.APIKeys)
+	}
+	if len(doc.Tenants) == 0 {
+		problems = append(problems, `no tenants: want a "tenants" array with at least one tenant`)
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	return engine.NewDirectory(tenants, keyLists), nil
+}
+
+// entryTenant returns the tenant e describes, with id, under policy: its
+// own rules for named limits (limit and window: the limit "default";
+// limits: any). It reports every problem.
+func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engine.Tenant, []error) {
+	t := engine.Tenant{ID: id}
+	var errs []error
+	override := func(name string, rule domain.Rule) {
+		if t.Rules == nil {
+			t.Rules = make(map[string]domain.Rule, 1+len(e.Limits))
+		}
+		t.Rules[name] = rule
+	}
+	if e.Limit != nil || e.Window != nil {
+		if def, ok := policy.Limit(domain.DefaultLimit); !ok {
+			errs = append(errs, fmt.Errorf("limit and window override the limit %q, which the policy file does not have: name a limit in \"limits\"", domain.DefaultLimit))
+		} else if rule, err := overrideRule(e.Limit, e.Window, def.Rule); err != nil {
+			errs = append(errs, err)
+		} else if err := policy.CheckOverride(domain.DefaultLimit, rule); err != nil {
+			errs = append(errs, err)
+		} else {
+			override(domain.DefaultLimit, rule)
+		}
+	}
+	for k, o := range e.Limits {
+		at := fmt.Sprintf("limits[%d] (name %q): ", k, o.Name)
+		l, ok := policy.Limit(o.Name)
+		switch _, dup := t.Rules[o.Name]; {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%sthe policy has no limit of that name", at))
+			continue
+		case dup || (o.Name == domain.DefaultLimit && (e.Limit != nil || e.Window != nil)):
+			errs = append(errs, fmt.Errorf("%soverridden twice", at))
+			continue
+		}
+		rule, err := overrideRule(o.Limit, o.Window, l.Rule)
+		if err == nil {
+			err = policy.CheckOverride(o.Name, rule)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s%w", at, err))
+			continue
+		}
+		override(o.Name, rule)
+	}
+	return t, errs
+}
+
+// overrideRule returns fallback with limit and window, where given,
+// replacing its own.
+func overrideRule(limit *int64, window *string, fallback domain.Rule) (domain.Rule, error) {
+	rule := fallback
+	if limit != nil {
+		rule.Limit = *limit
+		if rule.Limit < 1 || rule.Limit > domain.MaxLimit {
+			return rule, fmt.Errorf("limit %d: want an integer from 1 to %d", rule.Limit, domain.MaxLimit)
+		}
+	}
+	if window != nil {
+		w, err := time.ParseDuration(*window)
+		if err != nil || w < domain.MinWindow || w > domain.MaxWindow {
+			return rule, fmt.Errorf("window %q: want a Go duration from %s to %s, such as \"1m\"", *window, domain.MinWindow, domain.MaxWindow)
+		}
+		rule.Window = w
+	}
+	if err := rule.Validate(); err != nil {
+		return rule, err
+	}
+	return rule, nil
+}
+
+// validAPIKey reports whether k can be presented in a header as is: not
+// empty, printable ASCII, no spaces.
+func validAPIKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= ' ' || k[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}

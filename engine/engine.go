@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/internal/throttle"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// Snapshot is one generation of what the engine decides with: the
+// policy, and the tenants of a tenants file (nil: tenants are named by
+// a header, with the policy's rules). It is immutable.
+type Snapshot struct {
+	Policy  *domain.Policy
+	Tenants *Directory
+}
+
+// Anonymous is how unresolved traffic is metered (TOLLGATE_ANONYMOUS).
+type Anonymous uint8
+
+const (
+	// AnonymousShared meters all unresolved traffic as the one tenant
+	// [domain.Unknown].
+	AnonymousShared Anonymous = iota
+	// AnonymousPerAddress meters it per client address
+	// ([domain.AnonymousSubject]); the tenant is still Unknown.
+	AnonymousPerAddress
+)
+
+// Observer is told of every decision the engine makes, for metrics. Its
+// methods must be cheap and safe for concurrent use.
+type Observer interface {
+	// Decided records a verdict on route, and how long the limiter took.
+	Decided(route *domain.Route, v domain.Verdict, took time.Duration)
+	// StoreFull records a request a full store refused, decided as the
+	// shared unknown tenant instead.
+	StoreFull()
+}
+
+// Options configure [New].
+type Options struct {
+	// Limiter decides: the store under its layers. Required.
+	Limiter ports.Limiter
+	// Algorithm names the store's algorithm: part of the keys
+	// ([domain.Key]).
+	Algorithm string
+	// KeyPrefix prefixes every key (TOLLGATE_KEY_PREFIX).
+	KeyPrefix string
+	// Anonymous is how unresolved traffic is metered; IPv6Prefix groups
+	// IPv6 clients with AnonymousPerAddress (32–128; 0 means 64).
+	Anonymous  Anonymous
+	IPv6Prefix int
+	// Observer records decisions. May be nil.
+	Observer Observer
+	// Log gets at most one line a second about requests a shadow limit
+	// would have denied, and one a minute about a full store. May be nil.
+	Log *slog.Logger
+}
+
+// Engine is the decision engine. It is safe for concurrent use by
+// multiple goroutines; Decide takes no lock.
+type Engine struct {
+	opts     Options
+	snap     atomic.Pointer[Snapshot]
+	shadow   throttle.Log
+	fullLog  throttle.Log
+	observer Observer
+}
+
+// New returns an engine deciding with snap.
+func New(snap *Snapshot, opts Options) *Engine {
+	if opts.Limiter == nil || snap == nil || snap.Policy == nil {
+		panic("engine: New needs a limiter and a snapshot with a policy")
+	}
+	if opts.Algorithm == "" {
+		opts.Algorithm = domain.AlgorithmFixedWindow
+	}
+	if opts.IPv6Prefix == 0 {
+		opts.IPv6Prefix = 64
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{opts: opts, observer: opts.Observer}
+	if e.observer == nil {
+		e.observer = nopObserver{}
+	}
+	e.shadow.Interval = time.Second
+	e.fullLog.Interval = time.Minute
+	e.snap.Store(snap)
+	return e
+}
+
+// Swap makes snap the engine's snapshot: requests that start after it
+// see the new generation whole.
+func (e *Engine) Swap(snap *Snapshot) {
+	if snap == nil || snap.Policy == nil {
+		panic("engine: Swap needs a snapshot with a policy")
+	}
+	e.snap.Store(snap)
+}
+
+// Snapshot returns the current snapshot.
+func (e *Engine) Snapshot() *Snapshot { return e.snap.Load() }
+
+// Credentials are what a request presents to name its tenant. A face
+// reads them from its protocol: the tenant header, the API key header,
+// the token of an Authorization: Bearer.
+type Credentials struct {
+	// Header is the tenant header's value (TOLLGATE_TENANT_HEADER): the
+	// tenant, when there is no tenants file.
+	Header string
+	// APIKey and Bearer are the keys presented in X-API-Key and
+	// Authorization: Bearer; with a tenants file, the first known one
+	// names the tenant.
+	APIKey, Bearer string
+}
+
+// Described is a request as a face describes it.
+type Described struct {
+	Credentials Credentials
+	// Method is the request's method (any case).
+	Method string
+	// Path is its path in normal form ([domain.NormalizePath]).
+	Path string
+	// Client is the client's address (the zero value when unknown).
+	Client netip.Addr
+}
+
+// Result is the engine's answer about a described request.
+type Result struct {
+	// Tenant is the resolved tenant, [domain.Unknown] for unresolved
+	// traffic: what the upstream is told (X-Tenant-ID).
+	Tenant domain.TenantID
+	// Subject is what was metered: the tenant, or the client's address
+	// for unresolved traffic metered per address.
+	Subject domain.TenantID
+	// Route is the route the request matched.
+	Route *domain.Route
+	// Metered is false on a route of cost 0 or without limits: nothing
+	// was decided, and Limits and Verdict are empty.
+	Metered bool
+	// Limits are the limits that applied, in the order the rate-limit
+	// headers list them, and Verdict the decision on them.
+	Limits  []domain.Limit
+	Verdict domain.Verdict
+}
+
+// Decide decides d. Its errors: [domain.ErrInvalidPath] for a path that
+// climbs above "/" once read as the most lenient upstream would (the
+// face answers 400; nothing is spent), and ctx's error when the caller
+// went away mid-decision (nobody reads an answer). A store that fails is
+// no error: the fail mode inside the limiter answers with a verdict.
+func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
+	matched, err := domain.MatchPath(d.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	snap := e.snap.Load()
+	tenant := e.resolve(snap, d.Credentials)
+	res := Result{Tenant: tenant.ID, Subject: tenant.ID}
+	res.Route = snap.Policy.Match(d.Method, matched)
+	applied := res.Route.Applied()
+	if res.Route.Cost == 0 || len(applied) == 0 {
+		return res, nil
+	}
+	res.Metered = true
+	if tenant.ID == domain.Unknown && e.opts.Anonymous == AnonymousPerAddress && d.Client.IsValid() {
+		res.Subject = domain.AnonymousSubject(d.Client, e.opts.IPv6Prefix)
+	}
+	req := e.request(snap, res.Route, tenant, res.Subject)
+	start := time.Now()
+	v, err := e.opts.Limiter.Allow(ctx, req)
+	if errors.Is(err, ports.ErrStoreFull) && res.Subject != domain.Unknown {
+		// The store holds as many keys as it may: decide as the shared
+		// unknown tenant, whose keys it always admits, never unmetered.
+		e.observer.StoreFull()
+		e.fullLog.Do(func(n int64) {
+			e.opts.Log.Warn("the store is full; deciding new tenants as the unknown tenant",
+				"requests_since_last_line", n)
+		})
+		res.Subject = domain.Unknown
+		req = e.request(snap, res.Route, unknownTenant, domain.Unknown)
+		v, err = e.opts.Limiter.Allow(ctx, req)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	e.observer.Decided(res.Route, v, time.Since(start))
+	if v.Outcome == domain.OutcomeShadowDenied {
+		e.logShadow(res, req, v)
+	}
+	res.Limits, res.Verdict = req.Limits, v
+	return res, nil
+}
+
+var unknownTenant = Tenant{ID: domain.Unknown}
+
+// Resolve returns the tenant creds name in the current snapshot: by API
+// key with a tenants file, else by the tenant header; [domain.Unknown]
+// (with the policy's rules) when they name none.
+func (e *Engine) Resolve(creds Credentials) Tenant { return e.resolve(e.snap.Load(), creds) }
+
+// resolve returns the tenant creds name in snap.
+func (e *Engine) resolve(snap *Snapshot, creds Credentials) Tenant {
+	if snap.Tenants == nil {
+		return Tenant{ID: domain.TenantOrUnknown(creds.Header)}
+	}
+	if t, ok := snap.Tenants.Lookup(creds.APIKey); ok {
+		return *t
+	}
+	if t, ok := snap.Tenants.Lookup(creds.Bearer); ok {
+		return *t
+	}
+	return unknownTenant
+}
+
+// request builds the request to decide on route: one limit per limit of
+// the route (the global ones in order, then the route's own), each with
+// tenant's rule for it and subject's key.
+func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, subject domain.TenantID) domain.Request {
+	applied := route.Applied()
+	req := domain.Request{Tenant: subject, Route: route.Name, Cost: route.Cost, CountDenied: snap.Policy.CountsDenied()}
+	req.Limits, req.Decisions = newRequestBuffers(len(applied))
+	for i, l := range applied {
+		keyRoute := ""
+		if route.Own(i) {
+			keyRoute = route.Name
+		}
+		req.Limits[i] = domain.Limit{
+			Name:   l.Name,
+			Rule:   tenant.rule(l),
+			Key:    domain.Key(e.opts.KeyPrefix, subject, e.opts.Algorithm, keyRoute, l.Name),
+			Shadow: l.Shadow,
+		}
+	}
+	return req
+}
+
+// newRequestBuffers returns room for a request's n limits and for its
+// verdict's n decisions ([domain.Request.Decisions]): one allocation for
+// up to two limits, where a slice of each would be two, and two beyond.
+func newRequestBuffers(n int) ([]domain.Limit, []domain.Decision) {
+	const inline = 2
+	if n > inline {
+		return make([]domain.Limit, n), make([]domain.Decision, 0, n)
+	}
+	b := new(struct {
+		limits    [inline]domain.Limit
+		decisions [inline]domain.Decision
+	})
+	return b.limits[:n:n], b.decisions[:0:n]
+}
+
+// logShadow logs, at most once a second, a request that shadow limits
+// would have denied: the route, the tenant and the limits.
+func (e *Engine) logShadow(res Result, req domain.Request, v domain.Verdict) {
+	e.shadow.Do(func(suppressed int64) {
+		var names []string
+		for i, d := range v.Decisions {
+			if d.Shadow && !d.Allowed {
+				names = append(names, req.Limits[i].Name)
+			}
+		}
+		e.opts.Log.Info("shadow limit would deny; admitted", "route", res.Route.Name, "tenant", string(res.Subject),
+			"limits", strings.Join(names, ","), "shadow_denials_since_last_line", suppressed)
+	})
+}
+
+// UsesAPIKeys reports whether tenants are named by API key (a tenants
+// file), not by a header.
+func (e *Engine) UsesAPIKeys() bool { return e.snap.Load().Tenants != nil }
+
+// KnownKey reports whether key is a tenant's API key.
+func (e *Engine) KnownKey(key string) bool {
+	d := e.snap.Load().Tenants
+	if d == nil {
+		return false
+	}
+	_, ok := d.Lookup(key)
+	return ok
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Decided(*domain.Route, domain.Verdict, time.Duration) {}
+func (nopObserver) StoreFull()                                           {}

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"crypto/sha256"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+// Tenant is a tenant the engine meters: its id and its own rules for
+// named limits of the policy (a tenants file's overrides).
+type Tenant struct {
+	ID domain.TenantID
+	// Rules are the tenant's own rules by limit name; nil for most
+	// tenants, who have the policy's.
+	Rules map[string]domain.Rule
+}
+
+// rule returns t's rule for l: its own, else the policy's.
+func (t Tenant) rule(l domain.PolicyLimit) domain.Rule {
+	if r, ok := t.Rules[l.Name]; ok {
+		return r
+	}
+	return l.Rule
+}
+
+// Directory is a set of tenants by API key: a tenants file, validated.
+// It is immutable, and safe for concurrent use by multiple goroutines.
+//
+// It is keyed by the SHA-256 of each API key, and a request is looked up
+// by the SHA-256 of the key it presents. A plain map[string]Tenant would
+// compare the presented key with stored keys byte by byte, and how long a
+// lookup takes would tell an attacker how many leading bytes they guessed
+// right. Hashing first removes that signal: hashing takes time that
+// depends on the key's length only, and what the map compares is a digest.
+// The timing of that comparison can at most reveal a prefix of the digest
+// of some valid key, and finding an input with a chosen digest prefix,
+// let alone the key itself, is what SHA-256's preimage resistance rules
+// out. The key never appears in memory as a map key, either.
+type Directory struct {
+	byKey   map[[sha256.Size]byte]*Tenant
+	tenants int
+}
+
+// NewDirectory returns the directory of tenants, each with its API keys.
+// The caller has validated them: ids unique and valid, keys unique.
+func NewDirectory(tenants []Tenant, keys [][]string) *Directory {
+	d := &Directory{byKey: make(map[[sha256.Size]byte]*Tenant), tenants: len(tenants)}
+	for i := range tenants {
+		t := &tenants[i]
+		for _, k := range keys[i] {
+			d.byKey[sha256.Sum256([]byte(k))] = t
+		}
+	}
+	return d
+}
+
+// Len returns the number of tenants.
+func (d *Directory) Len() int { return d.tenants }
+
+// Lookup returns the tenant whose API key is key. It does not allocate
+// for keys up to 64 bytes.
+func (d *Directory) Lookup(key string) (*Tenant, bool) {
+	if key == "" {
+		return nil, false
+	}
+	var buf [64]byte // on the stack: keys up to 64 bytes hash without allocating
+	t, ok := d.byKey[sha256.Sum256(append(buf[:0], key...))]
+	return t, ok
+}

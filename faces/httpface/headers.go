@@ -1,0 +1,175 @@
+// Package httpface holds what tollgate's HTTP faces (the reverse proxy
+// and the check endpoint) share: how a request is described to the
+// engine ([Describe]: its credentials and client address), the normal
+// form of its path ([Normalize]), how a verdict becomes rate-limit
+// headers and a 429 ([SetRateLimitHeaders], [WriteDenied]), and the
+// access log.
+package httpface
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+// Header names the faces write. RateLimit and RateLimit-Policy follow
+// draft-ietf-httpapi-ratelimit-headers-11; the X-RateLimit-* trio is what
+// existing clients read.
+const (
+	HeaderRateLimit        = "RateLimit"
+	HeaderRateLimitPolicy  = "RateLimit-Policy"
+	HeaderXRateLimitLimit  = "X-RateLimit-Limit"
+	HeaderXRateLimitRemain = "X-RateLimit-Remaining"
+	HeaderXRateLimitReset  = "X-RateLimit-Reset"
+	HeaderRetryAfter       = "Retry-After"
+	// HeaderTenantID carries the resolved tenant upstream.
+	HeaderTenantID = "X-Tenant-ID"
+
+	// DeniedBody is the message of a denial; UnavailableBody of the
+	// closed fail mode's 503.
+	DeniedBody      = "rate limit exceeded"
+	UnavailableBody = "rate limiter unavailable"
+)
+
+// GatewayHeaders are the headers the gateway owns on a response, in the
+// spelling it writes them.
+var GatewayHeaders = rateLimitHeaderKeys[:]
+
+// WriteDenied answers a denial: status (429, or what the check listener
+// is told to deny with), the rate-limit headers already set, Retry-After
+// in whole seconds (at least 1) until every enforced limit that denied
+// would admit, and the body of §2.
+func WriteDenied(w http.ResponseWriter, r *http.Request, status int, v domain.Verdict) {
+	AbandonBody(w, r)
+	w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(v.RetryAfter()), 1), 10))
+	WriteError(w, r, status, DeniedBody)
+}
+
+// WriteUnavailable answers the closed fail mode: 503, Retry-After 1.
+func WriteUnavailable(w http.ResponseWriter, r *http.Request) {
+	AbandonBody(w, r)
+	w.Header().Set(HeaderRetryAfter, "1")
+	WriteError(w, r, http.StatusServiceUnavailable, UnavailableBody)
+}
+
+// AbandonBody prepares the answer to a request whose body the gateway
+// will not read (a denial, a 503): when r has a body, the connection is
+// closed after the answer ("Connection: close" on HTTP/1.x), and its read
+// deadline is set to now, so that net/http, which otherwise drains up to
+// 256 KiB of an unread body before writing the answer and again before
+// closing, never waits for a body that may never arrive. Without it, a
+// denied POST with Content-Length: 100 and 10 bytes sent got no 429 and
+// held its connection forever. Call it before writing the answer.
+func AbandonBody(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	// ErrNotSupported (a recorder, HTTP/2) is fine: there is no
+	// connection to drain, or its stream is reset instead.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// SetRateLimitHeaders writes the contract's five rate-limit headers for
+// verdict v of limits at now: RateLimit-Policy and RateLimit with one item
+// per limit, X-RateLimit-* for the most constrained one. Times are
+// rounded up to whole seconds, so a client that waits as told is never
+// early. It runs on every metered request, so it writes the keys
+// directly (Header.Set would canonicalize, and allocate, each time) and
+// makes two allocations in all: the five values are formatted into one
+// buffer on the stack and become substrings of one string, and one slice
+// backs the five one-element value slices.
+func SetRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict, now time.Time) {
+	var (
+		stack [256]byte // a handful of limits fit
+		ends  [len(rateLimitHeaderKeys)]int
+	)
+	b := stack[:0]
+	for i, d := range v.Decisions { // RateLimit-Policy
+		// A limit name is a-z 0-9 -: a valid sf-string as it is.
+		b = appendItem(b, i, limits[i].Name, ";q=", d.Limit, ";w=", max(domain.CeilSeconds(limits[i].Rule.Window), 1))
+	}
+	ends[0] = len(b)
+	for i, d := range v.Decisions { // RateLimit
+		b = appendItem(b, i, limits[i].Name, ";r=", max(d.Remaining, 0), ";t=", domain.CeilSeconds(d.ResetAfter))
+	}
+	ends[1] = len(b)
+	d := v.Decisions[v.Tightest()]
+	resetAt := now.Add(d.ResetAfter)
+	resetUnix := resetAt.Unix()
+	if resetAt.Nanosecond() > 0 {
+		resetUnix++
+	}
+	for i, n := range [...]int64{d.Limit, max(d.Remaining, 0), resetUnix} {
+		b = strconv.AppendInt(b, n, 10)
+		ends[2+i] = len(b)
+	}
+	all := string(b)
+	vals := make([]string, len(rateLimitHeaderKeys))
+	from := 0
+	for i, k := range rateLimitHeaderKeys {
+		vals[i] = all[from:ends[i]]
+		h[k] = vals[i : i+1 : i+1]
+		from = ends[i]
+	}
+}
+
+// appendItem appends the i-th item of a RateLimit or RateLimit-Policy
+// list to b: `"name";<k1><v1><k2><v2>`, after ", " unless it is the first.
+func appendItem(b []byte, i int, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
+	if i > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, '"')
+	b = append(b, k1...)
+	b = strconv.AppendInt(b, v1, 10)
+	b = append(b, k2...)
+	return strconv.AppendInt(b, v2, 10)
+}
+
+// rateLimitHeaderKeys are the keys setRateLimitHeaders writes, in the
+// order of its values, spelled as the draft and existing clients spell
+// them (RateLimit, X-RateLimit-Limit), not in http.Header's canonical
+// form (Ratelimit, X-Ratelimit-Limit): net/http writes a map key to the
+// wire as it is, and some clients compare names case-sensitively.
+// Header.Get does not find these keys; index the map with them.
+var rateLimitHeaderKeys = [...]string{
+	HeaderRateLimitPolicy,
+	HeaderRateLimit,
+	HeaderXRateLimitLimit,
+	HeaderXRateLimitRemain,
+	HeaderXRateLimitReset,
+}
+
+// WriteError answers status with msg: as {"error": msg} when the client
+// accepts application/json, as plain text otherwise. It never echoes an
+// internal error to the client.
+func WriteError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	if acceptsJSON(r) {
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"error":` + strconv.Quote(msg) + "}\n"))
+		return
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(msg + "\n"))
+}
+
+func acceptsJSON(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "application/json") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,144 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// BodyIdleTimeout bounds how long the gateway waits for the next bytes of
+// an admitted request's body. It is an idle bound, not a total one: each
+// read that delivers data extends it, so a slow upload streams for as
+// long as it keeps sending, and only a body that stalls for this long is
+// cut off (the connection is closed).
+const BodyIdleTimeout = 30 * time.Second
+
+// errBodyIdle is the read error of a request body that stalled for the
+// idle timeout.
+var errBodyIdle = errors.New("request body idle timeout")
+
+// bodyIdleTimeout is middleware that bounds the idle time of every
+// request body to idle: before each read, the connection's read deadline
+// is moved to idle from now, so a body that stops arriving fails its
+// read with errBodyIdle (and the proxy gives up on it) instead of holding
+// a goroutine and a connection forever, while a body that keeps arriving
+// is never cut off. Requests without a body pass untouched.
+func bodyIdleTimeout(idle time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body != nil && r.Body != http.NoBody {
+				b := &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: idle}
+				// In the context too: the reverse proxy wraps the body, and
+				// its error handler must still find out (bodyTimedOut).
+				r = r.WithContext(context.WithValue(r.Context(), idleBodyKey{}, b))
+				r.Body = b
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// idleBody is a request body whose every read has an idle deadline. It
+// stops moving the deadline once a read fails (EOF included): net/http
+// then reads the connection in the background to notice a client that
+// goes away, and a deadline set then would cancel the request.
+//
+// The reads run on the proxy's transport goroutine; the proxy's error
+// handler asks timedOut from its own.
+type idleBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	idle    time.Duration
+	done    bool         // a read failed: leave the deadline alone
+	pending atomic.Int64 // unix nanos of the deadline of the read in progress; 0 if none
+	expired atomic.Bool  // a read hit the idle deadline
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.ReadCloser.Read(p)
+	}
+	deadline := time.Now().Add(b.idle)
+	if b.rc.SetReadDeadline(deadline) != nil {
+		b.done = true // not supported: read as is
+		return b.ReadCloser.Read(p)
+	}
+	b.pending.Store(deadline.UnixNano())
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done = true
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			b.expired.Store(true)
+			err = fmt.Errorf("%w (%s without data): %w", errBodyIdle, b.idle, err)
+		}
+	}
+	b.pending.Store(0)
+	return n, err
+}
+
+// timedOut reports whether a read hit the idle deadline, or is past it.
+// The second case matters because the connection's read error cancels
+// the request's context before the read returns, so the proxy can learn
+// of the cancelation first.
+func (b *idleBody) timedOut() bool {
+	if b.expired.Load() {
+		return true
+	}
+	d := b.pending.Load()
+	return d != 0 && time.Now().UnixNano() >= d
+}
+
+// bodyTimedOut reports whether r's body stalled past its idle bound, as
+// opposed to a client that went away or an upstream that failed.
+func bodyTimedOut(r *http.Request) bool {
+	b, ok := r.Context().Value(idleBodyKey{}).(*idleBody)
+	return ok && b.timedOut()
+}
+
+type idleBodyKey struct{}
+
+// refuseH2CUpgrade drops a request's offer to upgrade to HTTP/2 over
+// cleartext (Upgrade: h2c): forwarded, the upstream could switch the
+// connection to a raw tunnel of requests the gateway never meters. The
+// request itself is served as HTTP/1.1, as RFC 9113 lets a server that
+// declines the upgrade do; other upgrades (WebSocket) pass untouched.
+func refuseH2CUpgrade(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if vs, ok := r.Header["Upgrade"]; ok && offersH2C(vs) {
+			r = r.Clone(r.Context())
+			var keep []string
+			for _, v := range vs {
+				for p := range strings.SplitSeq(v, ",") {
+					if p = strings.TrimSpace(p); p != "" && !strings.EqualFold(p, "h2c") {
+						keep = append(keep, p)
+					}
+				}
+			}
+			if len(keep) == 0 {
+				r.Header.Del("Upgrade")
+			} else {
+				r.Header["Upgrade"] = []string{strings.Join(keep, ", ")}
+			}
+			r.Header.Del("Http2-Settings")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// offersH2C reports whether an Upgrade field's values name h2c.
+func offersH2C(vs []string) bool {
+	for _, v := range vs {
+		for p := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "h2c") {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBodyIdleTimeout: an admitted body that stalls is cut off after the
+// idle bound, through the real proxy; one that trickles in for longer
+// than the bound, but never idles that long, streams through whole.
+func TestBodyIdleTimeout(t *testing.T) {
+	t.Parallel()
+	// The bound is large against the writer's gaps (a tenth of it), so
+	// that a loaded machine's scheduling delays cannot make a gap idle.
+	const idle = 600 * time.Millisecond
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			return
+		}
+		io.WriteString(w, strconv.FormatInt(n, 10))
+	}))
+	t.Cleanup(up.Close)
+	target, _ := url.Parse(up.URL)
+	gw := httptest.NewServer(bodyIdleTimeout(idle)(NewUpstream(target, UpstreamOptions{Log: discardLog()})))
+	t.Cleanup(gw.Close)
+
+	dial := func(t *testing.T) net.Conn {
+		c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		return c
+	}
+
+	t.Run("stalled", func(t *testing.T) {
+		t.Parallel()
+		c := dial(t)
+		start := time.Now()
+		io.WriteString(c, "POST /up HTTP/1.1\r\nHost: gw\r\nContent-Length: 100\r\n\r\n0123456789")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no answer to a stalled body: %v", err)
+		}
+		resp.Body.Close()
+		if got, want := resp.StatusCode, http.StatusRequestTimeout; got != want {
+			t.Errorf("status %d, want %d", got, want)
+		}
+		if took := time.Since(start); took < idle || took > idle+2*time.Second {
+			t.Errorf("answered after %v, want about %v", took, idle)
+		}
+	})
+	t.Run("slow but steady", func(t *testing.T) {
+		t.Parallel()
+		c := dial(t)
+		io.WriteString(c, "POST /up HTTP/1.1\r\nHost: gw\r\nContent-Length: 32\r\nConnection: close\r\n\r\n")
+		for range 32 { // 32 × idle/10: over three times the idle bound in all
+			time.Sleep(idle / 10)
+			io.WriteString(c, "x")
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || string(body) != "32" {
+			t.Errorf("slow upload: %d %q, want 200 \"32\" (every byte forwarded)", resp.StatusCode, body)
+		}
+	})
+}
+
+func TestIdleBodyErrorWrapsErrBodyIdle(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(bodyIdleTimeout(50 * time.Millisecond)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		if !errors.Is(err, errBodyIdle) {
+			t.Errorf("read error %v, want errBodyIdle", err)
+		}
+	})))
+	t.Cleanup(srv.Close)
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab")
+	if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

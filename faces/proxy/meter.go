@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/httpface"
+)
+
+// meter is the proxy's one step that decides: it describes the request
+// to the engine and maps the result to HTTP:
+//
+//   - a route of cost 0, or one without limits: next is called, with no
+//     store work and no rate-limit headers;
+//   - admitted with decisions: next is called, with the rate-limit
+//     headers set (also when a shadow limit would have denied: the
+//     outcome is then shadow_denied);
+//   - denied with decisions: 429, the rate-limit headers and Retry-After;
+//   - admitted without decisions (the fail mode open): next is called
+//     without rate-limit headers;
+//   - denied without decisions (the fail mode closed): 503, Retry-After 1.
+//
+// The path must be normal ([httpface.Normalize] runs first).
+type meter struct {
+	engine   *engine.Engine
+	describe httpface.Describer
+	metrics  httpface.Metrics // nil: none
+	now      func() time.Time // nil: time.Now
+}
+
+func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	d := m.describe.Describe(r, r.Method, r.URL.EscapedPath())
+	res, err := m.engine.Decide(r.Context(), d)
+	switch {
+	case errors.Is(err, domain.ErrInvalidPath):
+		httpface.WriteInvalidPath(w, r, m.metrics)
+		return
+	case err != nil:
+		// Only a client gone mid-decision gets here (the fail mode
+		// answers for the store): nobody reads an answer.
+		return
+	}
+	r = r.WithContext(withTenant(r.Context(), res.Tenant, d.Client))
+	if !res.Metered {
+		httpface.SetOutcome(r.Context(), res.Tenant, res.Route.Name, d.Client, httpface.OutcomeUnmetered)
+		m.forward(next, w, r, res.Route)
+		return
+	}
+	v := res.Verdict
+	httpface.SetOutcome(r.Context(), res.Tenant, res.Route.Name, d.Client, v.Outcome.String())
+	if v.Decisions == nil {
+		if v.Allowed {
+			m.forward(next, w, r, res.Route)
+			return
+		}
+		httpface.WriteUnavailable(w, r)
+		m.request(res.Route, http.StatusServiceUnavailable)
+		return
+	}
+	now := time.Now()
+	if m.now != nil {
+		now = m.now()
+	}
+	httpface.SetRateLimitHeaders(w.Header(), res.Limits, v, now)
+	if !v.Allowed {
+		httpface.WriteDenied(w, r, http.StatusTooManyRequests, v)
+		m.request(res.Route, http.StatusTooManyRequests)
+		return
+	}
+	m.forward(next, w, r, res.Route)
+}
+
+// forward hands an admitted request to next, timing it and counting its
+// status by route.
+func (m *meter) forward(next http.Handler, w http.ResponseWriter, r *http.Request, route *domain.Route) {
+	if m.metrics == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	sw := &httpface.StatusWriter{ResponseWriter: w}
+	start := time.Now()
+	next.ServeHTTP(sw, r)
+	m.metrics.Upstream(route, time.Since(start))
+	m.metrics.Request(route, sw.Status())
+}
+
+func (m *meter) request(route *domain.Route, code int) {
+	if m.metrics != nil {
+		m.metrics.Request(route, code)
+	}
+}

@@ -1,0 +1,321 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/httpface"
+)
+
+// UpstreamOptions are the optional settings of [NewUpstream].
+type UpstreamOptions struct {
+	// Timeout bounds the wait for the upstream's response headers; past
+	// it, the client gets 504. Zero means no limit.
+	Timeout time.Duration
+	// Credentials, if set, is the engine whose tenants' API keys are the
+	// gateway's own: with a tenants file they never go upstream (see
+	// [NewUpstream]).
+	Credentials *engine.Engine
+	// Trusted are the proxies whose X-Forwarded-For the upstream sees
+	// extended rather than replaced (TOLLGATE_TRUSTED_PROXIES).
+	Trusted domain.TrustedProxies
+	// Log receives one line per failed upstream request. If nil,
+	// slog.Default() is used.
+	Log *slog.Logger
+	// Transport sends the requests upstream. If nil, NewUpstream makes
+	// one for its single upstream; tests and benchmarks pass their own.
+	Transport http.RoundTripper
+}
+
+// NewUpstream returns a reverse proxy to target, for the requests the
+// engine admitted. It keeps method, path, query, body and
+// headers, with these exceptions:
+//
+//   - The path is joined to target's path, which acts as a prefix, and the
+//     queries of both are merged: with target http://svc/api, GET
+//     /v1/x?a=1 goes to http://svc/api/v1/x?a=1.
+//   - Host is target's host, as the upstream's virtual hosting, TLS and
+//     routing expect; the client's Host goes in X-Forwarded-Host.
+//   - X-Forwarded-For/-Proto/-Host describe the client's connection to the
+//     gateway. From a peer that is not a trusted proxy, values the client
+//     sent are dropped, not appended to: the gateway is the edge, and a
+//     client could claim any address. From a trusted proxy the received
+//     X-Forwarded-For is kept with the peer appended, and its
+//     X-Forwarded-Proto and -Host are kept.
+//   - X-Real-IP is the client's address (contract §10); True-Client-IP,
+//     which only a CDN may set, is removed, and so are their look-alikes.
+//   - X-Tenant-ID is the tenant the engine resolved. Any header that a
+//     server could take for it (any case, '_' for '-') is removed first, so
+//     no client can pick its tenant for the upstream.
+//   - Hop-by-hop headers (Connection and the headers it names, Keep-Alive,
+//     Proxy-Connection, Trailer, Transfer-Encoding, TE but for "TE:
+//     trailers", which tells the upstream that trailers are relayed, and
+//     Upgrade unless the client switches protocols) are dropped in both
+//     directions, as RFC 9110 section 7.6.1 requires.
+//   - With opts.Credentials using API keys (a tenants file), the gateway's
+//     key is removed: X-API-Key and its look-alikes (X_API_KEY, x-api_key:
+//     servers that map header names to variables read them as X-API-Key),
+//     and a Bearer Authorization that is a tenant's key or that stood
+//     alone as the presented key. An Authorization beside an X-API-Key
+//     that is not a gateway key is the upstream's own credential (a user
+//     token) and is kept.
+//
+// Responses that stream are flushed to the client at each write of the
+// upstream: server-sent events (text/event-stream) and every response
+// without a Content-Length (chunked: long polls, streamed exports).
+// Responses of a known length go through the connection's buffer, without
+// a flush (and a system call) per write. Upstream connections are kept
+// alive and reused, up to 1024 idle ones. When the upstream cannot be
+// reached the client gets 502, and 504 past opts.Timeout, as JSON when it
+// accepts JSON; either way one line is logged, without headers.
+func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// The upstream is the configured URL, never HTTP_PROXY's: a gateway
+	// that honoured the environment would send tenants' traffic elsewhere.
+	transport.Proxy = nil
+	transport.ResponseHeaderTimeout = opts.Timeout
+	// One upstream: as many idle connections as concurrent requests need,
+	// so that a burst's connections are reused afterwards, not closed
+	// (DefaultTransport keeps 100 in all) and dialled again: with 2 per
+	// host, 64 clients held 244 upstream connections and left dozens in
+	// TIME-WAIT.
+	transport.MaxIdleConns = maxIdleUpstreamConns
+	transport.MaxIdleConnsPerHost = maxIdleUpstreamConns
+	// The client's Accept-Encoding goes upstream as sent, and the body
+	// comes back as the upstream encoded it: a Transport that asked for
+	// gzip on its own would decompress every response the client could
+	// have taken compressed.
+	transport.DisableCompression = true
+	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	var rt http.RoundTripper = transport
+	if opts.Transport != nil {
+		rt = opts.Transport
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// ReverseProxy drops a query it cannot parse (/a?b=%zz) from
+			// pr.Out before Rewrite; the contract keeps the query as the
+			// client sent it. The gateway never interprets the query, so
+			// forwarding it raw gives the upstream exactly what the client
+			// meant, not a reading of it.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+			pr.SetURL(target)
+			h := pr.Out.Header
+			keys := opts.Credentials != nil && opts.Credentials.UsesAPIKeys()
+			presented := h.Get(apiKeyHeader) != ""
+			for name := range h {
+				if looksLike(name, httpface.HeaderTenantID) || looksLike(name, "X-Real-IP") || looksLike(name, "True-Client-IP") ||
+					(keys && looksLike(name, httpface.HeaderAPIKey)) {
+					delete(h, name)
+				}
+			}
+			if keys {
+				if token := httpface.BearerToken(h); token != "" && (!presented || opts.Credentials.KnownKey(token)) {
+					h.Del(httpface.HeaderAuthorization)
+				}
+			}
+			setForwarded(h, pr.In, opts.Trusted)
+		},
+		Transport: rt,
+		ModifyResponse: func(resp *http.Response) error {
+			if bodyTimedOut(resp.Request) {
+				// The upstream answered a body cut short: that answer is
+				// to a request the client never finished sending.
+				resp.Body.Close()
+				return errBodyIdle
+			}
+			return dropGatewayHeaders(resp)
+		},
+		// 0: ReverseProxy flushes every write of text/event-stream and
+		// of responses without a Content-Length, and buffers the rest.
+		FlushInterval: 0,
+		BufferPool:    &copyBuffers,
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if bodyTimedOut(r) {
+				// The client's body stalled (see bodyIdleTimeout), not the
+				// upstream; the read error also canceled r's context.
+				log.Info("request body idle timeout", "method", r.Method, "path", r.URL.Path)
+				w.Header().Set("Connection", "close")
+				httpface.WriteError(w, r, http.StatusRequestTimeout, "request body timed out")
+				return
+			}
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				// The client went away; nobody reads the answer.
+				log.Debug("client canceled proxied request", "method", r.Method, "path", r.URL.Path)
+				return
+			}
+			status, msg := http.StatusBadGateway, "upstream unavailable"
+			if isTimeout(err) {
+				status, msg = http.StatusGatewayTimeout, "upstream timed out"
+			}
+			log.Warn("proxy error", "status", status, "method", r.Method, "path", r.URL.Path, "err", err)
+			httpface.WriteError(w, r, status, msg)
+		},
+	}
+}
+
+// setForwarded sets on h, the outbound request's header, what
+// ProxyRequest.SetXForwarded sets (X-Forwarded-For: the client's address;
+// X-Forwarded-Host: the Host it asked for; X-Forwarded-Proto: http or
+// https), X-Real-IP: the client address the proxy read, and X-Tenant-ID:
+// the tenant the engine resolved for in. From a trusted proxy (trusted),
+// the received X-Forwarded-For is kept with the peer appended, and the
+// received X-Forwarded-Host and -Proto are kept. The values share one
+// backing array, one allocation where Header.Set makes one per header.
+// ReverseProxy has already removed whatever the client sent under the
+// X-Forwarded-* names (Rewrite mode), and the caller any look-alike of
+// X-Tenant-ID or X-Real-IP.
+func setForwarded(h http.Header, in *http.Request, trusted domain.TrustedProxies) {
+	proto := "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	host := in.Host
+	vals := []string{"", host, proto, string(TenantFrom(in.Context())), ""}
+	peer, _, err := net.SplitHostPort(in.RemoteAddr)
+	if err == nil {
+		vals[0] = peer
+		if fromTrusted := trusted.Contains(httpface.PeerAddr(in)); fromTrusted {
+			if xff := in.Header["X-Forwarded-For"]; len(xff) > 0 {
+				vals[0] = strings.Join(xff, ", ") + ", " + peer
+			}
+			if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+				vals[1] = v
+			}
+			if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+				vals[2] = v
+			}
+		}
+		h["X-Forwarded-For"] = vals[0:1:1]
+	}
+	h["X-Forwarded-Host"] = vals[1:2:2]
+	h["X-Forwarded-Proto"] = vals[2:3:3]
+	h[canonicalTenantHeader] = vals[3:4:4]
+	if c := clientFrom(in.Context()); c.IsValid() {
+		vals[4] = c.String()
+		h["X-Real-Ip"] = vals[4:5:5]
+	}
+}
+
+// apiKeyHeader is X-API-Key in canonical form.
+var apiKeyHeader = textproto.CanonicalMIMEHeaderKey(httpface.HeaderAPIKey)
+
+// maxIdleUpstreamConns bounds the idle connections kept to the upstream.
+const maxIdleUpstreamConns = 1024
+
+// canonicalTenantHeader is HeaderTenantID as http.Header keys it, so that
+// the proxy sets it without canonicalizing (and allocating) per request.
+var canonicalTenantHeader = textproto.CanonicalMIMEHeaderKey(httpface.HeaderTenantID)
+
+// copyBuffers are the proxy's body-copy buffers: without a pool,
+// ReverseProxy allocates 32 KiB per response, most of the garbage a
+// proxied request makes.
+var copyBuffers bufferPool
+
+// bufferPool is an [httputil.BufferPool] of 32 KiB buffers. sync.Pool
+// holds pointers (a slice put in an interface would allocate its header
+// at every Put), so the pointers themselves are pooled too, in holders:
+// in the steady state Get and Put allocate nothing.
+type bufferPool struct {
+	bufs    sync.Pool // *[]byte holding a buffer
+	holders sync.Pool // *[]byte holding nil
+}
+
+const copyBufferSize = 32 << 10
+
+// Get returns a buffer of copyBufferSize bytes.
+func (p *bufferPool) Get() []byte {
+	h, ok := p.bufs.Get().(*[]byte)
+	if !ok {
+		return make([]byte, copyBufferSize)
+	}
+	buf := *h
+	*h = nil
+	p.holders.Put(h)
+	return buf
+}
+
+// Put returns buf, from Get, to the pool.
+func (p *bufferPool) Put(buf []byte) {
+	h, ok := p.holders.Get().(*[]byte)
+	if !ok {
+		h = new([]byte)
+	}
+	*h = buf
+	p.bufs.Put(h)
+}
+
+// looksLike reports whether name is header (a canonical-looking name
+// such as X-Tenant-ID) in any case, with '_' for any '-'. Servers that
+// map header names to variables (CGI, WSGI, Rack, nginx with
+// underscores_in_headers) read X_Tenant_ID as X-Tenant-ID, so a client
+// could smuggle its own tenant (or key) past a plain Header.Set. It does
+// not allocate.
+func looksLike(name, header string) bool {
+	if len(name) != len(header) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c, want := name[i], header[i]
+		switch {
+		case c == want, want == '-' && c == '_':
+		case 'A' <= c && c <= 'Z' && c+'a'-'A' == want, 'a' <= c && c <= 'z' && c-('a'-'A') == want:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isTimeout reports whether err is the upstream taking too long to answer
+// (504), as opposed to the upstream not being reachable at all (502): a
+// dial that timed out is the latter.
+func isTimeout(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// dropGatewayHeaders removes the upstream's values of the headers the
+// gateway owns (httpface.GatewayHeaders), so a client never sees two, in
+// any spelling: the gateway writes RateLimit and RateLimit-Policy with
+// the draft's case, so a canonical Ratelimit from the upstream would
+// otherwise travel beside them as a second field.
+func dropGatewayHeaders(resp *http.Response) error {
+	for name := range resp.Header {
+		if isGatewayHeader(name) {
+			delete(resp.Header, name)
+		}
+	}
+	return nil
+}
+
+// isGatewayHeader reports whether name is one of the gateway's headers,
+// in any case.
+func isGatewayHeader(name string) bool {
+	for _, h := range httpface.GatewayHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
+}

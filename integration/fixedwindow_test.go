@@ -1,0 +1,193 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+)
+
+var prefixID atomic.Int64
+
+// uniquePrefix returns a key prefix no other test of this run uses.
+func uniquePrefix(t testing.TB) string {
+	return fmt.Sprintf("it:%d:%s:", prefixID.Add(1), strings.ReplaceAll(t.Name(), "/", "."))
+}
+
+// fixedWindow returns the fixed window on srv.
+func fixedWindow(srv *redisServer) ports.Limiter {
+	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
+}
+
+// counted is a request of cost 1 against one limit stored under key,
+// counting denials (the gateway's one limit without a policy file).
+func counted(key string, rule domain.Rule) domain.Request {
+	req := one(key, rule)
+	req.CountDenied = true
+	return req
+}
+
+// TestRedisFixedWindowStorm: concurrent decisions on one key admit
+// exactly the limit, counting denials or not, and leave no key without a
+// TTL.
+func TestRedisFixedWindowStorm(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	for _, countDenied := range []bool{false, true} {
+		lim, prefix := fixedWindow(srv), uniquePrefix(t)
+		rule := domain.Rule{Limit: 50, Window: time.Minute}
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 200 {
+			wg.Go(func() {
+				req := one(fmt.Sprintf("%stenant-%d", prefix, i%2), rule)
+				req.CountDenied = countDenied
+				v, err := lim.Allow(t.Context(), req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if v.Allowed {
+					admitted.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if got, want := admitted.Load(), int64(2*50); got != want {
+			t.Errorf("CountDenied=%v: admitted %d of 200 requests over two tenants with limit 50, want %d", countDenied, got, want)
+		}
+		if n := srv.checkTTLs(t, prefix+"*", 2*rule.Window); n != 2 {
+			t.Errorf("found %d keys under %s*, want 2", n, prefix)
+		}
+		if countDenied {
+			if got := srv.Client.Get(t.Context(), prefix+"tenant-0").Val(); got != "100" {
+				t.Errorf("counting denials: tenant-0's counter is %s after 100 requests, want 100", got)
+			}
+		}
+	}
+}
+
+// TestRedisFixedWindowCommandsPerDecision: each decision is one EVALSHA
+// (GET, PTTL, and INCRBY when it spends), with PEXPIRE only on a
+// window's first spend.
+func TestRedisFixedWindowCommandsPerDecision(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t) // its own server: CONFIG RESETSTAT is global
+	const keys, perKey, limit = 10, 20, 15
+	const decisions = keys * perKey
+	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	rule := domain.Rule{Limit: limit, Window: time.Minute}
+	if _, err := lim.Allow(t.Context(), counted(prefix+"warm-up", rule)); err != nil {
+		t.Fatal(err) // loads the script; not counted
+	}
+	for _, countDenied := range []bool{true, false} {
+		srv.resetStats(t)
+		p := fmt.Sprintf("%s%v:", prefix, countDenied)
+		for i := range decisions {
+			req := one(fmt.Sprintf("%s%d", p, i%keys), rule)
+			req.CountDenied = countDenied
+			if _, err := lim.Allow(t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		spends := int64(decisions)
+		if !countDenied {
+			spends = keys * limit
+		}
+		want := map[string]int64{"get": decisions, "pttl": decisions, "incrby": spends, "pexpire": keys, "evalsha": decisions, "eval": 0}
+		got := srv.commandCalls(t)
+		for cmd, n := range want {
+			if got[cmd] != n {
+				t.Errorf("CountDenied=%v: %d decisions on %d keys: %s called %d times, want %d (all: %v)", countDenied, decisions, keys, cmd, got[cmd], n, got)
+			}
+		}
+	}
+}
+
+// TestRedisFixedWindowRepairsKeyWithoutTTL: a key that somehow has no
+// TTL is given one by the next decision, never left to count forever.
+func TestRedisFixedWindowRepairsKeyWithoutTTL(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	for _, countDenied := range []bool{false, true} {
+		key := fmt.Sprintf("%simmortal-%v", prefix, countDenied)
+		if err := srv.Client.Set(t.Context(), key, 5, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		req := one(key, domain.Rule{Limit: 10, Window: time.Minute})
+		req.CountDenied = countDenied
+		v, err := lim.Allow(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := v.Decisions[0]; !d.Allowed || d.Remaining != 4 || d.ResetAfter <= 0 || d.ResetAfter > time.Minute+time.Millisecond {
+			t.Errorf("a decision on a key without TTL: %+v; want allowed, remaining 4, reset in (0, 1m]", d)
+		}
+		if ttl := srv.Client.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("PTTL after the decision = %v, want (0, 1m]", ttl)
+		}
+	}
+}
+
+// TestRedisFixedWindowRetryAfterNeverEarly: a denial's RetryAfter
+// outlasts the key. Redis keeps a key until its clock in ms is past the
+// expiry, up to a millisecond after its PTTL, so RetryAfter must be more
+// than the PTTL, whatever the rule's window says. The time left used to
+// be capped at the window: a denial in a window's first millisecond
+// (PTTL + 1 ms past the window) told the client to come back a
+// millisecond early, and it was denied again (the contract's RetryAfter
+// check failed 3 plain runs in 50). A TTL past the window makes
+// that case certain here (half a second past, against a slow machine).
+func TestRedisFixedWindowRetryAfterNeverEarly(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	rule := domain.Rule{Limit: 5, Window: 60 * time.Second}
+	for _, countDenied := range []bool{false, true} {
+		key := fmt.Sprintf("%sfull-%v", prefix, countDenied)
+		// A window just started and already spent.
+		if err := srv.Client.Set(t.Context(), key, 5, rule.Window+500*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+		req := one(key, rule)
+		req.CountDenied = countDenied
+		v, err := lim.Allow(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := v.Decisions[0]
+		if d.Allowed || d.RetryAfter <= rule.Window-time.Second {
+			t.Fatalf("%+v: want denied, RetryAfter about the window", d)
+		}
+		pttl := srv.Client.PTTL(t.Context(), key).Val()
+		if d.RetryAfter <= pttl {
+			t.Errorf("CountDenied=%v: RetryAfter %v ≤ the key's PTTL %v: a client that waits is early", countDenied, d.RetryAfter, pttl)
+		}
+		if got := domain.CeilSeconds(d.RetryAfter); got != 61 {
+			t.Errorf("CountDenied=%v: Retry-After %d s, want 61 (the key lives past 60 s)", countDenied, got)
+		}
+	}
+}
+
+// TestRedisFixedWindowWrapsErrors: a store error names the algorithm and
+// the key.
+func TestRedisFixedWindowWrapsErrors(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	key := prefix + "list"
+	if err := srv.Client.RPush(t.Context(), key, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lim.Allow(t.Context(), one(key, domain.Rule{Limit: 1, Window: time.Minute}))
+	if err == nil || !strings.Contains(err.Error(), "redis: fixed_window "+key) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("a decision on a list: err = %v, want redis: fixed_window %s: …WRONGTYPE…", err, key)
+	}
+}
