@@ -35,7 +35,9 @@ type DenyCacheOptions struct {
 // memory or local denial, not the closed fail mode's), the tenant's next
 // requests on that route are denied from memory, without a call to the
 // limiter, until the Retry-After that denial gave has passed. It never
-// admits.
+// admits. A denial for want of a concurrency slot is not remembered (a
+// slot may come back at any moment); one that a rate limit made is, for
+// as long as the rate limits deny.
 //
 // A cached answer is the first denial's decisions with their times
 // counted down, and outcome [domain.OutcomeCachedDenied]. It is served
@@ -113,7 +115,7 @@ func (c *denyCache) Allow(ctx context.Context, req domain.Request) (domain.Verdi
 	if err != nil || v.Allowed || v.Decisions == nil {
 		return v, err
 	}
-	if retry := v.RetryAfter(); retry > 0 {
+	if retry := rateRetry(req, v); retry > 0 {
 		sh.put(&denial{
 			key:       k,
 			cost:      req.Cost,
@@ -124,6 +126,20 @@ func (c *denyCache) Allow(ctx context.Context, req domain.Request) (domain.Verdi
 		}, now)
 	}
 	return v, nil
+}
+
+// rateRetry is how long the rate limits that denied v deny: the longest
+// RetryAfter of its enforced limits that are not concurrency limits. A
+// denial for want of a slot is never cached: a slot may come back at any
+// moment, and the next request must find it.
+func rateRetry(req domain.Request, v domain.Verdict) time.Duration {
+	var r time.Duration
+	for i, d := range v.Decisions {
+		if !d.Allowed && !d.Shadow && !req.Limits[i].Concurrency {
+			r = max(r, d.RetryAfter)
+		}
+	}
+	return r
 }
 
 // shard returns the shard of k: FNV-1a over the tenant and the route.

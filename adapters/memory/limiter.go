@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,10 @@ var _ ports.Limiter = (*Limiter)(nil)
 // out the whole budget). Each key is one domain policy's state under its
 // own mutex: a request of several limits locks their keys in key order
 // (so two requests never wait on each other in a cycle), decides every
-// limit, and spends by [domain.Spends]: all or nothing.
+// limit, and spends by [domain.Spends]: all or nothing. A concurrency
+// limit ([domain.Limit.Concurrency]) is a count of the slots its admitted
+// requests hold in this process ([domain.Slots]), given back by the
+// verdict's Release; no lease is needed, since a crash frees them all.
 //
 // Limiter is safe for concurrent use by multiple goroutines. Allow of
 // keys it already holds allocates nothing but the verdict's decisions
@@ -119,16 +123,21 @@ type limiter[S any, P state[S]] struct {
 	sweeper      *sweeper
 }
 
-// limiterEntry is one key: the algorithm's state, or a calendar limit's
+// limiterEntry is one key: the algorithm's state, a calendar limit's
 // period ([domain.Limit.Calendar]: a fixed window over the period,
-// whatever the algorithm).
+// whatever the algorithm), or a concurrency limit's slots
+// ([domain.Limit.Concurrency]).
 type limiterEntry[S any] struct {
-	mu     sync.Mutex // guards state, period, idleAt, swept
+	mu     sync.Mutex // guards state, period, slots, idleAt, swept
 	state  S
 	period domain.PeriodWindow
-	idleAt int64 // clock nanos from which state is whole again
+	slots  domain.Slots
+	idleAt int64 // clock nanos from which state is whole again; never while a slot is held
 	swept  bool  // removed from the map: Allow retries on a fresh entry
 }
+
+// held is the idleAt of an entry whose slots are held: never idle.
+const held = math.MaxInt64
 
 func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
 	l := &limiter[S, P]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys)}
@@ -195,24 +204,69 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		// time in the order they are made.
 		now, nanos := l.clock.read()
 		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
+			if req.Limits[i].Concurrency {
+				return entries[i].slots.Decide(req.Limits[i].Rule.Limit, cost)
+			}
 			if cal := req.Limits[i].Calendar; cal != nil {
 				return entries[i].period.Decide(now, *cal, req.Limits[i].Rule.Limit, cost)
 			}
 			return P(&entries[i].state).Decide(now, req.Limits[i].Rule, cost)
 		})
+		var r *release[S]
 		for i := range n {
 			e := entries[i]
-			if domain.Spends(req, v, i) {
-				if cal := req.Limits[i].Calendar; cal != nil {
-					e.period.Spend(now, *cal, req.Cost)
-				} else {
-					P(&e.state).Spend(now, req.Limits[i].Rule, req.Cost)
+			spends := domain.Spends(req, v, i)
+			switch {
+			case req.Limits[i].Concurrency:
+				if spends {
+					e.slots.Acquire()
+					if r == nil {
+						r = &release[S]{clock: l.clock}
+					}
+					r.entries = append(r.entries, e)
 				}
+			case !spends:
+			case req.Limits[i].Calendar != nil:
+				e.period.Spend(now, *req.Limits[i].Calendar, req.Cost)
+			default:
+				P(&e.state).Spend(now, req.Limits[i].Rule, req.Cost)
 			}
 			e.idleAt = nanos + int64(max(v.Decisions[i].ResetAfter, v.Decisions[i].RetryAfter))
+			if e.slots.Held() > 0 {
+				e.idleAt = held
+			}
 			e.mu.Unlock()
 		}
+		if r != nil {
+			v.Release = r.release
+		}
 		return v, nil
+	}
+}
+
+// release gives back the slots one admitted request took: one per
+// entry, of its concurrency limits.
+type release[S any] struct {
+	done    atomic.Bool
+	clock   clock
+	entries []*limiterEntry[S]
+}
+
+// release implements [domain.Verdict.Release]: it gives the slots back
+// once, however often it is called. An entry whose last slot comes back
+// is idle from now (the sweeper may drop it); none is dropped while a
+// slot is held, so entries are still the ones in the map.
+func (r *release[S]) release() {
+	if !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	for _, e := range r.entries {
+		e.mu.Lock()
+		e.slots.Release()
+		if e.slots.Held() == 0 {
+			e.idleAt = r.clock.nanos()
+		}
+		e.mu.Unlock()
 	}
 }
 
