@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -16,7 +18,15 @@ type Options struct {
 	// Timeout, if set, bounds a whole decision, its wait for a lane
 	// included, on top of the caller's context (tests and tools).
 	Timeout time.Duration
+	// Leases hold the slots of concurrency limits ([domain.Limit.Concurrency])
+	// that this replica's requests take, and renew them. A request with a
+	// concurrency limit fails without it.
+	Leases *Leases
 }
+
+// errNoLeases is a concurrency limit on a Limiter without Options.Leases:
+// a wiring defect, reported as a store error.
+var errNoLeases = errors.New("redis: a concurrency limit needs Options.Leases")
 
 var _ ports.Limiter = (*Limiter)(nil)
 
@@ -91,10 +101,17 @@ const replyStride = 5
 // next one's end (see lua/prelude.lua).
 const calendarArgs = 5
 
+// slotArgs is how many arguments a concurrency limit gives the script:
+// its limit, the lease in ms and the request's holder name.
+const slotArgs = 3
+
 // Allow implements [ports.Limiter] in one round trip. A calendar limit
 // ([domain.Limit.Calendar]) is counted as a fixed window over its period,
 // whatever the algorithm: the replica computes the period around its
-// clock and the periods on either side, and Redis's clock picks one.
+// clock and the periods on either side, and Redis's clock picks one. A
+// concurrency limit ([domain.Limit.Concurrency]) takes a slot as a lease
+// ([Leases]) in the same script: an admitted verdict's Release gives the
+// request's slots back.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -103,12 +120,23 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	}
 	n := len(req.Limits)
 	sp := l.spec
-	stride, calendars := sp.stride, 0
+	stride, calendars, slotted := sp.stride, 0, 0
 	for _, lim := range req.Limits {
-		if lim.Calendar != nil {
+		switch {
+		case lim.Concurrency:
+			slotted++
+			stride = max(stride, slotArgs)
+		case lim.Calendar != nil:
 			calendars++
 			stride = max(stride, calendarArgs)
 		}
+	}
+	holder := ""
+	if slotted > 0 {
+		if l.opts.Leases == nil {
+			return domain.Verdict{}, errNoLeases
+		}
+		holder = l.opts.Leases.holder()
 	}
 	a := sp.script.cmdArgs(n+2*calendars, 5+stride*n)
 	for _, lim := range req.Limits {
@@ -133,7 +161,10 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	for _, lim := range req.Limits {
 		shadow = append(shadow, '0'+b2i(lim.Shadow))
 		kind := byte('r')
-		if lim.Calendar != nil {
+		switch {
+		case lim.Concurrency:
+			kind = 'n'
+		case lim.Calendar != nil:
 			kind = 'c'
 		}
 		kinds = append(kinds, kind)
@@ -146,11 +177,14 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	c := 0
 	for _, lim := range req.Limits {
 		start := len(a)
-		if lim.Calendar != nil {
+		switch {
+		case lim.Concurrency:
+			a = append(a, lim.Rule.Limit, l.opts.Leases.leaseMs, holder)
+		case lim.Calendar != nil:
 			p := periods[c]
 			c++
 			a = append(a, lim.Rule.Limit, p[0][0].UnixMilli(), p[1][0].UnixMilli(), p[2][0].UnixMilli(), p[2][1].UnixMilli())
-		} else {
+		default:
 			a = sp.args(a, lim.Rule)
 		}
 		for len(a)-start < stride {
@@ -159,9 +193,53 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	}
 	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
 	if err != nil {
+		if slotted > 0 {
+			// The script may have run, its reply lost: the slots it may
+			// have taken are removed again.
+			l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
+		}
 		return domain.Verdict{}, err
 	}
-	return verdict(req, r)
+	v, err := verdict(req, r)
+	switch {
+	case slotted == 0:
+	case err != nil:
+		l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
+	case v.Allowed:
+		if keys := slotKeys(req, func(i int) bool { return v.Decisions[i].Allowed }); len(keys) > 0 {
+			h := &holding{leases: l.opts.Leases, keys: keys, holder: holder}
+			h.leases.hold(keys, holder)
+			v.Release = h.release
+		}
+	}
+	return v, err
+}
+
+// slotKeys returns the keys of req's concurrency limits i for which
+// took(i).
+func slotKeys(req domain.Request, took func(i int) bool) []string {
+	var keys []string
+	for i, lim := range req.Limits {
+		if lim.Concurrency && took(i) {
+			keys = append(keys, lim.Key)
+		}
+	}
+	return keys
+}
+
+// holding is the slots one admitted request holds.
+type holding struct {
+	leases *Leases
+	keys   []string
+	holder string
+	done   atomic.Bool
+}
+
+// release implements [domain.Verdict.Release]: once, in one round trip.
+func (h *holding) release() {
+	if h.done.CompareAndSwap(false, true) {
+		h.leases.release(h.keys, h.holder)
+	}
 }
 
 // calendarPeriods returns the period of cal around now, and the periods

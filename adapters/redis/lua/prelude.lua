@@ -14,11 +14,15 @@
 -- ARGV[3]        '1': count denied requests too (fixed window only)
 -- ARGV[4]        kinds: character i is 'r' when limit i follows the
 --                algorithm's rule (the body), 'c' when it is a calendar
---                quota (a fixed window over a calendar period, here)
+--                quota (a fixed window over a calendar period, here), 'n'
+--                when it is a concurrency limit (slots held as leases,
+--                here)
 -- ARGV[5]        stride: how many arguments each limit has
 -- ARGV[5 + (i-1)*stride + k]  limit i's k-th argument: the body's for
 --                'r'; for 'c' the limit, then the previous, current and
---                next periods' starts and the next one's end, in ms
+--                next periods' starts and the next one's end, in ms; for
+--                'n' the limit, the lease in ms and the holder (a string:
+--                "<replica>:<request>")
 --
 -- A body defines read(i, key), decide(i, st, cost) and spend(i, key, st,
 -- cost, r) and returns run(read, decide, spend). decide returns {ok (1 or
@@ -91,16 +95,63 @@ do
   end
 end
 
+-- A concurrency limit: a sorted set of the slots held, each member a
+-- holder ("<replica>:<request>") scored with its lease's expiry on
+-- Redis's clock (ms). Reading drops the expired leases (a vanished
+-- replica's slots come back by themselves); a request is admitted while
+-- fewer than the limit remain, and takes one slot whatever its cost. Its
+-- holder renews the lease while the request runs and removes it when it
+-- ends (lua/lease_renew.lua, lua/lease_release.lua). The key lives two
+-- leases past its last write (never less than it had: a replica with a
+-- longer lease keeps its slots). Times as domain.DecideSlots: t=0 while
+-- a slot is free, 1 s when none is; a denial waits 1 s.
+local slot_read, slot_decide, slot_spend
+do
+  local now_ms = math.floor(now / 1000)
+  local second = 1000000
+  slot_read = function(i)
+    local key = KEYS[i]
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
+    return {key = key, held = redis.call('ZCARD', key)}
+  end
+  slot_decide = function(i, st, c)
+    local free = math.max(arg(nil, i, 1) - st.held, 0)
+    local ok, retry, reset = 1, 0, 0
+    if c > 0 then
+      if free > 0 then
+        free = free - 1
+      else
+        ok, retry = 0, second
+      end
+    end
+    if free == 0 then
+      reset = second
+    end
+    return {ok, free, reset, retry}
+  end
+  slot_spend = function(i, _, st)
+    local lease = arg(nil, i, 2)
+    redis.call('ZADD', st.key, now_ms + lease, ARGV[5 + (i - 1) * stride + 3])
+    if redis.call('PTTL', st.key) < 2 * lease then
+      redis.call('PEXPIRE', st.key, 2 * lease)
+    end
+  end
+end
+
 local function run(read, decide, spend)
   local st, res = {}, {}
   local admitted = 1
   for i = 1, n do
-    if string.byte(kinds, i) == 99 then -- 'c'
+    local kind = string.byte(kinds, i)
+    if kind == 99 then -- 'c'
       st[i] = cal_read(i)
       if st[i].err then
         return st[i]
       end
       res[i] = cal_decide(i, st[i], cost)
+    elseif kind == 110 then -- 'n'
+      st[i] = slot_read(i)
+      res[i] = slot_decide(i, st[i], cost)
     else
       st[i] = read(i, KEYS[i])
       res[i] = decide(i, st[i], cost)
@@ -112,14 +163,16 @@ local function run(read, decide, spend)
   local out = {admitted}
   for i = 1, n do
     local key = KEYS[i]
-    local cal = string.byte(kinds, i) == 99
+    local kind = string.byte(kinds, i)
     local d, sp = decide, spend
-    if cal then
+    if kind == 99 then
       d = cal_decide
       sp = function(j, _, s, c) cal_spend(j, s, c) end
+    elseif kind == 110 then
+      d, sp = slot_decide, slot_spend
     end
     local r = res[i]
-    if count_denied then
+    if count_denied and kind ~= 110 then -- a denied request takes no slot
       sp(i, key, st[i], cost, r)
       if r[1] == 0 then
         r[2] = 0 -- counted: nothing is left
