@@ -37,6 +37,8 @@ var _ ports.Limiter = (*Limiter)(nil)
 // trips: see [Client]). The script decides every limit, spends all or
 // nothing, and returns the verdict; Go only maps the reply. Every key it
 // writes has a TTL, and windows run on Redis's clock, never a replica's.
+// A concurrency limit's slots are leases in the same script, held and
+// renewed by [Options].Leases.
 //
 // Limiter is safe for concurrent use by multiple goroutines. It does not
 // own the client.

@@ -242,3 +242,64 @@ func TestLimiterCalendarArgs(t *testing.T) {
 		t.Errorf("the calendar decision %+v, want its period's window, 24h", d)
 	}
 }
+
+// TestLimiterSlotArgs: a concurrency limit is kind 'n' with its limit,
+// the lease in ms and the request's holder; an admitted verdict's
+// Release sends the holder's removal from the key of every slot it took,
+// once; without leases the request fails.
+func TestLimiterSlotArgs(t *testing.T) {
+	t.Parallel()
+	inflight := domain.Limit{Name: "inflight", Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow},
+		Key: "rl:{acme}:in_flight:inflight", Concurrency: true}
+	req := request(3, domain.Rule{Limit: 10, Window: time.Minute})
+	req.Limits = append(req.Limits, inflight)
+	f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 4, 0, 0})}
+	client := redis.NewClient(f)
+	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: 3 * time.Second, Replica: "r1"})
+	defer leases.Close()
+	l, err := redis.New(client, domain.AlgorithmFixedWindow, redis.Options{Leases: leases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := l.Allow(t.Context(), req)
+	if err != nil || !v.Allowed || v.Release == nil || v.Decisions[1].Remaining != 4 {
+		t.Fatalf("Allow: %+v, %v; want admitted, 4 slots free, a Release", v, err)
+	}
+	if len(f.args) != 11 {
+		t.Fatalf("args %v", f.args)
+	}
+	holder, _ := f.args[10].(string)
+	want := []any{int64(3), "00", "0", "rn", 3, int64(10), int64(60e3), 0, int64(5), int64(3000), holder}
+	if !equalArgs(f.args, want) || !strings.HasPrefix(holder, "r1:") {
+		t.Errorf("args %v, want %v with a holder r1:…", f.args, want)
+	}
+	if got := leases.Held(); got != 1 {
+		t.Errorf("Held = %d, want 1", got)
+	}
+	f.reply = []any{int64(1)}
+	v.Release()
+	if !slices.Equal(f.keys, []string{inflight.Key}) || !equalArgs(f.args, []any{holder}) {
+		t.Errorf("release: keys %q, args %v; want %q, [%s]", f.keys, f.args, inflight.Key, holder)
+	}
+	f.keys = nil
+	v.Release()
+	if f.keys != nil || leases.Held() != 0 {
+		t.Errorf("a second Release sent %q (Held %d); want nothing", f.keys, leases.Held())
+	}
+	// Another request, another holder.
+	f.reply = reply(1, [4]int64{1, 6, 60e6, 0}, [4]int64{1, 4, 0, 0})
+	if _, err := l.Allow(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if other := f.args[10]; other == holder {
+		t.Errorf("two requests share the holder %v", other)
+	}
+	// A denied request holds nothing.
+	f.reply = reply(0, [4]int64{1, 6, 60e6, 0}, [4]int64{0, 0, 1e6, 1e6})
+	if v, err := l.Allow(t.Context(), req); err != nil || v.Allowed || v.Release != nil {
+		t.Errorf("denied for want of a slot: %+v, %v; want no Release", v, err)
+	}
+	if _, err := newLimiter(t, domain.AlgorithmFixedWindow, f, redis.Options{}).Allow(t.Context(), req); err == nil {
+		t.Error("a concurrency limit without leases: no error")
+	}
+}
