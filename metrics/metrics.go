@@ -35,6 +35,8 @@ type Metrics struct {
 	requests       *prometheus.CounterVec   // route, code
 	upstreamTime   *prometheus.HistogramVec // route
 	routes         sync.Map                 // *domain.Route → *routeMetrics
+	inFlight       *prometheus.GaugeVec     // limit
+	inFlightOf     sync.Map                 // limit name → prometheus.Gauge
 }
 
 // Per-limit outcomes of tollgate_limit_decisions_total: what each limit
@@ -110,10 +112,14 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 		Help:    "Time taken by the upstream (or the echo responder) to answer an admitted request, by route.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
-	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime,
+	inFlight := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tollgate_in_flight",
+		Help: "Slots of each concurrency limit that this replica's requests hold (on the store, or in its memory under the local fail mode), by limit name.",
+	}, []string{"limit"})
+	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{storeErrors: storeErrors, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
-		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime}
+		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, inFlight: inFlight}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
@@ -141,6 +147,24 @@ func (m *Metrics) StoreFull() {
 	}
 }
 
+// InFlight adds delta to the slots this replica holds of the
+// concurrency limit named limit. It implements engine.Observer.
+func (m *Metrics) InFlight(limit string, delta int) {
+	if m != nil {
+		m.inFlightGauge(limit).Add(float64(delta))
+	}
+}
+
+// inFlightGauge returns limit's tollgate_in_flight series, looked up
+// once per name rather than by label per request.
+func (m *Metrics) inFlightGauge(limit string) prometheus.Gauge {
+	if g, ok := m.inFlightOf.Load(limit); ok {
+		return g.(prometheus.Gauge)
+	}
+	g, _ := m.inFlightOf.LoadOrStore(limit, m.inFlight.WithLabelValues(limit))
+	return g.(prometheus.Gauge)
+}
+
 // StoreError counts one failed store call.
 func (m *Metrics) StoreError() {
 	if m != nil {
@@ -156,6 +180,11 @@ func (m *Metrics) Routes(p *domain.Policy) {
 	}
 	for _, r := range p.Routes() {
 		m.route(r)
+		for _, l := range r.Applied() {
+			if l.Concurrency {
+				m.inFlightGauge(l.Name)
+			}
+		}
 	}
 }
 
@@ -183,7 +212,16 @@ func (m *Metrics) observeLimits(r *domain.Route, v domain.Verdict) {
 		return
 	}
 	rm := m.route(r)
-	for i, d := range v.Decisions {
+	// A face that never learns when a request ends decides without the
+	// route's concurrency limits (engine.Described.SkipConcurrency): its
+	// decisions are the other limits', in order.
+	skipSlots := len(v.Decisions) < len(rm.limits)
+	i := -1
+	for _, d := range v.Decisions {
+		i++
+		for skipSlots && i < len(rm.limits) && r.Applied()[i].Concurrency {
+			i++
+		}
 		if i >= len(rm.limits) {
 			break // a request built by hand, not from r
 		}
