@@ -17,9 +17,9 @@ import (
 // recorder is a limiter that admits everything and records the requests
 // it was asked, and an observer that records the decisions.
 type recorder struct {
-	mu      sync.Mutex
-	reqs    []domain.Request
-	decided []domain.Outcome
+	mu       sync.Mutex
+	reqs     []domain.Request
+	decided  []domain.Outcome
 	full     int
 	inFlight map[string]int             // slots held, by limit
 	err      func(domain.Request) error // nil: admit

@@ -23,6 +23,9 @@ import (
 //     without rate-limit headers;
 //   - denied without decisions (the fail mode closed): 503, Retry-After 1.
 //
+// A request admitted with concurrency slots holds them until next
+// returns (see [engine.Result.Release]).
+//
 // The path must be normal ([httpface.Normalize] runs first).
 type meter struct {
 	engine   *engine.Engine
@@ -43,6 +46,12 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 		// answers for the store): nobody reads an answer.
 		return
 	}
+	// The concurrency slots an admitted request took come back when the
+	// response has ended, however it ended: its last byte written (the
+	// upstream's body copied, a stream finished), the client gone, the
+	// upstream failed or timed out (502, 504), or a panic, before the
+	// recoverer answers it.
+	defer res.Release()
 	r = r.WithContext(withTenant(r.Context(), res.Tenant, d.Client))
 	if !res.Metered {
 		httpface.SetOutcome(r.Context(), res.Tenant, res.Route.Name, d.Client, httpface.OutcomeUnmetered)
