@@ -17,6 +17,11 @@ const (
 	// replica's slots stay taken is the store's lease, a setting of the
 	// store, not of the policy.
 	ConcurrencyWindow = time.Second
+	// MinLease and MaxLease bound the lease of a slot on a shared store
+	// (TOLLGATE_LEASE): how long a vanished holder's slot stays taken
+	// after its last renewal.
+	MinLease = time.Second
+	MaxLease = 10 * time.Minute
 )
 
 // ConcurrencyRule returns the rule of a concurrency limit of n requests

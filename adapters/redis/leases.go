@@ -9,12 +9,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-)
 
-// Bounds of a lease ([LeaseOptions].Lease): TOLLGATE_LEASE's.
-const (
-	MinLease = time.Second
-	MaxLease = 10 * time.Minute
+	"github.com/tollgate/tollgate/domain"
 )
 
 // maxOrphans bounds the slots waiting to be removed again (see
@@ -26,8 +22,8 @@ const maxOrphans = 1 << 16
 type LeaseOptions struct {
 	// Lease is how long a slot stays taken after its last renewal
 	// (TOLLGATE_LEASE): a replica that vanishes frees its slots that
-	// long after it last renewed them. Required, [MinLease] to
-	// [MaxLease].
+	// long after it last renewed them. Required, [domain.MinLease] to
+	// [domain.MaxLease].
 	Lease time.Duration
 	// Replica names this replica among those sharing the Redis, unique
 	// in the fleet: every slot it holds is "<Replica>:<request>".
@@ -96,9 +92,10 @@ var (
 
 // NewLeases returns the leases of replica opts.Replica on c and starts
 // their renewer. It panics, as wiring does on a programmer's error, on a
-// lease outside [MinLease] to [MaxLease] or an empty replica name.
+// lease outside [domain.MinLease] to [domain.MaxLease] or an empty
+// replica name.
 func NewLeases(c *Client, opts LeaseOptions) *Leases {
-	if opts.Lease < MinLease || opts.Lease > MaxLease || opts.Replica == "" {
+	if opts.Lease < domain.MinLease || opts.Lease > domain.MaxLease || opts.Replica == "" {
 		panic("redis: NewLeases needs a lease from 1s to 10m and a replica name")
 	}
 	if opts.Interval <= 0 {
