@@ -17,6 +17,9 @@ import (
 //   - /hold holds the request until [Upstream.Open] (or its client goes
 //     away), then answers 200;
 //   - /sleep?ms=N answers 200 after N ms (or when its client goes away);
+//   - /stream?n=N&ms=M streams N lines, each flushed, M ms apart;
+//   - /broken drops the connection without an answer (a gateway answers
+//     502);
 //   - anything else answers 200 at once.
 //
 // Upstream is safe for concurrent use by multiple goroutines. It is
@@ -58,15 +61,36 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case "/sleep":
-		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
 		select {
-		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-time.After(millis(r, "ms")):
 		case <-r.Context().Done():
 			return
 		}
+	case "/stream":
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		for i := range n {
+			w.Write([]byte("line " + strconv.Itoa(i) + "\n"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(millis(r, "ms")):
+			case <-r.Context().Done():
+				return
+			}
+		}
+	case "/broken":
+		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			c.Close()
+		}
+		return
 	}
 	u.served.Add(1)
 	w.Write([]byte("ok\n"))
+}
+
+// millis returns the query parameter name of r as milliseconds.
+func millis(r *http.Request, name string) time.Duration {
+	n, _ := strconv.Atoi(r.URL.Query().Get(name))
+	return time.Duration(n) * time.Millisecond
 }
 
 // InFlight returns how many requests it is serving now.
