@@ -150,7 +150,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	}
 	var outer []ports.Layer
 	if cfg.DenyCache {
-		outer = append(outer, layers.DenyCache(layers.DenyCacheOptions{}))
+		outer = append(outer, layers.NewDenyCache(layers.DenyCacheOptions{}).Layer())
 	}
 	be.limiter = ports.Chain(lim, append(append(outer, failMode), inner...)...)
 	return be, nil
