@@ -47,6 +47,9 @@ type Config struct {
 	ListenAddr string `env:"LISTEN_ADDR" envDefault:":8080"`
 	// AdminAddr serves /healthz, /readyz and /metrics, never limited.
 	AdminAddr string `env:"ADMIN_ADDR" envDefault:":9090"`
+	// AdminToken is the bearer token of the usage API on the admin
+	// listener; empty turns the API off. Never printed.
+	AdminToken string `env:"ADMIN_TOKEN"`
 	// UpstreamURL is where allowed requests are proxied; empty means the
 	// built-in echo responder.
 	UpstreamURL string `env:"UPSTREAM_URL"`
@@ -131,6 +134,7 @@ var accepted = map[string]string{
 	"FAIL_MODE":        "open, closed or local",
 	"REPLICAS":         "an integer from 0 (count the replicas through the store) to 10000",
 	"DENY_CACHE":       "true or false (also 1, 0, t, f)",
+	"ADMIN_TOKEN":      "empty (no usage API), or 16 to 1024 bytes of A-Z a-z 0-9 - . _ ~ + / then = padding, such as the output of openssl rand -hex 32",
 	"MEMORY_MAX_KEYS":  "an integer from 0 (no bound) to 1073741824",
 	"TRUSTED_PROXIES":  "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
 	"ANONYMOUS":        "shared (one tenant, unknown) or ip (per client address)",
@@ -167,6 +171,8 @@ func configError(name, value string) *ConfigError {
 		value = MaskURL(value)
 	case "UPSTREAM_URL":
 		value = upstreamForLog(value)
+	case "ADMIN_TOKEN":
+		value = fmt.Sprintf("(%d bytes, not shown)", len(value))
 	}
 	return &ConfigError{Var: EnvPrefix + name, Value: value, Want: accepted[name]}
 }
@@ -237,6 +243,7 @@ func (c Config) Validate() error {
 	dur := func(d time.Duration) string { return d.String() }
 	check(validAddr(c.ListenAddr), "LISTEN_ADDR", c.ListenAddr)
 	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
+	check(c.AdminToken == "" || validAdminToken(c.AdminToken), "ADMIN_TOKEN", c.AdminToken)
 	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
 	check(c.UpstreamTimeout >= time.Millisecond && c.UpstreamTimeout <= 24*time.Hour, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
 	check(domain.ValidAlgorithm(c.Algorithm), "ALGORITHM", c.Algorithm)
@@ -283,6 +290,27 @@ func validAddr(a string) bool {
 	}
 	port, err := strconv.ParseUint(a[i+1:], 10, 16)
 	return err == nil && (port > 0 || a[i+1:] == "0")
+}
+
+// MinAdminTokenLen is the shortest TOLLGATE_ADMIN_TOKEN accepted: 16
+// bytes, so that a token is not guessed (openssl rand -hex 32 gives 64).
+const MinAdminTokenLen = 16
+
+// validAdminToken reports whether s can be a bearer token: 16 to 1024
+// bytes of RFC 6750's token68 (letters, digits, - . _ ~ + /, then =
+// padding), which an Authorization header carries as it is.
+func validAdminToken(s string) bool {
+	if len(s) < MinAdminTokenLen || len(s) > 1024 {
+		return false
+	}
+	body := strings.TrimRight(s, "=")
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
+			return false
+		}
+	}
+	return body != ""
 }
 
 func validUpstream(s string) bool {
