@@ -3,7 +3,8 @@
 # images it needs, vets, runs every test (integration against real Redis
 # containers and a Redis Cluster included), then the docker-compose smoke
 # tests (one Redis; a 3-master cluster), and always removes the test
-# containers.
+# containers. The real-proxy tests (integration/edge) need nginx and caddy:
+# scripts/edge-tools.sh installs them from Debian when missing.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -25,14 +26,15 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench bench-integration bench-gateway image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
+.PHONY: test unit vet bench bench-integration bench-gateway bench-edge image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
 
 ## test: images, go vet, all tests with -race, compose smoke tests; cleanup always
 test:
 	@status=0; \
 	{ $(MAKE) --no-print-directory image && \
 	  $(MAKE) --no-print-directory vet && \
-	  go test -race -shuffle=on -count=1 ./... && \
+	  scripts/edge-tools.sh && \
+	  TOLLGATE_REQUIRE_EDGE=1 go test -race -shuffle=on -count=1 ./... && \
 	  scripts/compose-test.sh && \
 	  scripts/compose-cluster-test.sh; } || status=$$?; \
 	scripts/cleanup-containers.sh; \
@@ -63,6 +65,13 @@ bench-integration: image
 ## ROUNDS, DURATION, PORT_BASE, TARGETS, BASELINE_REV: see the script.
 bench-gateway:
 	bench/gateway/run.sh
+
+## bench-edge: nginx -> tollgate's check listener -> upstream beside nginx ->
+## a static auth responder and nginx limit_req alone, and the check listener's
+## decisions/s beside the proxy's (bench/edge/run.sh; wrk; not part of test).
+## ROUNDS, DURATION, PORT_BASE: see the script.
+bench-edge:
+	bench/edge/run.sh
 
 ## image: the Redis and gateway images, built locally
 image:

@@ -133,7 +133,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache,
 		"tenants", tenantsForLog(cfg, snap), "policy", policyForLog(cfg, snap.Policy), "shadow", cfg.Shadow,
 		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(), "check_deny_status", cfg.CheckDenyStatus,
-		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))...)
+		"upstream", upstreamName(cfg), "redis_url", redisURLForLog(cfg))...)
 	serveErr := serveAll(ls)
 
 wait:
@@ -208,11 +208,15 @@ func replicasForLog(cfg Config) string {
 	return "1"
 }
 
-func upstreamName(u string) string {
-	if u == "" {
+// upstreamName says where the proxy sends what it admits.
+func upstreamName(cfg Config) string {
+	switch {
+	case cfg.ListenAddr == ListenOff:
+		return "none (no proxy listener)"
+	case cfg.UpstreamURL == "":
 		return "echo"
 	}
-	return upstreamForLog(u)
+	return upstreamForLog(cfg.UpstreamURL)
 }
 
 func redisURLForLog(cfg Config) string {
