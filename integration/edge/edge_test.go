@@ -378,3 +378,22 @@ func readFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
 }
+
+// TestDocsShowTheExamples: docs/edge.md shows the example files as they
+// are, the very ones the tests above run.
+func TestDocsShowTheExamples(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "edge.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range []struct{ name, fence string }{{"nginx.conf", "```nginx\n"}, {"Caddyfile", "```caddy\n"}} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "examples", ex.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), ex.fence+string(b)+"```\n") {
+			t.Errorf("docs/edge.md does not show examples/%s as it is", ex.name)
+		}
+	}
+}
