@@ -1,10 +1,11 @@
 # tollgate's build and test entry points. `make test` is what CI runs
 # (.ci/run): on a machine with Docker, apt and no registry, it builds the
 # images it needs, vets, runs every test (integration against real Redis
-# containers and a Redis Cluster included), then the docker-compose smoke
-# tests (one Redis; a 3-master cluster), and always removes the test
-# containers. The real-proxy tests (integration/edge) need nginx and caddy:
-# scripts/edge-tools.sh installs them from Debian when missing.
+# containers and a Redis Cluster included), the integration package again
+# on Valkey 8, then the docker-compose smoke tests (one Redis; a 3-master
+# cluster), and always removes the test containers. The real-proxy tests
+# (integration/edge) need nginx and caddy: scripts/edge-tools.sh installs
+# them from Debian when missing.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -12,6 +13,8 @@ export PATH := $(PATH):/usr/local/go/bin
 # Integration tests: the local Redis image (scripts/redis-image.sh), no
 # reaper (it cannot be pulled), published ports on localhost.
 export TOLLGATE_TEST_REDIS_IMAGE ?= tollgate.local/redis:7
+# The second store the integration package runs on (scripts/valkey-image.sh).
+VALKEY_IMAGE ?= tollgate.local/valkey:8
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE ?= localhost
 
@@ -28,13 +31,16 @@ BENCH_PKGS ?= ./integration/
 
 .PHONY: test unit vet bench bench-integration bench-gateway bench-edge image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
 
-## test: images, go vet, all tests with -race, compose smoke tests; cleanup always
+## test: images, go vet, all tests with -race, the integration tests again
+## on Valkey, compose smoke tests; cleanup always
 test:
 	@status=0; \
 	{ $(MAKE) --no-print-directory image && \
 	  $(MAKE) --no-print-directory vet && \
 	  scripts/edge-tools.sh && \
 	  TOLLGATE_REQUIRE_EDGE=1 go test -race -shuffle=on -count=1 ./... && \
+	  go test -count=1 -run 'TestBurstUnderCPUHog' ./integration/ && \
+	  TOLLGATE_TEST_REDIS_IMAGE=$(VALKEY_IMAGE) go test -race -shuffle=on -count=1 ./integration/... && \
 	  scripts/compose-test.sh && \
 	  scripts/compose-cluster-test.sh; } || status=$$?; \
 	scripts/cleanup-containers.sh; \
@@ -48,9 +54,11 @@ vet:
 	go vet ./...
 	cd bench && go vet ./...
 
-## bench: the Redis store against its peers on a local redis-server, and wrk
-## through the gateway (scripts/bench.sh: installs, starts and stops what it
-## needs; writes bench/out/table.md and docs/bench-redis.png)
+## bench: the Redis store against its peers on a local redis-server, then
+## across network lanes of 0.2, 0.6 and 2 ms round trip (LANES; root:
+## scripts/netlane.sh), and wrk through the gateway (scripts/bench.sh:
+## installs, starts and stops what it needs; writes bench/out/table.md,
+## bench/out/network.md, docs/bench-redis.png and docs/bench-network.png)
 bench:
 	scripts/bench.sh
 
@@ -73,9 +81,10 @@ bench-gateway:
 bench-edge:
 	bench/edge/run.sh
 
-## image: the Redis and gateway images, built locally
+## image: the Redis, Valkey and gateway images, built locally
 image:
 	scripts/redis-image.sh >/dev/null
+	scripts/valkey-image.sh >/dev/null
 	scripts/gateway-image.sh >/dev/null
 
 compose-up: image
@@ -106,5 +115,5 @@ clean:
 	-scripts/compose.sh -p tollgate-ci -f docker-compose.yml down -v --remove-orphans 2>/dev/null
 	-scripts/compose.sh -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
 	-scripts/compose.sh -p tollgate-ci-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
-	-docker image rm tollgate.local/redis:7 tollgate.local/tollgate:dev 2>/dev/null
+	-docker image rm tollgate.local/redis:7 $(VALKEY_IMAGE) tollgate.local/tollgate:dev 2>/dev/null
 	go clean -testcache

@@ -112,8 +112,11 @@ type Config struct {
 	// RedisURL is a go-redis URL; it may hold credentials. In cluster
 	// mode, redis://[user:pass@]host:port?addr=host2:port2&addr=...
 	RedisURL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0"`
-	// RedisTimeout is the deadline for the store work of one decision.
-	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"50ms"`
+	// RedisTimeout is how long a decision in flight may go without Redis
+	// answering anything before it takes the fail mode (see
+	// adapters/redis: the wait in this process's own queue does not
+	// count).
+	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"250ms"`
 	// KeyPrefix prefixes every key the gateway writes.
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"rl:"`
 	// AccessLog writes one JSON line per request on stderr.
@@ -153,7 +156,7 @@ var accepted = map[string]string{
 	"SHADOW":            "true or false (also 1, 0, t, f)",
 	"REDIS_MODE":        "single (one Redis, or a proxy) or cluster (Redis Cluster)",
 	"REDIS_URL":         "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
-	"REDIS_TIMEOUT":     "a Go duration from 1ms to 1m, such as 50ms",
+	"REDIS_TIMEOUT":     "a Go duration from 1ms to 1m, such as 250ms",
 	"KEY_PREFIX":        "any string",
 	"ACCESS_LOG":        "true or false (also 1, 0, t, f)",
 	"LOG_LEVEL":         "debug, info, warn or error",

@@ -49,7 +49,7 @@ func tollgate(b *testing.B) allowFunc {
 	rule := domain.Rule{Limit: limit, Window: window}
 	ctx := context.Background()
 	return func(key string) bool {
-		var decisions [1]domain.Decision // the verdict's, on the stack
+		var decisions [1]domain.Decision                                                                     // the verdict's, on the stack
 		v, _ := lim.Allow(ctx, domain.Request{Tenant: "bench", Route: "default", Cost: 1, CountDenied: true, // the gateway's default
 			Limits:    []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}},
 			Decisions: decisions[:0]})

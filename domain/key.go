@@ -1,6 +1,10 @@
 package domain
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Key returns the storage key of tenant t's limit named limit, on route
 // (empty for a global limit), under algorithm, with prefix in front. It
@@ -39,4 +43,12 @@ func Key(prefix string, t TenantID, algorithm, route, limit string) string {
 		b.WriteString(limit)
 	}
 	return b.String()
+}
+
+// PeriodKey returns the key of a calendar limit's period that starts at
+// start: base (the limit's [Key] under the fixed window's shape, whatever
+// the algorithm) and the start in Unix seconds, "<base>:p<seconds>". A
+// finished period's key is never read again: the next period has its own.
+func PeriodKey(base string, start time.Time) string {
+	return base + ":p" + strconv.FormatInt(start.Unix(), 10)
 }

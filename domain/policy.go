@@ -32,6 +32,10 @@ type PolicyLimit struct {
 	// Shadow reports whether the limit is in shadow mode: decided and
 	// spent, but its denials do not deny (see [Settle]).
 	Shadow bool
+	// Calendar, when set, makes the limit a calendar quota (see
+	// [Limit.Calendar]): Rule.Limit per period, and Rule.Window is
+	// [NominalWindow] of its unit.
+	Calendar *Calendar
 }
 
 // Route is a set of requests with a cost and limits of their own. A
@@ -110,7 +114,8 @@ func (p *Policy) CountsDenied() bool { return p.countsDenied }
 //     every route's), so that each names one budget in the headers, the
 //     metrics and a tenant's overrides; route names are unique, and
 //     "default" is the implicit route's;
-//   - an invalid rule ([Rule.Validate]);
+//   - an invalid rule ([Rule.Validate]); for a calendar limit, an
+//     invalid calendar ([Calendar.Validate]) or limit;
 //   - a route path that is not a normal path ([NormalizePath]) starting
 //     with "/" or that ends with "/" (but "/" itself), or that [MatchPath]
 //     refuses, a method that is not an HTTP token, or two routes with one
@@ -135,8 +140,20 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 			where[l.Name] = pos
 			p.names[l.Name] = l
 		}
-		if err := l.Rule.Validate(); err != nil {
+		if l.Calendar == nil {
+			if err := l.Rule.Validate(); err != nil {
+				bad(at, "%v", err)
+			}
+			return
+		}
+		if err := l.Calendar.Validate(); err != nil {
 			bad(at, "%v", err)
+		}
+		if l.Rule.Limit < 1 || l.Rule.Limit > MaxLimit {
+			bad(at, "%v: limit=%d, want 1 to %d", ErrInvalidRule, l.Rule.Limit, MaxLimit)
+		}
+		if l.Calendar.Unit != 0 && l.Rule.Window != NominalWindow(l.Calendar.Unit) {
+			bad(at, "a calendar limit's window is its unit's nominal %s, not %s", NominalWindow(l.Calendar.Unit), l.Rule.Window)
 		}
 	}
 	for i, l := range limits {

@@ -17,6 +17,12 @@ type Limit struct {
 	// and spent like any other, but its denial does not deny the request
 	// (see [Settle] for what it spends).
 	Shadow bool
+	// Calendar, when set, makes the limit a calendar quota: Rule.Limit
+	// per period of the calendar, counted as a fixed window over the
+	// period ([PeriodWindow]) whatever the store's algorithm, on the
+	// store's clock (Redis: its server time). Key is then the base of the
+	// period's key ([PeriodKey]). Rule.Window is [NominalWindow].
+	Calendar *Calendar
 }
 
 // Request is what a limiter decides: one request of Tenant, spending Cost

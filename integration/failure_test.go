@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/ports"
 )
 
 // scrape returns every series of g's /metrics (name and labels exactly
@@ -366,34 +370,56 @@ func waitMetric(t *testing.T, g *apptest.Gateway, series string, want float64) {
 }
 
 // TestReplicaAnnouncements: replicas announce themselves in one key
-// with a TTL of at most 30 s, count each other on Redis's clock, stop
-// counting one whose announcement expired, and forget one that withdrew.
+// with a TTL of at most 30 s, see each other on Redis's clock, stop
+// seeing one whose announcement expired, and forget one that withdrew;
+// a claim that outlasts any announcement (a forged member) is dropped,
+// and a key of another type is ports.ErrKeyType.
 func TestReplicaAnnouncements(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
 	prefix := uniquePrefix(t)
 	r := redis.NewReplicas(redis.NewClient(srv.Client), prefix)
 	ctx := context.Background()
+	ids := func(as []ports.Announcement) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
 	steps := []struct {
 		id   string
 		ttl  time.Duration
-		want int
-	}{{"a", time.Second, 1}, {"b", 300 * time.Millisecond, 2}, {"a", time.Second, 2}}
+		want []string
+	}{{"a", time.Second, []string{"a"}}, {"b", 300 * time.Millisecond, []string{"a", "b"}}, {"a", time.Second, []string{"a", "b"}}}
+	var last []ports.Announcement
 	for _, s := range steps {
-		n, err := r.Announce(ctx, s.id, s.ttl)
-		if err != nil || n != s.want {
-			t.Fatalf("Announce(%s) = %d, %v; want %d", s.id, n, err, s.want)
+		got, err := r.Announce(ctx, s.id, s.ttl)
+		if err != nil || !slices.Equal(ids(got), s.want) {
+			t.Fatalf("Announce(%s) = %v, %v; want %v", s.id, got, err, s.want)
+		}
+		last = got
+	}
+	for _, a := range last {
+		if exp := time.UnixMilli(a.Expires); exp.Before(time.Now().Add(-time.Second)) || exp.After(time.Now().Add(2*time.Second)) {
+			t.Errorf("announcement %+v: expiry %v not about a TTL from now on Redis's clock", a, exp)
 		}
 	}
 	if r.Key() != prefix+"replicas" {
 		t.Errorf("key %q, want %q", r.Key(), prefix+"replicas")
 	}
-	if n := srv.checkTTLs(t, prefix+"*", time.Second); n != 1 {
+	if n := srv.checkTTLs(t, prefix+"*", 30*time.Second); n != 1 {
 		t.Errorf("%d keys, want one", n)
 	}
 	time.Sleep(400 * time.Millisecond) // b's announcement expires
-	if n, err := r.Announce(ctx, "a", time.Hour); err != nil || n != 1 {
-		t.Errorf("after b expired: %d, %v; want 1", n, err)
+	// Forged members: one that claims an hour, which no replica can.
+	future := time.Now().Add(time.Hour).UnixMilli()
+	if err := srv.Client.ZAdd(ctx, r.Key(), goredis.Z{Score: float64(future), Member: "forged"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Announce(ctx, "a", time.Hour); err != nil || !slices.Equal(ids(got), []string{"a"}) {
+		t.Errorf("after b expired, with a forged member: %v, %v; want [a]", got, err)
 	}
 	srv.checkTTLs(t, prefix+"*", 30*time.Second) // capped
 	if err := r.Withdraw(ctx, "a"); err != nil {
@@ -401,6 +427,13 @@ func TestReplicaAnnouncements(t *testing.T) {
 	}
 	if n, _ := srv.Client.Exists(ctx, r.Key()).Result(); n != 0 {
 		t.Errorf("the key outlived the last replica's withdrawal")
+	}
+	// A key of another type: reported as such, never a count.
+	if err := srv.Client.Set(ctx, r.Key(), "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Announce(ctx, "a", time.Second); !errors.Is(err, ports.ErrKeyType) {
+		t.Errorf("Announce over a string key: %v, want ErrKeyType", err)
 	}
 }
 

@@ -67,6 +67,18 @@ var ErrBreakerOpen = errors.New("the store is failing (breaker open)")
 // [domain.Unknown] tenant, whose keys a bounded store always admits.
 var ErrStoreFull = errors.New("the store is full")
 
+// ErrKeyType is a key of the gateway's that holds a value of another
+// type: something else wrote it. The store answered; it is not failing.
+var ErrKeyType = errors.New("a key holds a value of another type")
+
+// Announcement is one gateway replica's claim, kept by a shared store,
+// to be alive until Expires (the store's clock, in ms). The local fail
+// mode counts replicas by them.
+type Announcement struct {
+	ID      string
+	Expires int64
+}
+
 // Pinger reports whether a store answers. Admin readiness checks use it.
 type Pinger interface {
 	Ping(ctx context.Context) error

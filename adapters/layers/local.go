@@ -2,6 +2,7 @@ package layers
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,12 +74,14 @@ func divide(req domain.Request, n int) domain.Request {
 	return req
 }
 
-// Announcer is how a replica tells the store it is alive, and learns how
-// many replicas are: the store keeps each announcement for ttl.
+// Announcer is how a replica tells the store it is alive, and learns
+// which replicas are: the store keeps each announcement for ttl.
 type Announcer interface {
-	// Announce records replica id as alive for ttl and returns the
-	// number of replicas alive, id included.
-	Announce(ctx context.Context, id string, ttl time.Duration) (int, error)
+	// Announce records replica id as alive for ttl and returns every
+	// announcement alive, id's included, each with its expiry on the
+	// store's clock. An error wrapping [ports.ErrKeyType] is the store's
+	// key holding something else (written by another program).
+	Announce(ctx context.Context, id string, ttl time.Duration) ([]ports.Announcement, error)
 	// Withdraw removes id's announcement.
 	Withdraw(ctx context.Context, id string) error
 }
@@ -121,10 +124,22 @@ type ReplicaCountOptions struct {
 // most about Interval before the failure). Close stops announcing and
 // withdraws the announcement.
 //
+// The count believes only what renews: a replica counts (besides this
+// one) once it has been seen twice with its expiry moved forward on the
+// store's clock, as a live replica's is every Interval. A member written
+// once by something else (a stale or forged entry) never counts, so no
+// one can shrink every replica's local budget by adding members; the
+// store drops claims that outlast any announcement. A key of another
+// type (ports.ErrKeyType) is reported once, not every Interval, and the
+// count keeps its last good value. Whoever can write the store at will
+// can still steer the count: the store is trusted (docs/redis.md).
+//
 // ReplicaCount is safe for concurrent use by multiple goroutines.
 type ReplicaCount struct {
 	opts ReplicaCountOptions
-	n    atomic.Int64 // 0: never counted
+	n    atomic.Int64     // 0: never counted
+	seen map[string]int64 // expiry of each member at the last announcement; the run goroutine's
+	bad  bool             // the last announcement met a key of another type; the run goroutine's
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -144,7 +159,7 @@ func NewReplicaCount(opts ReplicaCountOptions) *ReplicaCount {
 	if opts.Timeout <= 0 {
 		opts.Timeout = opts.Interval
 	}
-	r := &ReplicaCount{opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &ReplicaCount{opts: opts, seen: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
 	return r
 }
@@ -172,13 +187,25 @@ func (r *ReplicaCount) run() {
 func (r *ReplicaCount) announce() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
 	defer cancel()
-	n, err := r.opts.Announcer.Announce(ctx, r.opts.ID, r.opts.TTL)
+	alive, err := r.opts.Announcer.Announce(ctx, r.opts.ID, r.opts.TTL)
 	if err != nil {
-		if r.opts.OnError != nil {
+		wrongType := errors.Is(err, ports.ErrKeyType)
+		if r.opts.OnError != nil && !(wrongType && r.bad) {
 			r.opts.OnError(err)
 		}
+		r.bad = wrongType
 		return
 	}
+	r.bad = false
+	n := 1 // this replica
+	seen := make(map[string]int64, len(alive))
+	for _, a := range alive {
+		seen[a.ID] = a.Expires
+		if prev, ok := r.seen[a.ID]; ok && a.Expires > prev && a.ID != r.opts.ID {
+			n++ // renewed since the last announcement: alive
+		}
+	}
+	r.seen = seen
 	r.n.Store(int64(n))
 	if r.opts.OnCount != nil {
 		r.opts.OnCount(n)

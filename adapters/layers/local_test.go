@@ -3,6 +3,7 @@ package layers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,23 +90,37 @@ func TestFailLocalCanceledCaller(t *testing.T) {
 	}
 }
 
-// announcer is a fake store of announcements.
+// announcer is a fake store of announcements: its clock is the time of
+// the synctest bubble, in ms.
 type announcer struct {
 	mu        sync.Mutex
 	alive     map[string]bool
+	forged    map[string]int64 // members written by someone else, with their expiry
 	down      bool
+	err       error // returned by every Announce when set
 	announces int
 }
 
-func (a *announcer) Announce(_ context.Context, id string, _ time.Duration) (int, error) {
+func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) ([]ports.Announcement, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.down {
-		return 0, errStore
+		return nil, errStore
+	}
+	if a.err != nil {
+		return nil, a.err
 	}
 	a.announces++
 	a.alive[id] = true
-	return len(a.alive), nil
+	now := time.Now().UnixMilli()
+	var out []ports.Announcement
+	for m := range a.alive {
+		out = append(out, ports.Announcement{ID: m, Expires: now + ttl.Milliseconds()})
+	}
+	for m, exp := range a.forged {
+		out = append(out, ports.Announcement{ID: m, Expires: exp})
+	}
+	return out, nil
 }
 
 func (a *announcer) Withdraw(_ context.Context, id string) error {
@@ -148,7 +163,9 @@ func TestReplicaCount(t *testing.T) {
 		}
 		a.set(func(a *announcer) { a.down = false })
 		rb := newCount("b")
-		time.Sleep(2 * layers.DefaultAnnounceInterval) // both announced twice
+		// A replica counts another once it has seen it renew: both
+		// announce every interval, and three see each other renew.
+		time.Sleep(3 * layers.DefaultAnnounceInterval)
 		synctest.Wait()
 		if ra.N() != 2 || rb.N() != 2 {
 			t.Errorf("N = %d and %d with two replicas, want 2", ra.N(), rb.N())
@@ -232,3 +249,43 @@ func TestStackContract(t *testing.T) {
 type upPinger struct{}
 
 func (upPinger) Ping(context.Context) error { return nil }
+
+// TestReplicaCountBelievesOnlyRenewals: members that never renew (stale
+// or forged) never count, so adding members cannot shrink every
+// replica's local budget; a key of another type is reported once, not
+// every interval, and the count keeps its last good value.
+func TestReplicaCountBelievesOnlyRenewals(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		forged := map[string]int64{}
+		for i := range 8 {
+			forged[fmt.Sprint("fake-", i)] = time.Now().Add(20 * time.Second).UnixMilli()
+		}
+		a := &announcer{alive: map[string]bool{}, forged: forged}
+		var errs atomic.Int64
+		ra := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "a", OnError: func(error) { errs.Add(1) }})
+		defer ra.Close()
+		rb := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "b"})
+		time.Sleep(3 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 2 {
+			t.Errorf("N with two replicas and 8 forged members = %d, want 2", ra.N())
+		}
+		rb.Close()
+		a.set(func(a *announcer) { a.err = fmt.Errorf("announce: %w", ports.ErrKeyType) })
+		time.Sleep(10 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 2 {
+			t.Errorf("N while the key has another type = %d, want the last good count, 2", ra.N())
+		}
+		if got := errs.Load(); got != 1 {
+			t.Errorf("a key of another type reported %d times over 10 announcements, want once", got)
+		}
+		a.set(func(a *announcer) { a.err = nil })
+		time.Sleep(3 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 1 {
+			t.Errorf("N once the key is repaired, b gone = %d, want 1", ra.N())
+		}
+	})
+}

@@ -119,10 +119,13 @@ type limiter[S any, P state[S]] struct {
 	sweeper      *sweeper
 }
 
-// limiterEntry is one key.
+// limiterEntry is one key: the algorithm's state, or a calendar limit's
+// period ([domain.Limit.Calendar]: a fixed window over the period,
+// whatever the algorithm).
 type limiterEntry[S any] struct {
-	mu     sync.Mutex // guards state, idleAt, swept
+	mu     sync.Mutex // guards state, period, idleAt, swept
 	state  S
+	period domain.PeriodWindow
 	idleAt int64 // clock nanos from which state is whole again
 	swept  bool  // removed from the map: Allow retries on a fresh entry
 }
@@ -192,12 +195,19 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		// time in the order they are made.
 		now, nanos := l.clock.read()
 		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
+			if cal := req.Limits[i].Calendar; cal != nil {
+				return entries[i].period.Decide(now, *cal, req.Limits[i].Rule.Limit, cost)
+			}
 			return P(&entries[i].state).Decide(now, req.Limits[i].Rule, cost)
 		})
 		for i := range n {
 			e := entries[i]
 			if domain.Spends(req, v, i) {
-				P(&e.state).Spend(now, req.Limits[i].Rule, req.Cost)
+				if cal := req.Limits[i].Calendar; cal != nil {
+					e.period.Spend(now, *cal, req.Cost)
+				} else {
+					P(&e.state).Spend(now, req.Limits[i].Rule, req.Cost)
+				}
 			}
 			e.idleAt = nanos + int64(max(v.Decisions[i].ResetAfter, v.Decisions[i].RetryAfter))
 			e.mu.Unlock()

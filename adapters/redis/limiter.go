@@ -9,10 +9,12 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// Options configure a Redis limiter. The zero value is usable.
+// Options configure a Redis limiter. The zero value is usable, and is
+// what the gateway runs: the client's timeout bounds each decision from
+// its send ([ClientOptions.Timeout]).
 type Options struct {
-	// Timeout is the deadline for the store work of one decision, on top
-	// of the caller's context. Zero means the context's deadline only.
+	// Timeout, if set, bounds a whole decision, its wait for a lane
+	// included, on top of the caller's context (tests and tools).
 	Timeout time.Duration
 }
 
@@ -81,11 +83,18 @@ func New(c *Client, algorithm string, opts Options) (*Limiter, error) {
 }
 
 // replyStride is how many values a script replies per limit: ok,
-// remaining, reset and retry in µs.
-const replyStride = 4
+// remaining, reset and retry in µs, and the window in µs (0: the rule's).
+const replyStride = 5
 
-// Allow implements [ports.Limiter] in one round trip, bounded by the
-// per-decision timeout.
+// calendarArgs is how many arguments a calendar limit gives the script:
+// its limit, and the previous, current and next periods' starts and the
+// next one's end (see lua/prelude.lua).
+const calendarArgs = 5
+
+// Allow implements [ports.Limiter] in one round trip. A calendar limit
+// ([domain.Limit.Calendar]) is counted as a fixed window over its period,
+// whatever the algorithm: the replica computes the period around its
+// clock and the periods on either side, and Redis's clock picks one.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -94,28 +103,74 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	}
 	n := len(req.Limits)
 	sp := l.spec
-	a := sp.script.cmdArgs(n, 3+sp.stride*n)
+	stride, calendars := sp.stride, 0
+	for _, lim := range req.Limits {
+		if lim.Calendar != nil {
+			calendars++
+			stride = max(stride, calendarArgs)
+		}
+	}
+	a := sp.script.cmdArgs(n+2*calendars, 5+stride*n)
 	for _, lim := range req.Limits {
 		a = append(a, lim.Key)
 	}
-	var flags [16]byte
-	shadow := flags[:0]
+	var flags [2 * 16]byte
+	shadow, kinds := flags[:0:16], flags[16:16]
+	var periods [][3][2]time.Time
+	if calendars > 0 {
+		periods = make([][3][2]time.Time, 0, calendars)
+		now := time.Now()
+		for i, lim := range req.Limits {
+			if lim.Calendar == nil {
+				continue
+			}
+			p := calendarPeriods(*lim.Calendar, now)
+			periods = append(periods, p)
+			a[3+i] = domain.PeriodKey(lim.Key, p[1][0])
+			a = append(a, domain.PeriodKey(lim.Key, p[0][0]), domain.PeriodKey(lim.Key, p[2][0]))
+		}
+	}
 	for _, lim := range req.Limits {
 		shadow = append(shadow, '0'+b2i(lim.Shadow))
+		kind := byte('r')
+		if lim.Calendar != nil {
+			kind = 'c'
+		}
+		kinds = append(kinds, kind)
 	}
 	countDenied := "0"
 	if req.CountDenied && sp.countsDenied {
 		countDenied = "1"
 	}
-	a = append(a, req.Cost, string(shadow), countDenied)
+	a = append(a, req.Cost, string(shadow), countDenied, string(kinds), stride)
+	c := 0
 	for _, lim := range req.Limits {
-		a = sp.args(a, lim.Rule)
+		start := len(a)
+		if lim.Calendar != nil {
+			p := periods[c]
+			c++
+			a = append(a, lim.Rule.Limit, p[0][0].UnixMilli(), p[1][0].UnixMilli(), p[2][0].UnixMilli(), p[2][1].UnixMilli())
+		} else {
+			a = sp.args(a, lim.Rule)
+		}
+		for len(a)-start < stride {
+			a = append(a, 0)
+		}
 	}
 	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
 	if err != nil {
 		return domain.Verdict{}, err
 	}
 	return verdict(req, r)
+}
+
+// calendarPeriods returns the period of cal around now, and the periods
+// before and after it: {start, end} each.
+func calendarPeriods(cal domain.Calendar, now time.Time) [3][2]time.Time {
+	s1, e1 := cal.Period(now)
+	s0, _ := cal.Period(s1.Add(-time.Nanosecond))
+	_, e2 := cal.Period(e1)
+	return [3][2]time.Time{{s0, s1}, {s1, e1}, {e1, e2}}
 }
 
 // verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
@@ -138,6 +193,7 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 			Remaining:  x[1],
 			ResetAfter: usDur(x[2]),
 			RetryAfter: usDur(x[3]),
+			Window:     usDur(x[4]),
 			Shadow:     lim.Shadow,
 		}
 		if lim.Shadow {

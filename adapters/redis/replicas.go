@@ -3,7 +3,12 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/ports"
 )
 
 // MaxAnnounceTTL is the longest an announcement may last: the contract
@@ -37,15 +42,35 @@ func NewReplicas(c *Client, prefix string) *Replicas {
 func (r *Replicas) Key() string { return r.key }
 
 // Announce records replica id as alive for ttl (capped at
-// MaxAnnounceTTL), drops the announcements that expired, and returns how
-// many replicas are alive: one script run (scripts/replicas.lua).
-func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (int, error) {
+// MaxAnnounceTTL), drops the announcements that expired or outlast any
+// announcement (not a replica's), and returns the ones alive with their
+// expiry on Redis's clock: one script run (lua/replicas.lua). A key of
+// another type (WRONGTYPE: something else wrote it) is an error wrapping
+// ports.ErrKeyType.
+func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) ([]ports.Announcement, error) {
 	ttl = min(ttl, MaxAnnounceTTL)
-	v, err := replicasScript.run(ctx, r.c, append(replicasScript.cmdArgs(1, 2), r.key, id, windowMillis(ttl)), 1)
-	if err != nil {
-		return 0, err
+	args := append(replicasScript.cmdArgs(1, 3), r.key, id, windowMillis(ttl), windowMillis(MaxAnnounceTTL))
+	cmd := goredis.NewCmd(ctx, args...)
+	err := r.c.eval(ctx, cmd, replicasScript.src)
+	var vals []string
+	if err == nil {
+		vals, err = cmd.StringSlice()
 	}
-	return int(v[0]), nil
+	if err != nil {
+		if goredis.HasErrorPrefix(err, "WRONGTYPE") {
+			err = fmt.Errorf("%w: %w", ports.ErrKeyType, err)
+		}
+		return nil, fmt.Errorf("redis: announce in %q: %w", r.key, err)
+	}
+	out := make([]ports.Announcement, 0, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		exp, err := strconv.ParseInt(vals[i+1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redis: announce in %q: score %q: %w", r.key, vals[i+1], err)
+		}
+		out = append(out, ports.Announcement{ID: vals[i], Expires: exp})
+	}
+	return out, nil
 }
 
 // Withdraw removes replica id's announcement (ZREM).

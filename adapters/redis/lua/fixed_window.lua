@@ -44,4 +44,4 @@ local function spend(i, key, st, c)
   end
 end
 
-return run(S, read, decide, spend)
+return run(read, decide, spend)

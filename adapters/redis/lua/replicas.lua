@@ -1,15 +1,20 @@
--- A gateway replica announces itself and counts the replicas alive.
+-- A gateway replica announces itself and reads the announcements alive.
 -- KEYS[1] the announcements, <prefix>replicas: a sorted set of replica
 -- ids, each scored with the Redis time (ms) at which it expires.
--- ARGV[1] the replica's id; ARGV[2] how long its announcement lasts, ms.
--- Returns {the number of replicas alive, this one included}.
+-- ARGV[1] the replica's id; ARGV[2] how long its announcement lasts, ms;
+-- ARGV[3] the longest any announcement may last, ms.
+-- Returns {id_1, expiry_1, id_2, expiry_2, …}: every announcement alive,
+-- this one included.
 --
--- Time is Redis's (TIME), never a replica's. The key's TTL is one
--- announcement's: it disappears when every replica has stopped.
+-- Time is Redis's (TIME), never a replica's. A claim that outlasts any
+-- announcement was not written by a replica, and is dropped. The key's
+-- TTL is the longest announcement's: it disappears when every replica
+-- has stopped.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[2])
+local ttl, longest = tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '(' .. (now + longest), '+inf')
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl)
-return {redis.call('ZCARD', KEYS[1])}
+redis.call('PEXPIRE', KEYS[1], longest)
+return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')

@@ -57,4 +57,4 @@ local function spend(i, key, st, c)
   redis.call('PEXPIRE', key, arg(S, i, 3))
 end
 
-return run(S, read, decide, spend)
+return run(read, decide, spend)
