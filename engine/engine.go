@@ -234,11 +234,17 @@ func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, sub
 		if route.Own(i) {
 			keyRoute = route.Name
 		}
+		algorithm := e.opts.Algorithm
+		cal := tenant.calendar(l)
+		if cal != nil {
+			algorithm = domain.AlgorithmFixedWindow // a calendar quota is a fixed window whatever the algorithm
+		}
 		req.Limits[i] = domain.Limit{
-			Name:   l.Name,
-			Rule:   tenant.rule(l),
-			Key:    domain.Key(e.opts.KeyPrefix, subject, e.opts.Algorithm, keyRoute, l.Name),
-			Shadow: l.Shadow,
+			Name:     l.Name,
+			Rule:     tenant.rule(l),
+			Key:      domain.Key(e.opts.KeyPrefix, subject, algorithm, keyRoute, l.Name),
+			Shadow:   l.Shadow,
+			Calendar: cal,
 		}
 	}
 	return req

@@ -13,6 +13,9 @@ type Tenant struct {
 	// Rules are the tenant's own rules by limit name; nil for most
 	// tenants, who have the policy's.
 	Rules map[string]domain.Rule
+	// Calendars are the tenant's own calendars of calendar limits, by
+	// name (its zone and billing date); nil: the policy's.
+	Calendars map[string]*domain.Calendar
 }
 
 // rule returns t's rule for l: its own, else the policy's.
@@ -21,6 +24,18 @@ func (t Tenant) rule(l domain.PolicyLimit) domain.Rule {
 		return r
 	}
 	return l.Rule
+}
+
+// calendar returns t's calendar for l, a calendar limit: its own, else
+// the policy's; nil for a limit with a window.
+func (t Tenant) calendar(l domain.PolicyLimit) *domain.Calendar {
+	if l.Calendar == nil {
+		return nil
+	}
+	if c, ok := t.Calendars[l.Name]; ok {
+		return c
+	}
+	return l.Calendar
 }
 
 // Directory is a set of tenants by API key: a tenants file, validated.
