@@ -35,15 +35,8 @@ OUT=${OUT:-docs}
 PROFILE=${PROFILE:-0}
 TARGETS=(auth-tollgate auth-static limit-req check proxy)
 
-log() { echo "edge-bench: $*" >&2; }
-
-# Install a missing tool from Debian's packages: need COMMAND PACKAGE.
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  log "installing $2"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "$2" >/dev/null
-}
+BENCH_NAME=edge-bench
+source bench/lib.sh
 scripts/edge-tools.sh
 need wrk wrk
 need curl curl
@@ -56,20 +49,7 @@ declare -A PORT=(
   [check]=$P_CHECK [proxy]=$P_PROXY
 )
 
-DIR=$(mktemp -d /tmp/edge-bench.XXXXXX)
-chmod 755 "$DIR" # nginx workers run as nobody
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-start() { # start NAME COMMAND...: run in the background, output in $DIR
-  local name=$1; shift
-  "$@" >"$DIR/$name.log" 2>&1 &
-  PIDS+=($!)
-}
+bench_dir
 wait_port() { # wait_port PORT: until it accepts connections
   for _ in $(seq 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
@@ -80,25 +60,10 @@ wait_port() { # wait_port PORT: until it accepts connections
   return 1
 }
 
-# nginx NAME WORKERS BODY: start an nginx whose http block holds BODY.
-nginx_start() {
-  local name=$1 workers=$2 body=$3
-  mkdir -p "$DIR/$name"
-  cat >"$DIR/$name.conf" <<CONF
-worker_processes $workers;
-pid $DIR/$name.pid;
-error_log $DIR/$name.err error;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 10000000;
-  keepalive_timeout 300s;
-  client_body_temp_path $DIR/$name/body; proxy_temp_path $DIR/$name/proxy;
-  fastcgi_temp_path $DIR/$name/fastcgi; uwsgi_temp_path $DIR/$name/uwsgi; scgi_temp_path $DIR/$name/scgi;
-$body
-}
-CONF
-  start "$name" nginx -e "$DIR/$name.err" -p "$DIR" -c "$DIR/$name.conf" -g 'daemon off;'
+# nginx_with NAME WORKERS BODY: start an nginx whose http block holds BODY.
+nginx_with() {
+  printf '%s\n%s\n}\n' "$(nginx_head "$1" "$2")" "$3" >"$DIR/$1.conf"
+  nginx_start "$1"
 }
 
 # example AUTH PORT: examples/nginx.conf asking AUTH, listening on PORT.
@@ -109,14 +74,14 @@ example() {
 log "building into $DIR"
 go build -o "$DIR/tollgate" ./cmd/tollgate
 
-nginx_start upstream 1 "  server { listen 127.0.0.1:$P_UP; location / { default_type text/plain; return 200 \"ok\n\"; } }"
-nginx_start static 1 "  server { listen 127.0.0.1:$P_STATIC; location / { return 200; } }"
-nginx_start auth-tollgate auto "$(example "127.0.0.1:$P_CHECK" "${PORT[auth-tollgate]}")"
-nginx_start auth-static auto "$(example "127.0.0.1:$P_STATIC" "${PORT[auth-static]}")"
-nginx_start limit-req auto "
+nginx_with upstream 1 "  server { listen 127.0.0.1:$P_UP; location / { default_type text/plain; return 200 \"ok\n\"; } }"
+nginx_with static 1 "  server { listen 127.0.0.1:$P_STATIC; location / { return 200; } }"
+nginx_with auth-tollgate auto "$(example "127.0.0.1:$P_CHECK" "${PORT[auth-tollgate]}")"
+nginx_with auth-static auto "$(example "127.0.0.1:$P_STATIC" "${PORT[auth-static]}")"
+nginx_with limit-req auto "
   limit_req_zone \$http_x_tenant_id zone=tenants:16m rate=1000000r/s;
   limit_req_status 429;
-  upstream app { server 127.0.0.1:$P_UP; keepalive 32; }
+  upstream app { server 127.0.0.1:$P_UP; keepalive 128; keepalive_requests 100000; }
   server {
     listen 127.0.0.1:${PORT[limit-req]};
     location / {
@@ -140,17 +105,9 @@ run() {
   local round=$1 t=$2
   wrk -t2 -c64 -d"${DURATION}s" --latency -s bench/gateway/tenants.lua "http://127.0.0.1:${PORT[$t]}/v1/items?q=1" -- 1000 \
     >"$DIR/wrk.out" 2>&1 || { log "wrk failed on $t"; cat "$DIR/wrk.out" >&2; return 1; }
-  local line kv req dur p50 p99 non2xx errs
-  line=$(grep '^RESULT' "$DIR/wrk.out")
-  for kv in ${line#RESULT }; do
-    case ${kv%%=*} in
-      requests) req=${kv#*=} ;; duration_us) dur=${kv#*=} ;; p50_us) p50=${kv#*=} ;;
-      p99_us) p99=${kv#*=} ;; non2xx) non2xx=${kv#*=} ;; errors) errs=${kv#*=} ;;
-    esac
-  done
-  printf '%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\n' "$round" "$t" "$(awk "BEGIN{print $req/($dur/1e6)}")" \
-    "$p50" "$p99" "$req" "$non2xx" "$errs" >>"$RAW"
-  log "round $round $t: $(tail -1 "$RAW" | cut -f3) req/s, p99 ${p99} µs, non-2xx $non2xx, errors $errs"
+  wrk_result "$DIR/wrk.out"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$t" "$RPS" "$P50_US" "$P99_US" "$REQS" "$NON2XX" "$ERRORS" >>"$RAW"
+  log "round $round $t: $RPS req/s, p99 ${P99_US} µs, non-2xx $NON2XX, errors $ERRORS"
 }
 
 mkdir -p "$OUT"
