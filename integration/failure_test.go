@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/ports"
@@ -195,9 +196,13 @@ func TestBreakerDuringAStall(t *testing.T) {
 		t.Errorf("tollgate_store_up during the stall = %v, want 0", up)
 	}
 	errs, refused := metric(t, g, "tollgate_store_errors_total"), outcomes(t, g, "error")
-	// The first failures (at most a deadline of 4 clients) and a probe
-	// every 50 ms: about 35; the refused decisions are thousands.
-	if maxErrs := 4*2 + float64(stall/(50*time.Millisecond)) + 5; errs > maxErrs || errs < 10 {
+	// The first failures: each of 4 clients fails a decision every
+	// deadline until the breaker opens, which takes the threshold's
+	// deadline and then the confirming ping (layers.MinConfirmTimeout);
+	// then a probe every 50 ms: about 50 in all, while the refused
+	// decisions are thousands.
+	firsts := 4 * float64((timeout+layers.MinConfirmTimeout)/timeout+1)
+	if maxErrs := firsts + float64(stall/layers.DefaultProbeInterval) + 5; errs > maxErrs || errs < 10 {
 		t.Errorf("tollgate_store_errors_total = %v during a %v stall with %v decisions refused, want 10 to %v (probes and first failures only)", errs, stall, refused, maxErrs)
 	}
 

@@ -91,11 +91,63 @@ const replyStride = 5
 // next one's end (see lua/prelude.lua).
 const calendarArgs = 5
 
+var _ ports.Usage = (*Limiter)(nil)
+
 // Allow implements [ports.Limiter] in one round trip. A calendar limit
 // ([domain.Limit.Calendar]) is counted as a fixed window over its period,
 // whatever the algorithm: the replica computes the period around its
 // clock and the periods on either side, and Redis's clock picks one.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	mode := "0"
+	if req.CountDenied && l.spec.countsDenied {
+		mode = "1"
+	}
+	return l.run(ctx, req, mode)
+}
+
+// Peek implements [ports.Usage]: the script in peek mode, one round trip
+// that decides every limit at cost 0 and writes nothing.
+func (l *Limiter) Peek(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	req.CountDenied = false
+	return l.run(ctx, req, "p")
+}
+
+// Reset implements [ports.Usage]: one DEL of every limit's key (a
+// calendar limit's periods around now), in one round trip: the keys
+// share the tenant's slot.
+func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
+	if l.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
+		defer cancel()
+	} else if l.client.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, hardWait(l.client.timeout))
+		defer cancel()
+	}
+	keys := make([]string, 0, len(req.Limits))
+	now := time.Now()
+	for _, lim := range req.Limits {
+		if lim.Calendar == nil {
+			keys = append(keys, lim.Key)
+			continue
+		}
+		for _, p := range calendarPeriods(*lim.Calendar, now) {
+			keys = append(keys, domain.PeriodKey(lim.Key, p[0]))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := l.client.rdb.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("redis: reset %q: %w", keys[0], err)
+	}
+	return nil
+}
+
+// run runs the algorithm's script on req in mode (ARGV[3]: "0", "1" to
+// count denials, "p" to peek), within the per-decision timeout.
+func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
@@ -138,11 +190,7 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 		}
 		kinds = append(kinds, kind)
 	}
-	countDenied := "0"
-	if req.CountDenied && sp.countsDenied {
-		countDenied = "1"
-	}
-	a = append(a, req.Cost, string(shadow), countDenied, string(kinds), stride)
+	a = append(a, req.Cost, string(shadow), mode, string(kinds), stride)
 	c := 0
 	for _, lim := range req.Limits {
 		start := len(a)

@@ -11,7 +11,9 @@
 -- ARGV[1]        the request's cost (units)
 -- ARGV[2]        shadow flags: character i is '1' when limit i is in
 --                shadow mode (it never denies), '0' when enforced
--- ARGV[3]        '1': count denied requests too (fixed window only)
+-- ARGV[3]        '1': count denied requests too (fixed window only);
+--                'p': peek: decide every limit at cost 0 and write
+--                nothing (no key, no TTL): the admin API's usage read
 -- ARGV[4]        kinds: character i is 'r' when limit i follows the
 --                algorithm's rule (the body), 'c' when it is a calendar
 --                quota (a fixed window over a calendar period, here)
@@ -31,6 +33,10 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cost = tonumber(ARGV[1])
 local shadow = ARGV[2]
 local count_denied = ARGV[3] == '1'
+local peek = ARGV[3] == 'p'
+if peek then
+  cost = 0
+end
 local kinds = ARGV[4]
 local n = #kinds
 local stride = tonumber(ARGV[5])
@@ -84,6 +90,9 @@ do
     return {0, math.max(limit - st.count, 0), left, left, window}
   end
   cal_spend = function(i, st, c)
+    if peek then
+      return
+    end
     redis.call('INCRBY', st.key, c)
     if st.count == 0 then
       redis.call('PEXPIREAT', st.key, st.e + 60000)
@@ -119,7 +128,9 @@ local function run(read, decide, spend)
       sp = function(j, _, s, c) cal_spend(j, s, c) end
     end
     local r = res[i]
-    if count_denied then
+    if peek then
+      -- cost is 0: nothing to spend, nothing written
+    elseif count_denied then
       sp(i, key, st[i], cost, r)
       if r[1] == 0 then
         r[2] = 0 -- counted: nothing is left
