@@ -103,7 +103,7 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	}, []string{"route", "limit", "outcome"})
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_requests_total",
-		Help: "Requests answered on the public listener, by route and status code.",
+		Help: "Requests answered on the public and check listeners, by route and status code.",
 	}, []string{"route", "code"})
 	upstreamTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tollgate_upstream_duration_seconds",
