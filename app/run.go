@@ -109,6 +109,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	eng := engine.New(snap, engine.Options{
 		Limiter:    be.limiter,
+		Usage:      be.usage,
 		Algorithm:  cfg.Algorithm,
 		KeyPrefix:  cfg.KeyPrefix,
 		Anonymous:  anonymous,
@@ -120,6 +121,9 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	ls := faceListeners(cfg, eng, trusted, m, log)
 	adminHandler := admin.New(be.pinger, cfg.RedisTimeout, reg)
+	if cfg.AdminToken != "" {
+		adminHandler = admin.WithUsage(adminHandler, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
+	}
 	if cfg.Pprof {
 		adminHandler = admin.WithPprof(adminHandler)
 	}
@@ -130,7 +134,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	attrs := append([]any{"version", BuildVersion()}, listenerAttrs(ls)...)
 	log.Info("tollgate listening", append(attrs, "store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
-		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache,
+		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache, "usage_api", cfg.AdminToken != "",
 		"tenants", tenantsForLog(cfg, snap), "policy", policyForLog(cfg, snap.Policy), "shadow", cfg.Shadow,
 		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(), "check_deny_status", cfg.CheckDenyStatus,
 		"upstream", upstreamName(cfg), "redis_url", redisURLForLog(cfg))...)

@@ -45,6 +45,9 @@ func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"TOLLGATE_ALGORITHM=leaky_bucket"}, []string{"TOLLGATE_ALGORITHM", "fixed_window, sliding_log, sliding_window, token_bucket"}},
 		{[]string{"TOLLGATE_TRUSTED_PROXIES=10.0.0.0/8,10.1.2.3/40"}, []string{"TOLLGATE_TRUSTED_PROXIES", `"10.0.0.0/8,10.1.2.3/40"`, "CIDRs"}},
 		{[]string{"TOLLGATE_CHECK_ADDR=127.0.0.1:0", "TOLLGATE_CHECK_DENY_STATUS=401"}, []string{"TOLLGATE_CHECK_DENY_STATUS", `"401"`, "429, or 403"}},
+		// A token too short to be a secret, never printed back.
+		{[]string{"TOLLGATE_ADMIN_TOKEN=pw-secret"}, []string{"TOLLGATE_ADMIN_TOKEN", "9 bytes, not shown", "16 to 1024"}},
+		{[]string{"TOLLGATE_ADMIN_TOKEN=pw-secret pw-secret pw-secret"}, []string{"TOLLGATE_ADMIN_TOKEN"}},
 		// Every listener but admin off: nothing would be rate-limited.
 		{[]string{"TOLLGATE_LISTEN_ADDR=off"}, []string{"TOLLGATE_LISTEN_ADDR", `"off"`, "TOLLGATE_CHECK_ADDR"}},
 	}

@@ -24,6 +24,9 @@ type LimitUsage struct {
 	// Route names the route whose own limit this is; "" for a global
 	// limit, which every route shares.
 	Route string
+	// Algorithm counts it: the store's, or fixed_window for a calendar
+	// quota.
+	Algorithm string
 	// Limit is the limit as the tenant's requests carry it: its name,
 	// the tenant's rule, key and calendar, and whether it is a shadow.
 	Limit domain.Limit
@@ -134,7 +137,11 @@ func (e *Engine) peek(ctx context.Context, req domain.Request, routes []string) 
 	}
 	out := make([]LimitUsage, len(req.Limits))
 	for i, l := range req.Limits {
-		out[i] = LimitUsage{Route: routes[i], Limit: l, Decision: v.Decisions[i]}
+		algorithm := e.opts.Algorithm
+		if l.Calendar != nil {
+			algorithm = domain.AlgorithmFixedWindow
+		}
+		out[i] = LimitUsage{Route: routes[i], Algorithm: algorithm, Limit: l, Decision: v.Decisions[i]}
 	}
 	return out, nil
 }
