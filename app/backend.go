@@ -162,6 +162,21 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		outer = append(outer, cache.Layer())
 		resets.forget = append(resets.forget, cache.Forget)
 	}
+	if st.shared && cfg.DenyCache && be.usage != nil {
+		// Other replicas' resets, heard at once (and within a second
+		// regardless: the cache's own bound).
+		bus := redis.ListenResets(closers[0].(*redis.Client), cfg.KeyPrefix, func(t domain.TenantID) {
+			for _, forget := range resets.forget {
+				forget(t)
+			}
+		})
+		resets.announce = func(ctx context.Context, t domain.TenantID) {
+			if err := bus.Announce(ctx, t); err != nil {
+				env.log.Warn("usage API: the reset was not announced to the other replicas; they forget the tenant's denials within a second", "tenant", string(t), "err", err)
+			}
+		}
+		be.closers = append([]io.Closer{bus}, be.closers...) // unsubscribes before anything closes
+	}
 	be.limiter = ports.Chain(lim, append(append(outer, failMode), inner...)...)
 	return be, nil
 }
@@ -171,13 +186,15 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 // mode's memory, and the deny cache.
 type resets struct {
 	ports.Usage
-	also   []ports.Usage
-	forget []func(domain.TenantID)
+	also     []ports.Usage
+	forget   []func(domain.TenantID)
+	announce func(context.Context, domain.TenantID) // to the other replicas; nil: none
 }
 
 // Reset resets req in the store, then in the local fail mode's memory,
-// and makes the deny cache forget the tenant: the next request is
-// decided afresh.
+// makes the deny cache forget the tenant (the next request is decided
+// afresh), and tells the other replicas, whose deny caches forget it
+// too.
 func (r *resets) Reset(ctx context.Context, req domain.Request) error {
 	if err := r.Usage.Reset(ctx, req); err != nil {
 		return err
@@ -189,6 +206,9 @@ func (r *resets) Reset(ctx context.Context, req domain.Request) error {
 	}
 	for _, f := range r.forget {
 		f(req.Tenant)
+	}
+	if r.announce != nil {
+		r.announce(ctx, req.Tenant)
 	}
 	return nil
 }

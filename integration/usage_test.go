@@ -11,7 +11,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/faces/admin"
 )
 
@@ -135,13 +137,14 @@ func usageAPI(t *testing.T, rdb goredis.UniversalClient, url string, environ ...
 	if code != 200 || u.Limits[1].Used != 0 || u.Limits[0].Used != 3 {
 		t.Fatalf("reset of monthly: %d %+v, want monthly whole and per-minute as it was", code, u)
 	}
-	// Until a second has passed b may answer from a denial cached before
-	// the reset; a request sent after that second is decided afresh.
-	// (Each 429 meanwhile is b's cache: the store's budget is whole.)
+	// a announces the reset and b forgets at once; had b not heard it, a
+	// request sent a second on is still decided afresh (the cache's own
+	// bound). (Each 429 meanwhile is b's cache: the store's budget is
+	// whole.)
 	admitted := time.Duration(-1)
-	for since := time.Since(reset); since < time.Second; since = time.Since(reset) {
+	for time.Since(reset) < time.Second {
 		if code, _ := get(t, b, "acme"); code == 200 {
-			admitted = since
+			admitted = time.Since(reset)
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -155,5 +158,74 @@ func usageAPI(t *testing.T, rdb goredis.UniversalClient, url string, environ ...
 	t.Logf("b admitted acme %v after the reset on a", admitted)
 	if code, u := adminCall(t, b, "GET", "/v1/tenants/acme/usage"); code != 200 || u.Limits[1].Used != 1 {
 		t.Errorf("acme's usage on b after one request: %d %+v, want monthly used 1", code, u)
+	}
+}
+
+func TestRedisResetsReachEveryReplica(t *testing.T) {
+	t.Parallel()
+	resetsReachEveryReplica(t, startRedis(t).Client)
+}
+
+func TestClusterResetsReachEveryReplica(t *testing.T) {
+	t.Parallel()
+	resetsReachEveryReplica(t, sharedClusterFor(t).Client)
+}
+
+// resetsReachEveryReplica: a reset announced through one client is
+// heard by every client listening under the prefix, on a cluster
+// whichever node each subscribed to; a message that is no tenant id is
+// ignored; Close is idempotent and ends the calls.
+func resetsReachEveryReplica(t *testing.T, rdb goredis.UniversalClient) {
+	prefix := uniquePrefix(t)
+	heard := make(chan domain.TenantID, 16)
+	var listeners []*redis.Resets
+	for range 3 {
+		l := redis.ListenResets(redis.NewClient(rdb), prefix, func(id domain.TenantID) { heard <- id })
+		listeners = append(listeners, l)
+		defer l.Close()
+	}
+	ctx := context.Background()
+	// A subscription is made in the background: announce until all three
+	// listen (PUBLISH answers how many clients received it).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := rdb.Publish(ctx, listeners[0].Channel(), "not a tenant id!").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 listeners subscribed after 5 s", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := listeners[1].Announce(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		select {
+		case id := <-heard:
+			if id != "acme" {
+				t.Fatalf("heard %q, want acme (and never the invalid messages)", id)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a listener did not hear the reset within 5 s")
+		}
+	}
+	for _, l := range listeners {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		l.Close()
+	}
+	if err := listeners[0].Announce(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-heard:
+		t.Errorf("heard %q after Close", id)
+	case <-time.After(100 * time.Millisecond):
 	}
 }
