@@ -3,7 +3,9 @@
 # images it needs, vets, runs every test (integration against real Redis
 # containers and a Redis Cluster included), the integration package again
 # on Valkey 8, then the docker-compose smoke tests (one Redis; a 3-master
-# cluster), and always removes the test containers.
+# cluster), and always removes the test containers. The real-proxy tests
+# (integration/edge) need nginx and caddy: scripts/edge-tools.sh installs
+# them from Debian when missing.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -27,7 +29,7 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench bench-integration bench-gateway image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
+.PHONY: test unit vet bench bench-integration bench-gateway bench-edge image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
 
 ## test: images, go vet, all tests with -race, the integration tests again
 ## on Valkey, compose smoke tests; cleanup always
@@ -35,7 +37,8 @@ test:
 	@status=0; \
 	{ $(MAKE) --no-print-directory image && \
 	  $(MAKE) --no-print-directory vet && \
-	  go test -race -shuffle=on -count=1 ./... && \
+	  scripts/edge-tools.sh && \
+	  TOLLGATE_REQUIRE_EDGE=1 go test -race -shuffle=on -count=1 ./... && \
 	  go test -count=1 -run 'TestBurstUnderCPUHog' ./integration/ && \
 	  TOLLGATE_TEST_REDIS_IMAGE=$(VALKEY_IMAGE) go test -race -shuffle=on -count=1 ./integration/... && \
 	  scripts/compose-test.sh && \
@@ -70,6 +73,13 @@ bench-integration: image
 ## ROUNDS, DURATION, PORT_BASE, TARGETS, BASELINE_REV: see the script.
 bench-gateway:
 	bench/gateway/run.sh
+
+## bench-edge: nginx -> tollgate's check listener -> upstream beside nginx ->
+## a static auth responder and nginx limit_req alone, and the check listener's
+## decisions/s beside the proxy's (bench/edge/run.sh; wrk; not part of test).
+## ROUNDS, DURATION, PORT_BASE: see the script.
+bench-edge:
+	bench/edge/run.sh
 
 ## image: the Redis, Valkey and gateway images, built locally
 image:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/strictjson"
 )
 
@@ -33,7 +34,7 @@ func TestLoadConfigLease(t *testing.T) {
 		}
 	}
 	// Run exits 2 naming it.
-	err := app.Run(t.Context(), []string{"tollgate"}, []string{"TOLLGATE_LEASE=11m"}, &syncBuffer{}, &syncBuffer{})
+	err := app.Run(t.Context(), []string{"tollgate"}, []string{"TOLLGATE_LEASE=11m"}, &logtest.Buffer{}, &logtest.Buffer{})
 	if app.ExitCode(err) != 2 || !strings.Contains(err.Error(), "TOLLGATE_LEASE") {
 		t.Errorf("Run with TOLLGATE_LEASE=11m: %v (exit %d), want exit 2 naming TOLLGATE_LEASE", err, app.ExitCode(err))
 	}
@@ -204,7 +205,7 @@ func TestConcurrencyLowered(t *testing.T) {
 	rewrite(t, policy, `{"routes": [{"name": "slow", "path": "/", "limits": [{"name": "slow-inflight", "concurrency": 0}]}]}`)
 	hup()
 	waitFor(t, "the rejection", func() bool {
-		return len(logLines(t, g.Logs(), "policy file rejected; keeping the previous policy")) > 0
+		return len(logtest.Lines(t, g.Logs(), "policy file rejected; keeping the previous policy")) > 0
 	})
 	if status, got := policyOf(); status != 429 || got != `"slow-inflight";q=3;qu="concurrent-requests"` {
 		t.Fatalf("after a bad file: %d, %q; want 429 under the old limit of 3", status, got)
@@ -243,5 +244,39 @@ func TestConcurrencyLowered(t *testing.T) {
 	}
 	if ok != 1 || up.Most() > 3 {
 		t.Errorf("4 at once under a limit of 1: %d admitted, most at the upstream %d; want 1, and never more than the 3 held before", ok, up.Most())
+	}
+}
+
+// TestConcurrencyOnTheCheckListener: checks leave concurrency limits out
+// (a check never learns when its request ends), and the start-up log
+// says so; the proxy listener's requests take their slots.
+func TestConcurrencyOnTheCheckListener(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewUpstream(t)
+	policy := writeFile(t, "policy.json", `{"limits": [{"name": "per-minute", "limit": 100, "window": "1m"}],
+	  "routes": [{"name": "slow", "path": "/hold", "limits": [{"name": "slow-inflight", "concurrency": 1}]}]}`)
+	g := apptest.Start(t, checkAddr, "TOLLGATE_POLICY_FILE="+policy, "TOLLGATE_UPSTREAM_URL="+up.URL)
+	const note = "concurrency limits do not apply on the check listener: a check never learns when its request ends; they apply on the proxy listener"
+	if lines := logtest.Lines(t, g.Logs(), note); len(lines) != 1 || lines[0]["limits"] != "slow-inflight" {
+		t.Errorf("start-up note: %v, want one naming slow-inflight", lines)
+	}
+	held := fetch(g.Public+"/hold", "acme") // takes the one slot
+	up.WaitInFlight(t, 1)
+	if resp, _ := get(t, g.Public+"/hold", "X-Tenant-ID", "acme"); resp.StatusCode != 429 {
+		t.Errorf("a second proxied request on the slow route: %d, want 429", resp.StatusCode)
+	}
+	for i := range 3 {
+		resp, _ := get(t, g.Check+"/", "X-Tenant-ID", "acme", "X-Forwarded-Uri", "/hold")
+		if resp.StatusCode != 200 || strings.Contains(resp.Header.Get("RateLimit-Policy"), "slow-inflight") {
+			t.Errorf("check %d on the slow route, its slot taken: %d, RateLimit-Policy %q; want 200 without the concurrency limit",
+				i+1, resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
+		}
+	}
+	up.Open()
+	if status := <-held; status != 200 {
+		t.Errorf("the held request: %d, want 200", status)
+	}
+	if lines := logtest.Lines(t, apptest.Start(t, "TOLLGATE_POLICY_FILE="+policy).Logs(), note); len(lines) != 0 {
+		t.Errorf("without a check listener: %v, want no note", lines)
 	}
 }

@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,8 +20,6 @@ import (
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/admin"
-	"github.com/tollgate/tollgate/faces/httpface"
-	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/metrics"
 )
 
@@ -55,10 +50,11 @@ func ExitCode(err error) int {
 }
 
 // Run is the gateway's main: it loads the config from environ, builds the
-// store, serves the public and admin listeners, and on ctx's end stops
-// accepting connections, lets in-flight requests finish (up to
-// ShutdownTimeout), closes the store and returns nil. Logs are JSON lines
-// on stderr. A bad setting or tenants file returns an *ExitError with Code
+// store and the engine, serves the listeners (the proxy, the check
+// endpoint when TOLLGATE_CHECK_ADDR is set, admin; see faceListeners)
+// over that one engine, and on ctx's end stops accepting connections,
+// lets in-flight requests finish (up to ShutdownTimeout), closes the
+// store and returns nil. Logs are JSON lines on stderr. A bad setting or tenants file returns an *ExitError with Code
 // 2 whose message is one line naming the variable or file.
 //
 // Run handles SIGHUP for as long as it runs: with a tenants file it
@@ -113,6 +109,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	eng := engine.New(snap, engine.Options{
 		Limiter:    be.limiter,
+		Usage:      be.usage,
 		Algorithm:  cfg.Algorithm,
 		KeyPrefix:  cfg.KeyPrefix,
 		Anonymous:  anonymous,
@@ -122,50 +119,27 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	})
 	m.Routes(snap.Policy)
 
-	upstream := proxy.Echo()
-	if cfg.UpstreamURL != "" {
-		target, _ := url.Parse(cfg.UpstreamURL) // validated
-		upstream = proxy.NewUpstream(target, proxy.UpstreamOptions{
-			Timeout:     cfg.UpstreamTimeout,
-			Credentials: eng,
-			Trusted:     trusted,
-			Log:         log,
-		})
-	}
-	public := newHTTPServer(proxy.New(proxy.Options{
-		Engine:    eng,
-		Upstream:  upstream,
-		Describer: httpface.Describer{TenantHeader: http.CanonicalHeaderKey(cfg.TenantHeader), Trusted: trusted},
-		AccessLog: cfg.AccessLog,
-		Log:       log,
-		Metrics:   m,
-	}), log)
+	ls := faceListeners(cfg, eng, trusted, m, log)
 	adminHandler := admin.New(be.pinger, cfg.RedisTimeout, reg)
+	if cfg.AdminToken != "" {
+		adminHandler = admin.WithUsage(adminHandler, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
+	}
 	if cfg.Pprof {
 		adminHandler = admin.WithPprof(adminHandler)
 	}
-	adminSrv := newHTTPServer(adminHandler, log)
-	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("tollgate: public listener: %w", err)
+	ls = append(ls, &listener{name: "admin", addr: cfg.AdminAddr, srv: newHTTPServer(adminHandler, log)})
+	if err := listenAll(ls); err != nil {
+		return fmt.Errorf("tollgate: %w", err)
 	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		publicLn.Close()
-		return fmt.Errorf("tollgate: admin listener: %w", err)
-	}
-	log.Info("tollgate listening", "version", BuildVersion(),
-		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"store", cfg.Store, "algorithm", cfg.Algorithm,
+	attrs := append([]any{"version", BuildVersion()}, listenerAttrs(ls)...)
+	log.Info("tollgate listening", append(attrs, "store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
-		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache,
+		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache, "usage_api", cfg.AdminToken != "",
 		"tenants", tenantsForLog(cfg, snap), "policy", policyForLog(cfg, snap.Policy), "shadow", cfg.Shadow,
-		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(),
-		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
-
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- public.Serve(publicLn) }()
-	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(), "check_deny_status", cfg.CheckDenyStatus,
+		"upstream", upstreamName(cfg), "redis_url", redisURLForLog(cfg))...)
+	noteChecksTakeNoSlots(cfg, snap.Policy, log)
+	serveErr := serveAll(ls)
 
 wait:
 	for {
@@ -182,14 +156,8 @@ wait:
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
-	// Both listeners close at once; then in-flight requests drain.
-	var wg sync.WaitGroup
-	shutdownErrs := make([]error, 2)
-	for i, srv := range []*http.Server{public, adminSrv} {
-		wg.Go(func() { shutdownErrs[i] = srv.Shutdown(sctx) })
-	}
-	wg.Wait()
-	if serr := errors.Join(shutdownErrs...); serr != nil {
+	// Every listener closes at once; then in-flight requests drain.
+	if serr := shutdownAll(sctx, ls); serr != nil {
 		log.Error("shutdown", "err", serr)
 	}
 	if err == nil {
@@ -245,11 +213,15 @@ func replicasForLog(cfg Config) string {
 	return "1"
 }
 
-func upstreamName(u string) string {
-	if u == "" {
+// upstreamName says where the proxy sends what it admits.
+func upstreamName(cfg Config) string {
+	switch {
+	case cfg.ListenAddr == ListenOff:
+		return "none (no proxy listener)"
+	case cfg.UpstreamURL == "":
 		return "echo"
 	}
-	return upstreamForLog(u)
+	return upstreamForLog(cfg.UpstreamURL)
 }
 
 func redisURLForLog(cfg Config) string {

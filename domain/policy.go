@@ -82,10 +82,11 @@ func (r *Route) Own(i int) bool { return i >= r.globals }
 // Policy is a validated set of named global limits and routes. It is
 // immutable, and safe for concurrent use by multiple goroutines.
 type Policy struct {
-	limits []PolicyLimit
-	routes []*Route // in matching order: longest match path first, HEAD, another method, none
-	def    *Route
-	names  map[string]PolicyLimit // every limit, global or a route's
+	limits   []PolicyLimit
+	routes   []*Route // in matching order: longest match path first, HEAD, another method, none
+	declared []*Route // the same, in the order NewPolicy was given them
+	def      *Route
+	names    map[string]PolicyLimit // every limit, global or a route's
 	// countsDenied: requests count against their fixed windows even when
 	// denied (see [Policy.CountsDenied]).
 	countsDenied bool
@@ -239,6 +240,7 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		}
 		p.routes = append(p.routes, &route)
 	}
+	p.declared = append([]*Route(nil), p.routes...)
 	p.def = &Route{Name: DefaultRoute, Path: "/", Cost: 1, applied: p.limits, globals: len(p.limits), match: "/"}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -315,6 +317,11 @@ func (p *Policy) Limits() []PolicyLimit { return p.limits }
 func (p *Policy) Routes() []*Route {
 	return append(append(make([]*Route, 0, len(p.routes)+1), p.routes...), p.def)
 }
+
+// Declared returns the policy's routes in the order they were given
+// (the policy file's), without the implicit [DefaultRoute]. The caller
+// must not modify them.
+func (p *Policy) Declared() []*Route { return p.declared }
 
 // Limit returns the limit named name, global or a route's.
 func (p *Policy) Limit(name string) (PolicyLimit, bool) {

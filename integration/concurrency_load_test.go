@@ -326,7 +326,7 @@ func TestConcurrencyNoLeaks(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, domain.AlgorithmSlidingWindow)
 	e := engine.New(&engine.Snapshot{Policy: policy}, engine.Options{
-		Limiter:   ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{}), layers.FailOpen(nil)),
+		Limiter:   ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{}).Layer(), layers.FailOpen(nil)),
 		Algorithm: domain.AlgorithmSlidingWindow, KeyPrefix: prefix, Observer: m,
 	})
 	target, _ := url.Parse(up.URL)

@@ -36,13 +36,8 @@ PORT=${TOLLGATE_BENCH_PORT:-16379}
 GW_PORT=$((PORT + 1)) ADMIN_PORT=$((PORT + 2))
 OUT=bench/out
 
-log() { echo "bench: $*" >&2; }
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  log "installing $2"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "$2" >/dev/null
-}
+BENCH_NAME=bench
+source bench/lib.sh # log, need
 need redis-server redis-server
 need wrk wrk
 need curl curl

@@ -18,26 +18,38 @@ const DefaultDenyCacheCapacity = 16384
 // cache. A power of two.
 const denyCacheShards = 16
 
-// DenyCacheOptions configure [DenyCache]. The zero value is ready to use.
+// DefaultDenyCacheMaxAge is how long a deny cache serves one denial at
+// most when [DenyCacheOptions].MaxAge is zero.
+const DefaultDenyCacheMaxAge = time.Second
+
+// DenyCacheOptions configure [NewDenyCache]. The zero value is ready to
+// use.
 type DenyCacheOptions struct {
 	// Capacity bounds the denials held. When the cache is full, a new
 	// denial evicts the one that expires soonest (an expired one first),
 	// so a flood of distinct denied tenants never grows it. Zero means
 	// DefaultDenyCacheCapacity.
 	Capacity int
+	// MaxAge bounds how long one denial is served: after it, the next
+	// request asks the limiter again (and a denial is cached afresh), so
+	// that what changed the budget elsewhere (a reset on another
+	// replica, a raised limit) is seen within MaxAge. Zero means
+	// DefaultDenyCacheMaxAge.
+	MaxAge time.Duration
 	// Now returns the current time. If nil, the process's monotonic clock
 	// is used. Tests inject a fake clock here.
 	Now func() time.Time
 }
 
-// DenyCache returns the layer that remembers denials: when the limiter
-// under it denies a tenant's request on a route (with decisions: a store,
-// memory or local denial, not the closed fail mode's), the tenant's next
-// requests on that route are denied from memory, without a call to the
-// limiter, until the Retry-After that denial gave has passed. It never
-// admits. A denial for want of a concurrency slot is not remembered (a
-// slot may come back at any moment); one that a rate limit made is, for
-// as long as the rate limits deny.
+// DenyCache remembers denials: when the limiter under its layer denies a
+// tenant's request on a route (with decisions: a store, memory or local
+// denial, not the closed fail mode's), the tenant's next requests on
+// that route are denied from memory, without a call to the limiter,
+// until the Retry-After that denial gave has passed or MaxAge has, the
+// sooner. It never admits.
+// A denial for want of a concurrency slot is not remembered (a slot may
+// come back at any moment); one that a rate limit made is, for as long as
+// the rate limits deny.
 //
 // A cached answer is the first denial's decisions with their times
 // counted down, and outcome [domain.OutcomeCachedDenied]. It is served
@@ -47,10 +59,21 @@ type DenyCacheOptions struct {
 // denial's call, so a cached denial never outlasts the limiter's own.
 //
 // The cache is sharded and bounded (see [DenyCacheOptions].Capacity).
-func DenyCache(opts DenyCacheOptions) ports.Layer {
+// It is safe for concurrent use by multiple goroutines.
+type DenyCache struct {
+	nanos  func() int64 // the time since an origin
+	maxAge int64
+	shards [denyCacheShards]denyShard
+}
+
+// NewDenyCache returns an empty deny cache.
+func NewDenyCache(opts DenyCacheOptions) *DenyCache {
 	capacity := opts.Capacity
 	if capacity <= 0 {
 		capacity = DefaultDenyCacheCapacity
+	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultDenyCacheMaxAge
 	}
 	perShard := max(1, (capacity+denyCacheShards-1)/denyCacheShards)
 	now := opts.Now
@@ -58,20 +81,39 @@ func DenyCache(opts DenyCacheOptions) ports.Layer {
 		now = time.Now // with its monotonic reading
 	}
 	origin := now()
-	return func(next ports.Limiter) ports.Limiter {
-		c := &denyCache{next: next, nanos: func() int64 { return int64(now().Sub(origin)) }}
-		for i := range c.shards {
-			c.shards[i] = denyShard{m: make(map[denyKey]*denial), capacity: perShard}
+	c := &DenyCache{nanos: func() int64 { return int64(now().Sub(origin)) }, maxAge: int64(opts.MaxAge)}
+	for i := range c.shards {
+		c.shards[i] = denyShard{m: make(map[denyKey]*denial), capacity: perShard}
+	}
+	return c
+}
+
+// Layer returns the layer that answers from c. It is meant for one
+// chain: two limiters under one cache would share their denials.
+func (c *DenyCache) Layer() ports.Layer {
+	return func(next ports.Limiter) ports.Limiter { return &denyLimiter{c, next} }
+}
+
+// Forget drops every denial of tenant, on every route: its next requests
+// go to the limiter (the usage API's reset).
+func (c *DenyCache) Forget(tenant domain.TenantID) {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for k, d := range sh.m {
+			if k.tenant == tenant {
+				heap.Remove(&sh.byEnd, d.index)
+				delete(sh.m, k)
+			}
 		}
-		return c
+		sh.mu.Unlock()
 	}
 }
 
-// denyCache is the layer [DenyCache] builds.
-type denyCache struct {
-	next   ports.Limiter
-	nanos  func() int64 // the time since an origin
-	shards [denyCacheShards]denyShard
+// denyLimiter is the limiter [DenyCache.Layer] builds.
+type denyLimiter struct {
+	*DenyCache
+	next ports.Limiter
 }
 
 // denyKey is what a denial is remembered by.
@@ -101,7 +143,7 @@ type denyShard struct {
 }
 
 // Allow implements [ports.Limiter].
-func (c *denyCache) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 	k := denyKey{tenant: req.Tenant, route: req.Route}
 	sh := &c.shards[k.shard()]
 	now := c.nanos()
@@ -122,7 +164,7 @@ func (c *denyCache) Allow(ctx context.Context, req domain.Request) (domain.Verdi
 			limits:    append([]domain.Limit(nil), req.Limits...),
 			decisions: append([]domain.Decision(nil), v.Decisions...),
 			at:        now,
-			until:     now + int64(retry),
+			until:     now + min(int64(retry), c.maxAge),
 		}, now)
 	}
 	return v, nil

@@ -43,7 +43,10 @@ type Options struct {
 // [ports.ErrStoreFull].
 var ErrFull = fmt.Errorf("memory: %w", ports.ErrStoreFull)
 
-var _ ports.Limiter = (*Limiter)(nil)
+var (
+	_ ports.Limiter = (*Limiter)(nil)
+	_ ports.Usage   = (*Limiter)(nil)
+)
 
 // Limiter is an algorithm in process memory: a [ports.Limiter] for one
 // gateway replica (several replicas need a shared store, or each hands
@@ -67,6 +70,7 @@ type Limiter struct {
 // store is what a Limiter runs: a limiter of one algorithm's state.
 type store interface {
 	ports.Limiter
+	ports.Usage
 	Len() int
 	Close() error
 }
@@ -139,6 +143,17 @@ type limiterEntry[S any] struct {
 // held is the idleAt of an entry whose slots are held: never idle.
 const held = math.MaxInt64
 
+// decide is lim's decision at cost on e, without spending.
+func (*limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
+	if lim.Concurrency {
+		return e.slots.Decide(lim.Rule.Limit, cost)
+	}
+	if cal := lim.Calendar; cal != nil {
+		return e.period.Decide(now, *cal, lim.Rule.Limit, cost)
+	}
+	return P(&e.state).Decide(now, lim.Rule, cost)
+}
+
 func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
 	l := &limiter[S, P]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys)}
 	if l.maxKeys == 0 {
@@ -204,13 +219,7 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		// time in the order they are made.
 		now, nanos := l.clock.read()
 		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
-			if req.Limits[i].Concurrency {
-				return entries[i].slots.Decide(req.Limits[i].Rule.Limit, cost)
-			}
-			if cal := req.Limits[i].Calendar; cal != nil {
-				return entries[i].period.Decide(now, *cal, req.Limits[i].Rule.Limit, cost)
-			}
-			return P(&entries[i].state).Decide(now, req.Limits[i].Rule, cost)
+			return l.decide(entries[i], now, req.Limits[i], cost)
 		})
 		var r *release[S]
 		for i := range n {

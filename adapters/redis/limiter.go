@@ -107,6 +107,8 @@ const calendarArgs = 5
 // its limit, the lease in ms and the request's holder name.
 const slotArgs = 3
 
+var _ ports.Usage = (*Limiter)(nil)
+
 // Allow implements [ports.Limiter] in one round trip. A calendar limit
 // ([domain.Limit.Calendar]) is counted as a fixed window over its period,
 // whatever the algorithm: the replica computes the period around its
@@ -115,6 +117,62 @@ const slotArgs = 3
 // ([Leases]) in the same script: an admitted verdict's Release gives the
 // request's slots back.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	mode := "0"
+	if req.CountDenied && l.spec.countsDenied {
+		mode = "1"
+	}
+	return l.run(ctx, req, mode)
+}
+
+// Peek implements [ports.Usage]: the script in peek mode, one round trip
+// that decides every limit at cost 0 and writes nothing.
+func (l *Limiter) Peek(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	req.CountDenied = false
+	return l.run(ctx, req, modePeek)
+}
+
+// Reset implements [ports.Usage]: one DEL of every limit's key (a
+// calendar limit's periods around now), in one round trip: the keys
+// share the tenant's slot.
+func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
+	if l.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
+		defer cancel()
+	} else if l.client.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, hardWait(l.client.timeout))
+		defer cancel()
+	}
+	keys := make([]string, 0, len(req.Limits))
+	now := time.Now()
+	for _, lim := range req.Limits {
+		if lim.Concurrency {
+			continue // slots are requests running, not a budget: they end on their own
+		}
+		if lim.Calendar == nil {
+			keys = append(keys, lim.Key)
+			continue
+		}
+		for _, p := range calendarPeriods(*lim.Calendar, now) {
+			keys = append(keys, domain.PeriodKey(lim.Key, p[0]))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := l.client.rdb.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("redis: reset %q: %w", keys[0], err)
+	}
+	return nil
+}
+
+// modePeek is the script's ARGV[3] of a peek.
+const modePeek = "p"
+
+// run runs the algorithm's script on req in mode (ARGV[3]: "0", "1" to
+// count denials, "p" to peek), within the per-decision timeout.
+func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
@@ -133,12 +191,14 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 			stride = max(stride, calendarArgs)
 		}
 	}
-	holder := ""
-	if slotted > 0 {
+	// A peek takes no slot: it needs no holder, and no lease.
+	takes := slotted > 0 && mode != modePeek
+	holder, leaseMs := "", int64(0)
+	if takes {
 		if l.opts.Leases == nil {
 			return domain.Verdict{}, errNoLeases
 		}
-		holder = l.opts.Leases.holder()
+		holder, leaseMs = l.opts.Leases.holder(), l.opts.Leases.leaseMs
 	}
 	a := sp.script.cmdArgs(n+2*calendars, 5+stride*n)
 	for _, lim := range req.Limits {
@@ -171,17 +231,13 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 		}
 		kinds = append(kinds, kind)
 	}
-	countDenied := "0"
-	if req.CountDenied && sp.countsDenied {
-		countDenied = "1"
-	}
-	a = append(a, req.Cost, string(shadow), countDenied, string(kinds), stride)
+	a = append(a, req.Cost, string(shadow), mode, string(kinds), stride)
 	c := 0
 	for _, lim := range req.Limits {
 		start := len(a)
 		switch {
 		case lim.Concurrency:
-			a = append(a, lim.Rule.Limit, l.opts.Leases.leaseMs, holder)
+			a = append(a, lim.Rule.Limit, leaseMs, holder)
 		case lim.Calendar != nil:
 			p := periods[c]
 			c++
@@ -195,7 +251,7 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	}
 	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
 	if err != nil {
-		if slotted > 0 {
+		if takes {
 			// The script may have run, its reply lost: the slots it may
 			// have taken are removed again.
 			l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
@@ -204,7 +260,7 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	}
 	v, err := verdict(req, r)
 	switch {
-	case slotted == 0:
+	case !takes:
 	case err != nil:
 		l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
 	case v.Allowed:

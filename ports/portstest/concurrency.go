@@ -199,6 +199,51 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 		v.Release()
 	})
 
+	t.Run("concurrency: Peek reads the free slots and takes none; Reset leaves them", func(t *testing.T) {
+		l := h.New(t)
+		u, ok := l.(ports.Usage)
+		if !ok {
+			t.Skip("the limiter reads no usage (ports.Usage)")
+		}
+		tenant := Tenant()
+		req := h.Request(tenant, 1, slots(3))
+		v := MustAllow(t, l, req)
+		defer v.Release()
+		keys := func() map[string]time.Duration {
+			if h.TTLs == nil {
+				return nil
+			}
+			return h.TTLs(t, KeyPrefix+"{"+string(tenant)+"}")
+		}
+		before := keys()
+		for range 3 {
+			p, err := u.Peek(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := p.Decisions[0]; !p.Allowed || d.Remaining != 2 || d.Limit != 3 || p.Release != nil {
+				t.Fatalf("Peek with one slot held: %+v, want 2 free, nothing taken", p)
+			}
+		}
+		if after := keys(); len(after) != len(before) {
+			t.Errorf("keys after Peek %v, before %v", after, before)
+		}
+		if err := u.Reset(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		// The slot held stays held: two more fit, not three.
+		for i := range 2 {
+			w := MustAllow(t, l, req)
+			if !w.Allowed {
+				t.Fatalf("request %d after a Reset: %+v, want allowed", i+1, w)
+			}
+			defer w.Release()
+		}
+		if w := MustAllow(t, l, req); w.Allowed {
+			t.Errorf("a fourth slot after a Reset: %+v (the Reset dropped a running request's slot)", w)
+		}
+	})
+
 	t.Run("concurrency: every key expires within two leases", func(t *testing.T) {
 		if h.TTLs == nil || h.Lease == 0 {
 			t.Skip("the store has no leases")

@@ -14,7 +14,9 @@ local function read(i, key)
   local pttl = redis.call('PTTL', key)
   if pttl == -1 then
     pttl = arg(S, i, 2)
-    redis.call('PEXPIRE', key, pttl)
+    if not peek then
+      redis.call('PEXPIRE', key, pttl)
+    end
   end
   if pttl < 0 then
     return {count = 0, left = -1}

@@ -11,7 +11,9 @@
 -- ARGV[1]        the request's cost (units)
 -- ARGV[2]        shadow flags: character i is '1' when limit i is in
 --                shadow mode (it never denies), '0' when enforced
--- ARGV[3]        '1': count denied requests too (fixed window only)
+-- ARGV[3]        '1': count denied requests too (fixed window only);
+--                'p': peek: decide every limit at cost 0 and write
+--                nothing (no key, no TTL): the admin API's usage read
 -- ARGV[4]        kinds: character i is 'r' when limit i follows the
 --                algorithm's rule (the body), 'c' when it is a calendar
 --                quota (a fixed window over a calendar period, here), 'n'
@@ -35,6 +37,10 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cost = tonumber(ARGV[1])
 local shadow = ARGV[2]
 local count_denied = ARGV[3] == '1'
+local peek = ARGV[3] == 'p'
+if peek then
+  cost = 0
+end
 local kinds = ARGV[4]
 local n = #kinds
 local stride = tonumber(ARGV[5])
@@ -88,6 +94,9 @@ do
     return {0, math.max(limit - st.count, 0), left, left, window}
   end
   cal_spend = function(i, st, c)
+    if peek then
+      return
+    end
     redis.call('INCRBY', st.key, c)
     if st.count == 0 then
       redis.call('PEXPIREAT', st.key, st.e + 60000)
@@ -97,9 +106,11 @@ end
 
 -- A concurrency limit: a sorted set of the slots held, each member a
 -- holder ("<replica>:<request>") scored with its lease's expiry on
--- Redis's clock (ms). Reading drops the expired leases (a vanished
--- replica's slots come back by themselves); a request is admitted while
--- fewer than the limit remain, and takes one slot whatever its cost. Its
+-- Redis's clock (ms). Expired leases do not count (a vanished replica's
+-- slots come back by themselves), and the request that takes a slot drops
+-- them (reading writes nothing: a denial, or a peek, neither); a request
+-- is admitted while fewer than the limit are live, and takes one slot
+-- whatever its cost. Its
 -- holder renews the lease while the request runs and removes it when it
 -- ends (lua/lease_renew.lua, lua/lease_release.lua). The key lives two
 -- leases past its last write (never less than it had: a replica with a
@@ -111,8 +122,7 @@ do
   local second = 1000000
   slot_read = function(i)
     local key = KEYS[i]
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
-    return {key = key, held = redis.call('ZCARD', key)}
+    return {key = key, held = redis.call('ZCOUNT', key, '(' .. now_ms, '+inf')}
   end
   slot_decide = function(i, st, c)
     local free = math.max(arg(nil, i, 1) - st.held, 0)
@@ -131,6 +141,7 @@ do
   end
   slot_spend = function(i, _, st)
     local lease = arg(nil, i, 2)
+    redis.call('ZREMRANGEBYSCORE', st.key, '-inf', now_ms)
     redis.call('ZADD', st.key, now_ms + lease, ARGV[5 + (i - 1) * stride + 3])
     if redis.call('PTTL', st.key) < 2 * lease then
       redis.call('PEXPIRE', st.key, 2 * lease)
@@ -172,7 +183,9 @@ local function run(read, decide, spend)
       d, sp = slot_decide, slot_spend
     end
     local r = res[i]
-    if count_denied and kind ~= 110 then -- a denied request takes no slot
+    if peek then
+      -- cost is 0: nothing to spend, nothing written
+    elseif count_denied and kind ~= 110 then -- a denied request takes no slot
       sp(i, key, st[i], cost, r)
       if r[1] == 0 then
         r[2] = 0 -- counted: nothing is left
