@@ -149,7 +149,34 @@ func tollgatePeek(algo string, limits limitsFunc) func(*testing.B, string, int) 
 	}
 }
 
-// openTollgate opens tollgate's algo on addr as the gateway does.
+// tollgateSlots is one concurrency limit per tenant, as a request
+// through the proxy uses it: its slot taken (the decision's script) and
+// given back (the release's round trip), both in one call. The limit is
+// high enough that no request is denied.
+func tollgateSlots(b *testing.B, addr string, _ int) decideFunc {
+	lim := openTollgate(b, addr, domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0)
+	reqs := make([]domain.Request, tenants)
+	for i := range reqs {
+		t := domain.TenantID("tenant-" + strconv.Itoa(i))
+		reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, Limits: []domain.Limit{{Name: "inflight",
+			Rule: domain.Rule{Limit: domain.MaxConcurrency, Window: domain.ConcurrencyWindow}, Concurrency: true,
+			Key: domain.Key("bench:", t, domain.KeyInFlight, "", "inflight")}}}
+	}
+	return func(ctx context.Context, i int) error {
+		v, err := lim.Allow(ctx, reqs[i])
+		switch {
+		case err != nil:
+			return err
+		case !v.Allowed || v.Release == nil:
+			return fmt.Errorf("tenant %d denied", i)
+		}
+		v.Release()
+		return nil
+	}
+}
+
+// openTollgate opens tollgate's algo on addr as the gateway does, with
+// the leases of concurrency limits (renewed every lease/3, 10 s).
 func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lanes int) *redis.Limiter {
 	c, err := redis.OpenForBenchmark("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Lanes: lanes}, batching)
 	if err != nil {
@@ -159,7 +186,10 @@ func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lane
 	if err := c.Warm(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	lim, err := redis.New(c, algo, redis.Options{}) // as the gateway: the client times each decision from its send
+	leases := redis.NewLeases(c, redis.LeaseOptions{Lease: 10 * time.Second, Replica: "bench"})
+	b.Cleanup(func() { leases.Close() })
+	// As the gateway: the client times each decision from its send.
+	lim, err := redis.New(c, algo, redis.Options{Leases: leases})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -216,6 +246,9 @@ var redisLimiters = []struct {
 	{"tollgate-sliding_window-3limits", tollgateLimits(domain.AlgorithmSlidingWindow, redis.BatchCoalesce, 0, threeLimits)},
 	{"tollgate-calendar_month", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, monthly)},
 	{"tollgate-usage_peek", tollgatePeek(domain.AlgorithmFixedWindow, threeLimits)},
+	// A concurrency limit's acquire and release together (two round
+	// trips), beside one fixed-window decision (one).
+	{"tollgate-concurrency", tollgateSlots},
 	{"tollgate-fixed_window-lanes1", tollgateLanes(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 1)},
 	{"tollgate-fixed_window-autopipeline", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchAutoPipeline)},
 	{"tollgate-fixed_window-unbatched", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchNone)},
@@ -302,5 +335,48 @@ func runRedis(b *testing.B, g int, decide decideFunc) {
 	b.ReportMetric(float64(errs.Load())/float64(b.N), "errors/op")
 	if n := errs.Load(); n > 0 {
 		b.Logf("%d of %d decisions failed; last: %v", n, b.N, lastErr.Load())
+	}
+}
+
+// BenchmarkConcurrencyCost is what a concurrency limit costs on Redis:
+// its acquire and release together (tollgate-concurrency) beside one
+// fixed-window decision, at 64 goroutines over 1000 tenants, in
+// interleaved rounds of one run (so that both see the same machine), and
+// logs the ratio of their medians of ns/op.
+//
+//	TOLLGATE_BENCH_REDIS=127.0.0.1:6379 go test -run '^$' -bench BenchmarkConcurrencyCost .
+func BenchmarkConcurrencyCost(b *testing.B) {
+	addr := redisAddr(b)
+	const rounds, g = 5, 64
+	impls := []struct {
+		name string
+		new  func(*testing.B, string, int) decideFunc
+	}{
+		{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchCoalesce)},
+		{"tollgate-concurrency", tollgateSlots},
+	}
+	nsPerOp := make([][]float64, len(impls)) // by impl, one per round: the last measured run's
+	for round := range rounds {
+		for k, impl := range impls {
+			b.Run(fmt.Sprintf("round=%d/g=%d/impl=%s", round+1, g, impl.name), func(b *testing.B) {
+				runRedis(b, g, impl.new(b, addr, g))
+				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				if len(nsPerOp[k]) == round {
+					nsPerOp[k] = append(nsPerOp[k], ns)
+				} else {
+					nsPerOp[k][round] = ns
+				}
+			})
+		}
+	}
+	median := func(xs []float64) float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	if len(nsPerOp[0]) == rounds && len(nsPerOp[1]) == rounds {
+		fixed, slots := median(nsPerOp[0]), median(nsPerOp[1])
+		b.Logf("medians of %d rounds at %d goroutines: fixed window %.0f ns/op, concurrency acquire+release %.0f ns/op: ratio %.2f",
+			rounds, g, fixed, slots, slots/fixed)
 	}
 }

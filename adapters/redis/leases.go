@@ -159,10 +159,21 @@ func (ls *Leases) release(keys []string, holder string) {
 		}
 	}
 	ls.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), hardWait(ls.c.timeout))
-	defer cancel()
-	cmd := goredis.NewCmd(ctx, releaseArgs(keys, holder)...)
-	if err := ls.c.eval(ctx, cmd, releaseScript.src); err != nil {
+	// The client's timeout bounds the round trip from its send (the
+	// coalescer); a client without one gets a deadline here.
+	ctx := context.Background()
+	if ls.c.timeout <= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, hardWait(0))
+		defer cancel()
+	}
+	// One slot (the usual request: one concurrency limit) is one ZREM,
+	// cheaper on Redis than a script; more are one script.
+	cmd, src := goredis.NewCmd(ctx, "zrem", keys[0], holder), ""
+	if len(keys) > 1 {
+		cmd, src = goredis.NewCmd(ctx, releaseArgs(keys, holder)...), releaseScript.src
+	}
+	if err := ls.c.eval(ctx, cmd, src); err != nil {
 		ls.orphan(keys, holder)
 		if ls.opts.OnError != nil {
 			ls.opts.OnError(errors.Join(errRelease, err))

@@ -22,6 +22,7 @@ type fakeRedis struct {
 	goredis.UniversalClient // nil: methods other than Process panic
 	reply                   []any
 	err                     error
+	cmd                     string // evalsha, or another command's name
 	keys                    []string
 	args                    []any
 	deadline                bool
@@ -30,12 +31,16 @@ type fakeRedis struct {
 func (f *fakeRedis) Process(ctx context.Context, c goredis.Cmder) error {
 	cmd := c.(*goredis.Cmd)
 	a := cmd.Args() // evalsha, sha, numkeys, keys..., args...
-	n := a[2].(int)
 	f.keys = nil
-	for _, k := range a[3 : 3+n] {
-		f.keys = append(f.keys, k.(string))
+	if a[0] != "evalsha" { // a command on one key: name, key, args...
+		f.cmd, f.keys, f.args = a[0].(string), []string{a[1].(string)}, a[2:]
+	} else {
+		n := a[2].(int)
+		for _, k := range a[3 : 3+n] {
+			f.keys = append(f.keys, k.(string))
+		}
+		f.cmd, f.args = "evalsha", a[3+n:]
 	}
-	f.args = a[3+n:]
 	_, f.deadline = ctx.Deadline()
 	if f.err != nil {
 		cmd.SetErr(f.err)
@@ -278,8 +283,8 @@ func TestLimiterSlotArgs(t *testing.T) {
 	}
 	f.reply = []any{int64(1)}
 	v.Release()
-	if !slices.Equal(f.keys, []string{inflight.Key}) || !equalArgs(f.args, []any{holder}) {
-		t.Errorf("release: keys %q, args %v; want %q, [%s]", f.keys, f.args, inflight.Key, holder)
+	if f.cmd != "zrem" || !slices.Equal(f.keys, []string{inflight.Key}) || !equalArgs(f.args, []any{holder}) {
+		t.Errorf("release: %s keys %q, args %v; want ZREM %q %s", f.cmd, f.keys, f.args, inflight.Key, holder)
 	}
 	f.keys = nil
 	v.Release()

@@ -143,7 +143,10 @@ do
     local lease = arg(nil, i, 2)
     redis.call('ZREMRANGEBYSCORE', st.key, '-inf', now_ms)
     redis.call('ZADD', st.key, now_ms + lease, ARGV[5 + (i - 1) * stride + 3])
-    if redis.call('PTTL', st.key) < 2 * lease then
+    -- With no live slot but this one, nothing else needs the key: two
+    -- leases. Else never less than it has (a replica with a longer
+    -- lease keeps its slots).
+    if st.held == 0 or redis.call('PTTL', st.key) < 2 * lease then
       redis.call('PEXPIRE', st.key, 2 * lease)
     end
   end
