@@ -12,7 +12,6 @@ import (
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/internal/logtest"
-	"github.com/tollgate/tollgate/strictjson"
 )
 
 func TestLoadConfigLease(t *testing.T) {
@@ -40,7 +39,8 @@ func TestLoadConfigLease(t *testing.T) {
 	}
 }
 
-// badConcurrencyPolicies are policy files with a bad concurrency limit.
+// badConcurrencyPolicies are policy files with a bad concurrency limit,
+// among the bad policy files of TestBadPolicyFile.
 var badConcurrencyPolicies = []struct{ name, content, want string }{
 	{"zero", `{"limits": [{"name": "inflight", "concurrency": 0}]}`, `limits[0] (name "inflight"): invalid rule: concurrency=0, want 1 to 1000000`},
 	{"too many", `{"limits": [{"name": "inflight", "concurrency": 1000001}]}`, `concurrency=1000001, want 1 to 1000000`},
@@ -53,24 +53,10 @@ var badConcurrencyPolicies = []struct{ name, content, want string }{
 	{"not an integer", `{"limits": [{"name": "inflight", "concurrency": 2.5}]}`, `concurrency`},
 }
 
-// TestBadConcurrencyPolicy: each bad file is refused by LoadPolicyFile
-// and stops Run with exit 2 naming TOLLGATE_POLICY_FILE and the file.
-func TestBadConcurrencyPolicy(t *testing.T) {
+// TestConcurrencyBeyondCost: a route's cost does not apply to a
+// concurrency limit (TestBadPolicyFile runs badConcurrencyPolicies).
+func TestConcurrencyBeyondCost(t *testing.T) {
 	t.Parallel()
-	for _, tt := range badConcurrencyPolicies {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			path := writeFile(t, "policy.json", tt.content)
-			_, err := app.LoadPolicyFile(path, false)
-			var fe *strictjson.FileError
-			if !errors.As(err, &fe) || fe.Var != "TOLLGATE_POLICY_FILE" {
-				t.Errorf("LoadPolicyFile: %v, want a *FileError naming TOLLGATE_POLICY_FILE", err)
-			}
-			checkFileError(t, "LoadPolicyFile", err, path, tt.want)
-			checkRunRejectsFile(t, "TOLLGATE_POLICY_FILE", path, tt.want)
-		})
-	}
-	// A route's cost does not apply to a concurrency limit.
 	if _, err := app.LoadPolicyFile(writeFile(t, "policy.json",
 		`{"limits": [{"name": "inflight", "concurrency": 2}], "routes": [{"name": "heavy", "path": "/h", "cost": 50}]}`), false); err != nil {
 		t.Errorf("concurrency 2 beside a route of cost 50: %v, want accepted", err)

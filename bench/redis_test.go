@@ -7,8 +7,10 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,13 +343,15 @@ func runRedis(b *testing.B, g int, decide decideFunc) {
 // BenchmarkConcurrencyCost is what a concurrency limit costs on Redis:
 // its acquire and release together (tollgate-concurrency) beside one
 // fixed-window decision, at 64 goroutines over 1000 tenants, in
-// interleaved rounds of one run (so that both see the same machine), and
-// logs the ratio of their medians of ns/op.
+// interleaved rounds of one run (so that both see the same machine). It
+// logs the ratio of their medians of ns/op, and of the CPU each spends
+// per decision, this process's and Redis's together (cpu-µs/op: less
+// sensitive than ns/op to what else the machine runs).
 //
 //	TOLLGATE_BENCH_REDIS=127.0.0.1:6379 go test -run '^$' -bench BenchmarkConcurrencyCost .
 func BenchmarkConcurrencyCost(b *testing.B) {
 	addr := redisAddr(b)
-	const rounds, g = 5, 64
+	const rounds, g = 7, 64
 	impls := []struct {
 		name string
 		new  func(*testing.B, string, int) decideFunc
@@ -355,17 +359,19 @@ func BenchmarkConcurrencyCost(b *testing.B) {
 		{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchCoalesce)},
 		{"tollgate-concurrency", tollgateSlots},
 	}
-	nsPerOp := make([][]float64, len(impls)) // by impl, one per round: the last measured run's
+	info := peerClient(b, addr, 1)
+	// ns/op and CPU µs/op, by impl, one per round: the last measured run's.
+	ns, cpu := make([][]float64, len(impls)), make([][]float64, len(impls))
 	for round := range rounds {
 		for k, impl := range impls {
 			b.Run(fmt.Sprintf("round=%d/g=%d/impl=%s", round+1, g, impl.name), func(b *testing.B) {
-				runRedis(b, g, impl.new(b, addr, g))
-				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-				if len(nsPerOp[k]) == round {
-					nsPerOp[k] = append(nsPerOp[k], ns)
-				} else {
-					nsPerOp[k][round] = ns
-				}
+				decide := impl.new(b, addr, g)
+				before := cpuSeconds(b, info)
+				runRedis(b, g, decide)
+				used := cpuSeconds(b, info) - before
+				b.ReportMetric(used*1e6/float64(b.N), "cpu-µs/op")
+				ns[k] = setRound(ns[k], round, float64(b.Elapsed().Nanoseconds())/float64(b.N))
+				cpu[k] = setRound(cpu[k], round, used*1e6/float64(b.N))
 			})
 		}
 	}
@@ -374,9 +380,42 @@ func BenchmarkConcurrencyCost(b *testing.B) {
 		slices.Sort(s)
 		return s[len(s)/2]
 	}
-	if len(nsPerOp[0]) == rounds && len(nsPerOp[1]) == rounds {
-		fixed, slots := median(nsPerOp[0]), median(nsPerOp[1])
-		b.Logf("medians of %d rounds at %d goroutines: fixed window %.0f ns/op, concurrency acquire+release %.0f ns/op: ratio %.2f",
-			rounds, g, fixed, slots, slots/fixed)
+	if len(ns[0]) == rounds && len(ns[1]) == rounds {
+		b.Logf("medians of %d rounds at %d goroutines: fixed window %.0f ns/op, %.1f cpu-µs/op; concurrency acquire+release %.0f ns/op, %.1f cpu-µs/op: ratio %.2f (ns/op), %.2f (CPU)",
+			rounds, g, median(ns[0]), median(cpu[0]), median(ns[1]), median(cpu[1]),
+			median(ns[1])/median(ns[0]), median(cpu[1])/median(cpu[0]))
 	}
+}
+
+// setRound sets xs[round] to x, appending it for a new round.
+func setRound(xs []float64, round int, x float64) []float64 {
+	if len(xs) == round {
+		return append(xs, x)
+	}
+	xs[round] = x
+	return xs
+}
+
+// cpuSeconds returns the CPU this process and the Redis server at rdb
+// have used so far, user and system, in seconds.
+func cpuSeconds(b *testing.B, rdb *goredis.Client) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	text, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var server float64
+	for _, line := range strings.Split(text, "\n") {
+		for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				server += f
+			}
+		}
+	}
+	return self + server
 }

@@ -81,12 +81,19 @@ func TestConcurrencyLeases(t *testing.T) {
 					t.Errorf("%s after renewals: TTL %v, want in (0, %v]", key, ttl, 2*lease)
 				}
 			}
-			// Ended requests give their slots to the other replica at once.
+			// An ended request's slot is the other replica's within a
+			// round trip (and this replica's at once).
 			held[0].Release()
-			if v := portstest.MustAllow(t, b.limiter, slotRequest(tenants[0], 1)); !v.Allowed {
-				t.Errorf("after the request ended: %+v, want the slot", v)
-			} else {
-				v.Release()
+			ended := time.Now()
+			for {
+				v := portstest.MustAllow(t, b.limiter, slotRequest(tenants[0], 1))
+				if v.Allowed {
+					v.Release()
+					break
+				}
+				if time.Since(ended) > 100*time.Millisecond {
+					t.Fatalf("100ms after the request ended, the other replica: %+v, want the slot", v)
+				}
 			}
 			// Replica a vanishes: its renewer stops, nothing is released.
 			if err := a.leases.Renew(t.Context()); err != nil {

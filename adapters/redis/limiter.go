@@ -104,8 +104,10 @@ const replyStride = 5
 const calendarArgs = 5
 
 // slotArgs is how many arguments a concurrency limit gives the script:
-// its limit, the lease in ms and the request's holder name.
-const slotArgs = 3
+// its limit, the lease in ms, the request's holder name, and where the
+// holders this replica released on its key, not yet confirmed removed,
+// are among the script's last arguments (first index, count).
+const slotArgs = 5
 
 var _ ports.Usage = (*Limiter)(nil)
 
@@ -193,12 +195,12 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 	}
 	// A peek takes no slot: it needs no holder, and no lease.
 	takes := slotted > 0 && mode != modePeek
-	holder, leaseMs := "", int64(0)
+	holder, leaseMs := "", any(0)
 	if takes {
 		if l.opts.Leases == nil {
 			return domain.Verdict{}, errNoLeases
 		}
-		holder, leaseMs = l.opts.Leases.holder(), l.opts.Leases.leaseMs
+		holder, leaseMs = l.opts.Leases.holder(), l.opts.Leases.leaseArg
 	}
 	a := sp.script.cmdArgs(n+2*calendars, 5+stride*n)
 	for _, lim := range req.Limits {
@@ -233,11 +235,23 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 	}
 	a = append(a, req.Cost, string(shadow), mode, string(kinds), stride)
 	c := 0
+	var released []any   // after every limit's arguments: the holders to remove first
+	argv := 5 + stride*n // ARGV's length before them
 	for _, lim := range req.Limits {
 		start := len(a)
 		switch {
 		case lim.Concurrency:
-			a = append(a, lim.Rule.Limit, leaseMs, holder)
+			var first, count int
+			if takes {
+				hs := l.opts.Leases.released(lim.Key)
+				if len(hs) > 0 {
+					first, count = argv+len(released)+1, len(hs)
+				}
+				for _, h := range hs {
+					released = append(released, h)
+				}
+			}
+			a = append(a, lim.Rule.Limit, leaseMs, holder, first, count)
 		case lim.Calendar != nil:
 			p := periods[c]
 			c++
@@ -249,6 +263,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 			a = append(a, 0)
 		}
 	}
+	a = append(a, released...)
 	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
 	if err != nil {
 		if takes {

@@ -23,8 +23,11 @@
 -- ARGV[5 + (i-1)*stride + k]  limit i's k-th argument: the body's for
 --                'r'; for 'c' the limit, then the previous, current and
 --                next periods' starts and the next one's end, in ms; for
---                'n' the limit, the lease in ms and the holder (a string:
---                "<replica>:<request>")
+--                'n' the limit, the lease in ms, the holder (a string:
+--                "<replica>:<request>"), then the index in ARGV of the
+--                first holder to remove first and how many there are
+--                (after every limit's arguments: slots this replica
+--                released on the key, their removal not yet confirmed)
 --
 -- A body defines read(i, key), decide(i, st, cost) and spend(i, key, st,
 -- cost, r) and returns run(read, decide, spend). decide returns {ok (1 or
@@ -108,7 +111,9 @@ end
 -- holder ("<replica>:<request>") scored with its lease's expiry on
 -- Redis's clock (ms). Expired leases do not count (a vanished replica's
 -- slots come back by themselves), and the request that takes a slot drops
--- them (reading writes nothing: a denial, or a peek, neither); a request
+-- them (reading writes nothing but the removal of the replica's own
+-- released slots that its releaser has not yet removed: a denial, or a
+-- peek, writes no slot); a request
 -- is admitted while fewer than the limit are live, and takes one slot
 -- whatever its cost. Its
 -- holder renews the lease while the request runs and removes it when it
@@ -122,7 +127,19 @@ do
   local second = 1000000
   slot_read = function(i)
     local key = KEYS[i]
-    return {key = key, held = redis.call('ZCOUNT', key, '(' .. now_ms, '+inf')}
+    local first, count = arg(nil, i, 4), arg(nil, i, 5)
+    if count > 0 and not peek then
+      redis.call('ZREM', key, unpack(ARGV, first, first + count - 1))
+    end
+    -- Most keys are empty (every request ended) or hold live slots
+    -- only: ZCARD alone, or with ZCOUNT; the expired ones are dropped
+    -- when a slot is taken.
+    local all = redis.call('ZCARD', key)
+    local held = all
+    if all > 0 then
+      held = redis.call('ZCOUNT', key, '(' .. now_ms, '+inf')
+    end
+    return {key = key, held = held, expired = all - held}
   end
   slot_decide = function(i, st, c)
     local free = math.max(arg(nil, i, 1) - st.held, 0)
@@ -141,7 +158,9 @@ do
   end
   slot_spend = function(i, _, st)
     local lease = arg(nil, i, 2)
-    redis.call('ZREMRANGEBYSCORE', st.key, '-inf', now_ms)
+    if st.expired > 0 then
+      redis.call('ZREMRANGEBYSCORE', st.key, '-inf', now_ms)
+    end
     redis.call('ZADD', st.key, now_ms + lease, ARGV[5 + (i - 1) * stride + 3])
     -- With no live slot but this one, nothing else needs the key: two
     -- leases. Else never less than it has (a replica with a longer
