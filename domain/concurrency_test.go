@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,27 @@ func TestSettleConcurrency(t *testing.T) {
 			t.Errorf("%s: concurrency decision %+v, want none free", tt.name, v.Decisions[1])
 		}
 	}
+}
+
+func ExampleSlots() {
+	// A concurrency limit of 2: two requests run, a third waits for one
+	// of them to end.
+	var s domain.Slots
+	take := func(name string) {
+		d := s.Decide(2, 1)
+		if d.Allowed {
+			s.Acquire()
+		}
+		fmt.Printf("%s: allowed=%v free=%d retry after %v\n", name, d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	take("a")
+	take("b")
+	take("c")
+	s.Release() // a's response ended
+	take("c again")
+	// Output:
+	// a: allowed=true free=1 retry after 0s
+	// b: allowed=true free=0 retry after 0s
+	// c: allowed=false free=0 retry after 1s
+	// c again: allowed=true free=0 retry after 0s
 }
