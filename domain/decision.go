@@ -20,6 +20,9 @@ type Decision struct {
 	// Shadow reports whether the limit is in shadow mode: a denial here
 	// denies nothing ([Settle] sets it).
 	Shadow bool
+	// Quota reports whether the limit is in quota mode: its denial denies
+	// only with every other quota limit's ([Settle] sets it).
+	Quota bool
 }
 
 // CeilSeconds returns d in whole seconds, rounded up: a client told to

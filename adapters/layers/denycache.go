@@ -3,6 +3,7 @@ package layers
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,10 +40,13 @@ type DenyCacheOptions struct {
 //
 // A cached answer is the first denial's decisions with their times
 // counted down, and outcome [domain.OutcomeCachedDenied]. It is served
-// only to a request with the same cost and limits (names, rules and
-// keys) as the one denied: a budget changed by a reload, or another
+// only to a request with the same costs and limits (names, rules, keys
+// and modes) as the one denied: a budget changed by a reload, or another
 // cost, goes to the limiter at once. Time runs from before the first
 // denial's call, so a cached denial never outlasts the limiter's own.
+// A denial that counts ([domain.Request].CountDenied) is cached only when
+// every limit denied it: answering from memory spends nothing, and a
+// limit that admitted would have counted.
 //
 // The cache is sharded and bounded (see [DenyCacheOptions].Capacity).
 func DenyCache(opts DenyCacheOptions) ports.Layer {
@@ -83,6 +87,7 @@ type denyKey struct {
 type denial struct {
 	key       denyKey
 	cost      int64
+	costs     []int64           // a copy of the denied request's
 	limits    []domain.Limit    // a copy of the denied request's
 	decisions []domain.Decision // as the limiter gave them at at
 	at, until int64             // nanos since the origin: when decided, when it ends
@@ -110,13 +115,14 @@ func (c *denyCache) Allow(ctx context.Context, req domain.Request) (domain.Verdi
 		return d.verdict(now), nil
 	}
 	v, err := c.next.Allow(ctx, req)
-	if err != nil || v.Allowed || v.Decisions == nil {
+	if err != nil || v.Allowed || v.Decisions == nil || (req.CountDenied && countsSome(req, v)) {
 		return v, err
 	}
 	if retry := v.RetryAfter(); retry > 0 {
 		sh.put(&denial{
 			key:       k,
 			cost:      req.Cost,
+			costs:     slices.Clone(req.Costs),
 			limits:    append([]domain.Limit(nil), req.Limits...),
 			decisions: append([]domain.Decision(nil), v.Decisions...),
 			at:        now,
@@ -139,9 +145,20 @@ func (k denyKey) shard() int {
 	return int(h & (denyCacheShards - 1))
 }
 
-// matches reports whether req is what d denied: the same cost and limits.
+// countsSome reports whether a limit of req admitted it under v, and so
+// counts the cost it was asked for.
+func countsSome(req domain.Request, v domain.Verdict) bool {
+	for i, d := range v.Decisions {
+		if d.Allowed && req.CostOf(i) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether req is what d denied: the same costs and limits.
 func (d *denial) matches(req domain.Request) bool {
-	if req.Cost != d.cost || len(req.Limits) != len(d.limits) {
+	if req.Cost != d.cost || len(req.Limits) != len(d.limits) || !slices.Equal(req.Costs, d.costs) {
 		return false
 	}
 	for i, l := range req.Limits {

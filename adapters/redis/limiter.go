@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -40,7 +41,7 @@ type spec struct {
 	script *script
 	// stride is how many arguments a limit gives; args appends them.
 	stride int
-	args   func(a []any, rule domain.Rule) []any
+	args   func(a []any, lim domain.Limit) []any
 	// countsDenied: the script honours Request.CountDenied.
 	countsDenied bool
 }
@@ -49,23 +50,25 @@ type spec struct {
 // row of domain.Algorithms has one (TestEveryAlgorithm).
 var specs = map[string]*spec{
 	domain.AlgorithmFixedWindow: {
-		script: newScript(domain.AlgorithmFixedWindow, true), stride: 2, countsDenied: true,
-		args: func(a []any, r domain.Rule) []any { return append(a, r.Limit, windowMillis(r.Window)) },
+		script: newScript(domain.AlgorithmFixedWindow, true), stride: 3, countsDenied: true,
+		args: func(a []any, l domain.Limit) []any {
+			return append(a, l.Rule.Limit, windowMillis(l.Rule.Window), int64(b2i(l.Epoch)))
+		},
 	},
 	domain.AlgorithmSlidingLog: {
 		script: newScript(domain.AlgorithmSlidingLog, true), stride: 3,
-		args: func(a []any, r domain.Rule) []any {
-			return append(a, r.Limit, micros(r.Window), windowMillis(r.Window))
+		args: func(a []any, l domain.Limit) []any {
+			return append(a, l.Rule.Limit, micros(l.Rule.Window), windowMillis(l.Rule.Window))
 		},
 	},
 	domain.AlgorithmSlidingWindow: {
 		script: newScript(domain.AlgorithmSlidingWindow, true), stride: 2,
-		args: func(a []any, r domain.Rule) []any { return append(a, r.Limit, micros(r.Window)) },
+		args: func(a []any, l domain.Limit) []any { return append(a, l.Rule.Limit, micros(l.Rule.Window)) },
 	},
 	domain.AlgorithmTokenBucket: {
 		script: newScript(domain.AlgorithmTokenBucket, true), stride: 3,
-		args: func(a []any, r domain.Rule) []any {
-			return append(a, r.Limit, max(micros(r.Window)/r.Limit, 1), micros(r.Window))
+		args: func(a []any, l domain.Limit) []any {
+			return append(a, l.Rule.Limit, max(micros(l.Rule.Window)/l.Rule.Limit, 1), micros(l.Rule.Window))
 		},
 	},
 }
@@ -98,18 +101,15 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	for _, lim := range req.Limits {
 		a = append(a, lim.Key)
 	}
-	var flags [16]byte
-	shadow := flags[:0]
+	var buf [16]byte
+	flags := buf[:0]
 	for _, lim := range req.Limits {
-		shadow = append(shadow, '0'+b2i(lim.Shadow))
+		flags = append(flags, '0'+b2i(lim.Shadow)+2*b2i(lim.Quota))
 	}
-	countDenied := "0"
-	if req.CountDenied && sp.countsDenied {
-		countDenied = "1"
-	}
-	a = append(a, req.Cost, string(shadow), countDenied)
+	counting := b2i(req.CountDenied && sp.countsDenied) + 2*b2i(req.CountOver)
+	a = append(a, costArg(req), string(flags), countingArgs[counting])
 	for _, lim := range req.Limits {
-		a = sp.args(a, lim.Rule)
+		a = sp.args(a, lim)
 	}
 	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
 	if err != nil {
@@ -129,7 +129,7 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 		dst = make([]domain.Decision, 0, n)
 	}
 	v := domain.Verdict{Allowed: r[0] == 1, Decisions: dst[:0]}
-	enforcedOK, shadowDenied := true, false
+	shadowDenied := false
 	for i, lim := range req.Limits {
 		x := r[1+replyStride*i:]
 		d := domain.Decision{
@@ -139,16 +139,13 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 			ResetAfter: usDur(x[2]),
 			RetryAfter: usDur(x[3]),
 			Shadow:     lim.Shadow,
+			Quota:      lim.Quota,
 		}
-		if lim.Shadow {
-			shadowDenied = shadowDenied || !d.Allowed
-		} else {
-			enforcedOK = enforcedOK && d.Allowed
-		}
+		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
 		v.Decisions = append(v.Decisions, d)
 	}
 	switch {
-	case v.Allowed != enforcedOK:
+	case v.Allowed != domain.Admits(v.Decisions):
 		return domain.Verdict{}, fmt.Errorf("redis: %q: the script's verdict %v disagrees with its decisions %v", req.Limits[0].Key, v.Allowed, r)
 	case !v.Allowed:
 		v.Outcome = domain.OutcomeDenied
@@ -156,6 +153,26 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 		v.Outcome = domain.OutcomeShadowDenied
 	}
 	return v, nil
+}
+
+// countingArgs are the scripts' ARGV[3], by counting mode: bit 0 counts
+// denied requests, bit 1 an admitted request's every limit.
+var countingArgs = [4]string{"0", "1", "2", "3"}
+
+// costArg is the scripts' ARGV[1]: the request's cost, or with
+// per-limit costs each limit's, comma-separated.
+func costArg(req domain.Request) any {
+	if req.Costs == nil {
+		return req.Cost
+	}
+	b := make([]byte, 0, 4*len(req.Costs))
+	for i, c := range req.Costs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, c, 10)
+	}
+	return string(b)
 }
 
 func b2i(b bool) byte {
