@@ -38,6 +38,10 @@ const (
 
 	// MaxMemoryKeys bounds TOLLGATE_MEMORY_MAX_KEYS.
 	MaxMemoryKeys = 1 << 30
+
+	// ListenOff is the TOLLGATE_LISTEN_ADDR of a gateway without a proxy
+	// listener.
+	ListenOff = "off"
 )
 
 // Config is every setting of the gateway, parsed from TOLLGATE_* variables
@@ -112,37 +116,53 @@ type Config struct {
 	// the process's internals, and the admin listener may be reachable
 	// by more than its operators.
 	Pprof bool `env:"PPROF" envDefault:"false"`
+	// RLSAddr is the gRPC listener of Envoy's rate limit service; empty
+	// means off.
+	RLSAddr string `env:"RLS_ADDR"`
+	// RLSConfig is the directory of envoyproxy/ratelimit YAML files the
+	// rate limit service decides with (required with RLSAddr).
+	RLSConfig string `env:"RLS_CONFIG"`
+	// RLSCountDenied counts every descriptor's hits whatever the verdict,
+	// as envoyproxy/ratelimit does; false is all or nothing.
+	RLSCountDenied bool `env:"RLS_COUNT_DENIED" envDefault:"false"`
+	// RLSResponseHeaders adds RateLimit-Limit/-Remaining/-Reset to the
+	// rate limit service's answers.
+	RLSResponseHeaders bool `env:"RLS_RESPONSE_HEADERS" envDefault:"false"`
 }
 
 // accepted says, per variable (without the prefix), what values it
 // accepts. Error messages quote it.
 var accepted = map[string]string{
-	"LISTEN_ADDR":      "a host:port listen address",
-	"ADMIN_ADDR":       "a host:port listen address",
-	"UPSTREAM_URL":     "empty, or an absolute http:// or https:// URL",
-	"UPSTREAM_TIMEOUT": "a Go duration from 1ms to 24h, such as 30s",
-	"ALGORITHM":        strings.Join(domain.AlgorithmNames(), ", "),
-	"STORE":            storeNames(),
-	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
-	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
-	"FAIL_MODE":        "open, closed or local",
-	"REPLICAS":         "an integer from 0 (count the replicas through the store) to 10000",
-	"DENY_CACHE":       "true or false (also 1, 0, t, f)",
-	"MEMORY_MAX_KEYS":  "an integer from 0 (no bound) to 1073741824",
-	"TRUSTED_PROXIES":  "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
-	"ANONYMOUS":        "shared (one tenant, unknown) or ip (per client address)",
-	"IPV6_PREFIX":      "an integer from 32 to 128",
-	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
-	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
-	"POLICY_FILE":      "empty, or the path of a JSON policy file of limits and routes",
-	"SHADOW":           "true or false (also 1, 0, t, f)",
-	"REDIS_MODE":       "single (one Redis, or a proxy) or cluster (Redis Cluster)",
-	"REDIS_URL":        "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
-	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 50ms",
-	"KEY_PREFIX":       "any string",
-	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
-	"LOG_LEVEL":        "debug, info, warn or error",
-	"PPROF":            "true or false (also 1, 0, t, f)",
+	"LISTEN_ADDR":          "a host:port listen address, or off (no proxy listener: only checks or Envoy's rate limit service)",
+	"ADMIN_ADDR":           "a host:port listen address",
+	"UPSTREAM_URL":         "empty, or an absolute http:// or https:// URL",
+	"UPSTREAM_TIMEOUT":     "a Go duration from 1ms to 24h, such as 30s",
+	"ALGORITHM":            strings.Join(domain.AlgorithmNames(), ", "),
+	"STORE":                storeNames(),
+	"LIMIT":                "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
+	"WINDOW":               "a Go duration from 1ms to 8784h (366 days), such as 1m",
+	"FAIL_MODE":            "open, closed or local",
+	"REPLICAS":             "an integer from 0 (count the replicas through the store) to 10000",
+	"DENY_CACHE":           "true or false (also 1, 0, t, f)",
+	"MEMORY_MAX_KEYS":      "an integer from 0 (no bound) to 1073741824",
+	"TRUSTED_PROXIES":      "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
+	"ANONYMOUS":            "shared (one tenant, unknown) or ip (per client address)",
+	"IPV6_PREFIX":          "an integer from 32 to 128",
+	"TENANT_HEADER":        "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
+	"TENANTS_FILE":         "empty, or the path of a JSON tenants file",
+	"POLICY_FILE":          "empty, or the path of a JSON policy file of limits and routes",
+	"SHADOW":               "true or false (also 1, 0, t, f)",
+	"REDIS_MODE":           "single (one Redis, or a proxy) or cluster (Redis Cluster)",
+	"REDIS_URL":            "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
+	"REDIS_TIMEOUT":        "a Go duration from 1ms to 1m, such as 50ms",
+	"KEY_PREFIX":           "any string",
+	"ACCESS_LOG":           "true or false (also 1, 0, t, f)",
+	"LOG_LEVEL":            "debug, info, warn or error",
+	"PPROF":                "true or false (also 1, 0, t, f)",
+	"RLS_ADDR":             "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC without TLS)",
+	"RLS_CONFIG":           "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR",
+	"RLS_COUNT_DENIED":     "true (count denied hits on every descriptor, as envoyproxy/ratelimit) or false (all or nothing) (also 1, 0, t, f)",
+	"RLS_RESPONSE_HEADERS": "true or false (also 1, 0, t, f)",
 }
 
 // ConfigError is a setting that does not parse or is out of range. It
@@ -232,7 +252,7 @@ func (c Config) Validate() error {
 		}
 	}
 	dur := func(d time.Duration) string { return d.String() }
-	check(validAddr(c.ListenAddr), "LISTEN_ADDR", c.ListenAddr)
+	check(c.ListenAddr == ListenOff || validAddr(c.ListenAddr), "LISTEN_ADDR", c.ListenAddr)
 	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
 	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
 	check(c.UpstreamTimeout >= time.Millisecond && c.UpstreamTimeout <= 24*time.Hour, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
@@ -256,6 +276,8 @@ func (c Config) Validate() error {
 	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
+	check(c.RLSAddr == "" || validAddr(c.RLSAddr), "RLS_ADDR", c.RLSAddr)
+	check(c.RLSAddr == "" || c.RLSConfig != "", "RLS_CONFIG", c.RLSConfig)
 	return errors.Join(errs...)
 }
 

@@ -88,6 +88,10 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
 	}
+	rlsCfg, err := loadRLS(cfg)
+	if err != nil {
+		return err
+	}
 	// Notify before serving, with or without a file: from here on SIGHUP
 	// reloads, or is logged and ignored, and never kills the process
 	// (its default action).
@@ -145,17 +149,27 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		adminHandler = admin.WithPprof(adminHandler)
 	}
 	adminSrv := newHTTPServer(adminHandler, log)
-	publicLn, err := net.Listen("tcp", cfg.ListenAddr)
+	rlsL, err := startRLS(ctx, cfg, rlsCfg, eng, be.pinger, m, log)
 	if err != nil {
-		return fmt.Errorf("tollgate: public listener: %w", err)
+		return err
+	}
+	defer rlsL.close()
+	publicLn, publicAddr := net.Listener(nil), ListenOff
+	if cfg.ListenAddr != ListenOff {
+		if publicLn, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return fmt.Errorf("tollgate: public listener: %w", err)
+		}
+		publicAddr = publicLn.Addr().String()
 	}
 	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
-		publicLn.Close()
+		if publicLn != nil {
+			publicLn.Close()
+		}
 		return fmt.Errorf("tollgate: admin listener: %w", err)
 	}
 	log.Info("tollgate listening", "version", BuildVersion(),
-		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
+		"public", publicAddr, "admin", adminLn.Addr().String(), "rls", rlsL.addr(),
 		"store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
 		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache,
@@ -163,9 +177,14 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(),
 		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
 
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- public.Serve(publicLn) }()
+	serveErr := make(chan error, 3)
+	if publicLn != nil {
+		go func() { serveErr <- public.Serve(publicLn) }()
+	}
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	if rlsL != nil {
+		go func() { serveErr <- rlsL.serve() }()
+	}
 
 wait:
 	for {
@@ -182,12 +201,13 @@ wait:
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
-	// Both listeners close at once; then in-flight requests drain.
+	// Every listener closes at once; then in-flight requests drain.
 	var wg sync.WaitGroup
 	shutdownErrs := make([]error, 2)
 	for i, srv := range []*http.Server{public, adminSrv} {
 		wg.Go(func() { shutdownErrs[i] = srv.Shutdown(sctx) })
 	}
+	wg.Go(func() { rlsL.shutdown(sctx) })
 	wg.Wait()
 	if serr := errors.Join(shutdownErrs...); serr != nil {
 		log.Error("shutdown", "err", serr)
@@ -270,7 +290,7 @@ func printUsage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %s%-17s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
+		fmt.Fprintf(w, "  %s%-20s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
 	}
 	fmt.Fprintln(w, "Algorithms (TOLLGATE_ALGORITHM), each on every store:")
 	for _, a := range domain.Algorithms {

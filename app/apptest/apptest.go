@@ -21,6 +21,9 @@ type Gateway struct {
 	// Public and Admin are the listeners' base URLs, such as
 	// http://127.0.0.1:41234.
 	Public, Admin string
+	// RLS is the address (host:port) of Envoy's rate limit service, or
+	// "off" (TOLLGATE_RLS_ADDR empty).
+	RLS string
 
 	logs *logBuffer
 	stop context.CancelFunc
@@ -47,16 +50,16 @@ func Start(t testing.TB, environ ...string) *Gateway {
 		g.done <- err
 	}()
 
-	addrs := make(chan [2]string, 1)
+	addrs := make(chan [3]string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
 			g.logs.add(line)
-			var m struct{ Msg, Public, Admin string }
+			var m struct{ Msg, Public, Admin, RLS string }
 			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "tollgate listening" {
-				addrs <- [2]string{m.Public, m.Admin}
+				addrs <- [3]string{m.Public, m.Admin, m.RLS}
 			}
 		}
 		io.Copy(io.Discard, pr)
@@ -64,7 +67,7 @@ func Start(t testing.TB, environ ...string) *Gateway {
 
 	select {
 	case a := <-addrs:
-		g.Public, g.Admin = "http://"+a[0], "http://"+a[1]
+		g.Public, g.Admin, g.RLS = "http://"+a[0], "http://"+a[1], a[2]
 	case err := <-g.done:
 		cancel()
 		t.Fatalf("apptest: Run returned before listening: %v\nlogs:\n%s", err, g.Logs())
