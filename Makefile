@@ -33,6 +33,7 @@ test:
 	{ $(MAKE) --no-print-directory image && \
 	  $(MAKE) --no-print-directory vet && \
 	  go test -race -shuffle=on -count=1 ./... && \
+	  go test -count=1 -run 'TestBurstUnderCPUHog' ./integration/ && \
 	  scripts/compose-test.sh && \
 	  scripts/compose-cluster-test.sh; } || status=$$?; \
 	scripts/cleanup-containers.sh; \

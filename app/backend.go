@@ -139,7 +139,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	case FailClosed:
 		failMode = layers.FailClosed(onError)
 	case FailLocal:
-		local, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: cfg.MemoryMaxKeys, Now: nil})
+		local, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg)})
 		if err != nil {
 			return backend{}, err
 		}
@@ -185,7 +185,7 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, 
 		return nil, nil, nil, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
 	}
 	checkRedis(ctx, client, cfg, env.log)
-	l, err := redis.New(client, cfg.Algorithm, redis.Options{Timeout: cfg.RedisTimeout})
+	l, err := redis.New(client, cfg.Algorithm, redis.Options{}) // the client times each decision from its send
 	if err != nil {
 		client.Close()
 		return nil, nil, nil, err

@@ -103,8 +103,11 @@ type Config struct {
 	// RedisURL is a go-redis URL; it may hold credentials. In cluster
 	// mode, redis://[user:pass@]host:port?addr=host2:port2&addr=...
 	RedisURL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0"`
-	// RedisTimeout is the deadline for the store work of one decision.
-	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"50ms"`
+	// RedisTimeout is how long a decision in flight may go without Redis
+	// answering anything before it takes the fail mode (see
+	// adapters/redis: the wait in this process's own queue does not
+	// count).
+	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"250ms"`
 	// KeyPrefix prefixes every key the gateway writes.
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"rl:"`
 	// AccessLog writes one JSON line per request on stderr.
@@ -133,36 +136,32 @@ type Config struct {
 // accepted says, per variable (without the prefix), what values it
 // accepts. Error messages quote it.
 var accepted = map[string]string{
-	"LISTEN_ADDR":          "a host:port listen address, or off (no proxy listener: only checks or Envoy's rate limit service)",
-	"ADMIN_ADDR":           "a host:port listen address",
-	"UPSTREAM_URL":         "empty, or an absolute http:// or https:// URL",
-	"UPSTREAM_TIMEOUT":     "a Go duration from 1ms to 24h, such as 30s",
-	"ALGORITHM":            strings.Join(domain.AlgorithmNames(), ", "),
-	"STORE":                storeNames(),
-	"LIMIT":                "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
-	"WINDOW":               "a Go duration from 1ms to 8784h (366 days), such as 1m",
-	"FAIL_MODE":            "open, closed or local",
-	"REPLICAS":             "an integer from 0 (count the replicas through the store) to 10000",
-	"DENY_CACHE":           "true or false (also 1, 0, t, f)",
-	"MEMORY_MAX_KEYS":      "an integer from 0 (no bound) to 1073741824",
-	"TRUSTED_PROXIES":      "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
-	"ANONYMOUS":            "shared (one tenant, unknown) or ip (per client address)",
-	"IPV6_PREFIX":          "an integer from 32 to 128",
-	"TENANT_HEADER":        "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
-	"TENANTS_FILE":         "empty, or the path of a JSON tenants file",
-	"POLICY_FILE":          "empty, or the path of a JSON policy file of limits and routes",
-	"SHADOW":               "true or false (also 1, 0, t, f)",
-	"REDIS_MODE":           "single (one Redis, or a proxy) or cluster (Redis Cluster)",
-	"REDIS_URL":            "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
-	"REDIS_TIMEOUT":        "a Go duration from 1ms to 1m, such as 50ms",
-	"KEY_PREFIX":           "any string",
-	"ACCESS_LOG":           "true or false (also 1, 0, t, f)",
-	"LOG_LEVEL":            "debug, info, warn or error",
-	"PPROF":                "true or false (also 1, 0, t, f)",
-	"RLS_ADDR":             "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC without TLS)",
-	"RLS_CONFIG":           "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR",
-	"RLS_COUNT_DENIED":     "true (count denied hits on every descriptor, as envoyproxy/ratelimit) or false (all or nothing) (also 1, 0, t, f)",
-	"RLS_RESPONSE_HEADERS": "true or false (also 1, 0, t, f)",
+	"LISTEN_ADDR":      "a host:port listen address, or off (no proxy listener: only checks or Envoy's rate limit service)",
+	"ADMIN_ADDR":       "a host:port listen address",
+	"UPSTREAM_URL":     "empty, or an absolute http:// or https:// URL",
+	"UPSTREAM_TIMEOUT": "a Go duration from 1ms to 24h, such as 30s",
+	"ALGORITHM":        strings.Join(domain.AlgorithmNames(), ", "),
+	"STORE":            storeNames(),
+	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
+	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
+	"FAIL_MODE":        "open, closed or local",
+	"REPLICAS":         "an integer from 0 (count the replicas through the store) to 10000",
+	"DENY_CACHE":       "true or false (also 1, 0, t, f)",
+	"MEMORY_MAX_KEYS":  "an integer from 0 (no bound) to 1073741824",
+	"TRUSTED_PROXIES":  "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
+	"ANONYMOUS":        "shared (one tenant, unknown) or ip (per client address)",
+	"IPV6_PREFIX":      "an integer from 32 to 128",
+	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
+	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
+	"POLICY_FILE":      "empty, or the path of a JSON policy file of limits and routes",
+	"SHADOW":           "true or false (also 1, 0, t, f)",
+	"REDIS_MODE":       "single (one Redis, or a proxy) or cluster (Redis Cluster)",
+	"REDIS_URL":        "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
+	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 250ms",
+	"KEY_PREFIX":       "any string",
+	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
+	"LOG_LEVEL":        "debug, info, warn or error",
+	"PPROF":            "true or false (also 1, 0, t, f)",
 }
 
 // ConfigError is a setting that does not parse or is out of range. It

@@ -31,7 +31,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		IPv6Prefix:      64,
 		RedisMode:       "single",
 		RedisURL:        "redis://localhost:6379/0",
-		RedisTimeout:    50 * time.Millisecond,
+		RedisTimeout:    250 * time.Millisecond,
 		KeyPrefix:       "rl:",
 		LogLevel:        "info",
 	}

@@ -28,7 +28,7 @@ import (
 //	BenchmarkRedis/g=64/impl=tollgate-fixed_window
 //
 // is 64 goroutines over 1000 tenants deciding on tollgate's fixed
-// window (the gateway's default: the seed's counter). Besides ns/op and
+// window (the gateway's default: the one limit without a policy file, counting denials). Besides ns/op and
 // allocations each reports decisions/s (those that came back without an
 // error), p50-µs and p99-µs (the latency of one decision, as its caller
 // sees it, failed ones included) and errors/op.

@@ -187,7 +187,7 @@ func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 }
 
 // TestRedisLimiterOneRoundTrip: every decision is one EVALSHA, and the
-// script's commands are the ones README lists.
+// script's commands are the ones docs/redis.md lists.
 func TestRedisLimiterOneRoundTrip(t *testing.T) {
 	// Not parallel: it reads the server's command statistics.
 	oneRoundTrip(t, startRedis(t).Client)

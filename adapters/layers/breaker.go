@@ -32,11 +32,13 @@ type BreakerOptions struct {
 	// Timeout is the store's deadline for one decision
 	// (TOLLGATE_REDIS_TIMEOUT). The breaker opens only when no decision
 	// has succeeded for that long, so slow but successful decisions under
-	// load never open it; each probe while open waits at most that long
-	// (a ping to a partitioned store may then close the breaker up to
-	// Timeout after it answers again; a paused or restarted one answers
-	// the ping in flight at once). Zero means 50 ms.
+	// load never open it. Zero means 50 ms.
 	Timeout time.Duration
+	// ProbeTimeout is how long each probe while open waits: a ping to a
+	// partitioned store may close the breaker up to that long after it
+	// answers again (a paused or restarted one answers the ping in flight
+	// at once). Zero means Timeout, at most 100 ms.
+	ProbeTimeout time.Duration
 	// Threshold is how many decisions in a row must fail (and none
 	// succeed for Timeout) to open the breaker. Zero means
 	// DefaultBreakerThreshold.
@@ -98,6 +100,9 @@ func NewBreaker(opts BreakerOptions) *Breaker {
 	}
 	if opts.ProbeInterval <= 0 {
 		opts.ProbeInterval = DefaultProbeInterval
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = min(opts.Timeout, 100*time.Millisecond)
 	}
 	b := &Breaker{opts: opts, origin: time.Now(), stop: make(chan struct{})}
 	b.okAt.Store(-int64(opts.Timeout) - 1) // no success yet
@@ -206,7 +211,7 @@ func (b *Breaker) probe() {
 		case <-t.C:
 		}
 		start := time.Now()
-		err := b.ping(b.opts.Timeout)
+		err := b.ping(b.opts.ProbeTimeout)
 		if err == nil {
 			b.mu.Lock()
 			b.fails.Store(0)

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,10 +21,10 @@ type ClientOptions struct {
 	// connection, so a call without a deadline cannot hang on a stalled
 	// Redis.
 	Timeout time.Duration
-	// Lanes is how many round trips of decisions may be in flight at
-	// once, each on its own connection; concurrent decisions beyond that
-	// queue and share the next round trip (see [Client]). 0 means
-	// [DefaultLanes].
+	// Lanes is how many round trips of decisions are always open, each
+	// on its own connection; concurrent decisions beyond that queue and
+	// share the next round trip, and more lanes open while every lane
+	// stays busy (see [Client]). 0 means [DefaultLanes].
 	Lanes int
 	// Cluster makes the URL a seed list of a Redis Cluster
 	// (TOLLGATE_REDIS_MODE=cluster; see [ValidateClusterURL]): the client
@@ -53,20 +54,25 @@ const maxBatch = 512
 
 // Client is a connection to one Redis (or a proxy), or to every node of
 // a Redis Cluster, tuned for a gateway: it is what every limiter of this
-// package runs on. Concurrent decisions share round trips: at most
-// [ClientOptions.Lanes] of them are in flight at once, each on a pooled
-// connection; a decision that finds every lane busy queues and leaves
-// with the next batch, one pipeline of whole scripts. A lone decision
-// goes out at once on its own context. It owns the go-redis client;
-// Close closes it.
+// package runs on. Concurrent decisions share round trips: a decision
+// that finds every lane busy queues and leaves with the next batch, one
+// pipeline of whole scripts; [ClientOptions.Lanes] lanes are always open,
+// and more open (up to a quarter of the pool) while every lane stays
+// busy for longer than a loopback round trip, as across a network. A
+// lone decision goes out at once on its own context. A decision's
+// timeout ([ClientOptions.Timeout]) runs from its send: time spent
+// waiting in this process for a lane is not Redis's (that wait is
+// bounded apart, by a second or 20 timeouts). It owns the go-redis
+// client; Close closes it.
 //
 // Client is safe for concurrent use by multiple goroutines.
 type Client struct {
-	rdb   goredis.UniversalClient
-	lanes int
-	co    *coalescer             // nil with BatchAutoPipeline or BatchNone
-	ap    *goredis.AutoPipeliner // BatchAutoPipeline
-	warm  atomic.Bool            // Warm succeeded once
+	rdb     goredis.UniversalClient
+	lanes   int
+	timeout time.Duration          // per decision (ClientOptions.Timeout)
+	co      *coalescer             // nil with BatchAutoPipeline or BatchNone
+	ap      *goredis.AutoPipeliner // BatchAutoPipeline
+	warm    atomic.Bool            // Warm succeeded once
 }
 
 // Open returns a Client for rawURL (see [ValidateURL] and, with
@@ -76,14 +82,14 @@ type Client struct {
 //
 //   - ContextTimeoutEnabled: without it go-redis ignores context
 //     deadlines, and the per-decision timeout would not bound a decision.
-//   - Read/WriteTimeout = 2 × opts.Timeout, so even a call without a
-//     deadline cannot hang on a stalled Redis. Every decision has its
-//     own deadline (opts.Timeout); a shared pipeline may run up to one
-//     timeout past its latest caller's (see the coalescer), so that a
-//     reply already on the wire is not lost to a flusher scheduled late.
-//     On a cluster at least 1 s, so that background reloads of the slot
-//     map (which have no deadline of their own) succeed on a loaded
-//     machine; decisions stay bounded by their context.
+//   - Read/WriteTimeout = the coalescer's hard bound, max(1 s, 20 ×
+//     opts.Timeout), so even a call without a deadline cannot hang on a
+//     stalled Redis. A decision's own limit is opts.Timeout without an
+//     answer from Redis (see the coalescer); a round trip runs on while
+//     Redis answers, so that a reply already on the wire is not lost to
+//     a flusher scheduled late. The bound also covers background reloads
+//     of a cluster's slot map, which have no deadline of their own, on a
+//     loaded machine.
 //   - No retries, whatever the URL says (ValidateURL refuses a
 //     max_retries that would retry). A retried script whose first attempt
 //     ran (reply lost to a timeout) counts the request twice, and a
@@ -149,6 +155,7 @@ func OpenForBenchmark(rawURL string, opts ClientOptions, b Batching) (*Client, e
 
 func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 	var rdb goredis.UniversalClient
+	live := newLiveness()
 	if opts.Cluster {
 		if err := ValidateClusterURL(rawURL); err != nil {
 			return nil, err
@@ -159,6 +166,7 @@ func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 		}
 		tune(rawURL, opts, tuning{&o.PoolSize, &o.MinIdleConns, &o.ReadTimeout, &o.WriteTimeout, &o.DialTimeout,
 			&o.ContextTimeoutEnabled, &o.DialerRetries, &o.DisableIdentity, &o.MaintNotificationsConfig})
+		o.Dialer = live.dialer(goredis.NewDialer(&goredis.Options{DialTimeout: o.DialTimeout, TLSConfig: o.TLSConfig}))
 		rdb = newClusterClient(rawURL, o)
 	} else {
 		if err := ValidateURL(rawURL); err != nil {
@@ -171,10 +179,56 @@ func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 		tune(rawURL, opts, tuning{&o.PoolSize, &o.MinIdleConns, &o.ReadTimeout, &o.WriteTimeout, &o.DialTimeout,
 			&o.ContextTimeoutEnabled, &o.DialerRetries, &o.DisableIdentity, &o.MaintNotificationsConfig})
 		o.MaxRetries = -1
+		o.Dialer = live.dialer(goredis.NewDialer(o))
 		rdb = goredis.NewClient(o)
 	}
 	quietLogs.Do(func() { goredis.SetLogger(discardLogger{}) })
-	return newClient(rdb, opts, b)
+	return newClient(rdb, opts, b, live)
+}
+
+// liveness is when a client last heard from Redis: a byte read on any of
+// its connections, or a round trip back with replies. A decision in
+// flight fails only when Redis has been silent for the timeout (see the
+// coalescer).
+type liveness struct {
+	origin time.Time
+	last   atomic.Int64 // nanos since origin
+}
+
+func newLiveness() *liveness {
+	l := &liveness{origin: time.Now()}
+	return l
+}
+
+func (l *liveness) nanos() int64 { return int64(time.Since(l.origin)) }
+
+// heard records that Redis was heard from now.
+func (l *liveness) heard() { l.last.Store(l.nanos()) }
+
+// dialer returns base with every connection's reads recorded as Redis
+// being heard from.
+func (l *liveness) dialer(base func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := base(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &liveConn{Conn: c, l: l}, nil
+	}
+}
+
+// liveConn is a connection to Redis whose reads tell its liveness.
+type liveConn struct {
+	net.Conn
+	l *liveness
+}
+
+func (c *liveConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.l.heard()
+	}
+	return n, err
 }
 
 // tuning points at the go-redis options [Open] sets for a gateway, in a
@@ -197,11 +251,11 @@ func tune(rawURL string, opts ClientOptions, t tuning) {
 			apply()
 		}
 	}
-	set("pool_size", func() { *t.poolSize = max(64, 16*opts.lanes()) })
+	set("pool_size", func() { *t.poolSize = opts.poolSize() })
 	set("min_idle_conns", func() { *t.minIdleConns = 0 })
 	if opts.Timeout > 0 {
-		set("read_timeout", func() { *t.readTimeout = 2 * opts.Timeout })
-		set("write_timeout", func() { *t.writeTimeout = 2 * opts.Timeout })
+		set("read_timeout", func() { *t.readTimeout = hardWait(opts.Timeout) })
+		set("write_timeout", func() { *t.writeTimeout = hardWait(opts.Timeout) })
 		set("dial_timeout", func() { *t.dialTimeout = max(2*opts.Timeout, 100*time.Millisecond) })
 	}
 	if opts.Cluster {
@@ -226,7 +280,7 @@ func (discardLogger) Printf(context.Context, string, ...any) {}
 // rdb's own retries apply: configure it with MaxRetries -1, as [Open]
 // does.
 func NewClient(rdb goredis.UniversalClient) *Client {
-	c, err := newClient(rdb, ClientOptions{}, BatchCoalesce)
+	c, err := newClient(rdb, ClientOptions{}, BatchCoalesce, newLiveness())
 	if err != nil {
 		panic("redis: NewClient: " + err.Error()) // coalescing cannot fail
 	}
@@ -237,11 +291,18 @@ func NewClient(rdb goredis.UniversalClient) *Client {
 // applied to rdb: that is the caller's configuration). Close closes rdb.
 // The error is go-redis's when b asks for its AutoPipeline and rdb
 // cannot make one.
-func newClient(rdb goredis.UniversalClient, opts ClientOptions, b Batching) (*Client, error) {
-	c := &Client{rdb: rdb, lanes: opts.lanes()}
+func newClient(rdb goredis.UniversalClient, opts ClientOptions, b Batching, live *liveness) (*Client, error) {
+	c := &Client{rdb: rdb, lanes: opts.lanes(), timeout: opts.Timeout}
 	switch b {
 	case BatchCoalesce:
-		c.co = newCoalescer(rdb, c.lanes, maxBatch, opts.Timeout)
+		c.co = newCoalescer(rdb, live, coalescerOptions{
+			lanes:      c.lanes,
+			maxLanes:   max(c.lanes, opts.maxLanes()),
+			maxBatch:   maxBatch,
+			timeout:    opts.Timeout,
+			hardWait:   hardWait(opts.Timeout),
+			spawnAfter: spawnAfter,
+		})
 	case BatchAutoPipeline:
 		p, ok := rdb.(interface {
 			AutoPipeline() (*goredis.AutoPipeliner, error)
@@ -268,18 +329,44 @@ func (o ClientOptions) lanes() int {
 	return DefaultLanes
 }
 
+// maxLanes is how many round trips may be in flight when the base lanes
+// are all busy long enough (see the coalescer): a quarter of the pool,
+// which leaves connections for the readiness pings and the announcements.
+func (o ClientOptions) maxLanes() int { return o.poolSize() / 4 }
+
+// poolSize is the pool Open gives each node: 16 per lane, at least 64.
+func (o ClientOptions) poolSize() int { return max(64, 16*o.lanes()) }
+
+// spawnAfter is how long a decision waits, every lane busy, before
+// another lane opens: longer than a round trip on loopback (so the base
+// lanes carry deep batches there), a fraction of one across a network
+// (so a queued decision waits about this long for a round trip, never a
+// whole one it is not on).
+const spawnAfter = 200 * time.Microsecond
+
+// hardWait is the longest a decision waits to be sent, and then for its
+// reply while Redis answers others (see the coalescer): a process so
+// starved of CPU that its decisions cannot leave, or be read, in a
+// second fails them to its fail mode rather than pile up requests.
+func hardWait(timeout time.Duration) time.Duration { return max(time.Second, 20*timeout) }
+
 // eval runs cmd, an EVALSHA of the script src, as one atomic unit, and
 // falls back to EVAL of src when Redis has lost the script (NOSCRIPT).
-// The reply is cmd's; the error is cmd.Err(), or ctx's.
+// The reply is cmd's; the error is cmd.Err(), or ctx's. The decision's
+// timeout runs from its send (the coalescer), or from now without one.
 func (c *Client) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
-	switch {
-	case c.co != nil:
+	if c.co != nil {
 		return c.co.eval(ctx, cmd, src)
-	case c.ap != nil:
-		return processScript(ctx, c.ap, cmd, src)
-	default:
-		return processScript(ctx, c.rdb, cmd, src)
 	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	if c.ap != nil {
+		return processScript(ctx, c.ap, cmd, src)
+	}
+	return processScript(ctx, c.rdb, cmd, src)
 }
 
 // Close stops the coalescer and closes the pool. A second Close returns

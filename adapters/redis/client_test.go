@@ -212,8 +212,8 @@ func TestOpenOptions(t *testing.T) {
 	if o.MaxRetries != 0 { // -1 normalised: no retry, so no double-counted INCR
 		t.Errorf("MaxRetries = %d, want 0 after normalisation of -1", o.MaxRetries)
 	}
-	if o.ReadTimeout != 2*timeout || o.WriteTimeout != 2*timeout {
-		t.Errorf("Read/WriteTimeout = %v/%v, want %v", o.ReadTimeout, o.WriteTimeout, 2*timeout)
+	if o.ReadTimeout != hardWait(timeout) || o.WriteTimeout != hardWait(timeout) {
+		t.Errorf("Read/WriteTimeout = %v/%v, want %v (the coalescer's hard bound)", o.ReadTimeout, o.WriteTimeout, hardWait(timeout))
 	}
 	if o.DialTimeout < timeout || o.PoolSize < 64 || o.MinIdleConns != 0 {
 		t.Errorf("DialTimeout %v, PoolSize %d, MinIdleConns %d: want >= timeout, >= 64, 0 (no background dials during a stall)",

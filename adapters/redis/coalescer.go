@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,21 +12,38 @@ import (
 )
 
 // coalescer makes concurrent decisions share round trips. Each decision
-// is one atomic unit (one EVALSHA of its algorithm's script), and a few
-// lanes carry them to Redis: a lane is one round trip in flight, on one
-// pooled connection.
+// is one atomic unit (one EVALSHA of its algorithm's script), and lanes
+// carry them to Redis: a lane is one round trip in flight, on one pooled
+// connection.
 //
-//   - A caller that finds a lane free and nobody queued runs its own
-//     command on it, on its own context: a lone caller pays nothing for
-//     the coalescing, not even a goroutine hand-off.
-//   - Otherwise it queues, and waits for its result or its context,
-//     whichever comes first: a queued caller whose deadline passes
-//     returns at once, and its command is dropped if it was not sent.
-//   - When a lane's round trip ends and callers are queued, the lane
-//     goes to a flusher goroutine, which sends everything queued (up to
+//   - A caller queues its command and hands a free lane, if there is
+//     one, to a flusher goroutine, which sends everything queued (up to
 //     maxBatch) as one pipeline, and again while callers keep queueing.
 //     Batches fill from the queue that builds up while the lanes are
-//     busy: no timer, no waiting for a batch to fill.
+//     busy: no timer, no waiting for a batch to fill. A lone caller's
+//     command leaves at once, alone.
+//   - The caller waits for its result or its context, whichever comes
+//     first: a caller whose context ends returns at once, and its
+//     command is dropped if it was not sent.
+//   - Lanes follow demand: the base lanes are always open, and when a
+//     caller has waited spawnAfter with every lane busy (a round trip
+//     longer than that: Redis across a network), another lane opens, up
+//     to maxLanes; a lane beyond the base closes once it finds the queue
+//     empty. On loopback a round trip is shorter than spawnAfter and the
+//     base lanes carry deep batches; across a network, in-flight round
+//     trips grow until a queued decision waits about spawnAfter for one,
+//     never a whole round trip it is not on.
+//
+// A decision's deadline (timeout) is about Redis, not this process: a
+// decision in flight fails once it has been in flight for timeout and
+// Redis has been silent for timeout (no byte read from it on any
+// connection, no round trip back): a stalled or unreachable Redis fails
+// decisions after timeout, as before. While Redis is heard from, a
+// decision waits for its own reply, up to hardWait from its send: a
+// process starved of CPU, whose flushers read replies late, does not
+// fail decisions Redis answered in time. The wait to be sent is bounded
+// apart, by hardWait too: a decision not sent by then fails with
+// errNotSent.
 //
 // A batch is never retried: a script that ran but whose reply was lost
 // would count twice. Its commands fail with the batch's error, and the
@@ -36,31 +55,43 @@ import (
 // pipeline splits by slot and node, so each node still gets one round
 // trip per batch.
 type coalescer struct {
-	rdb      goredis.UniversalClient
-	lanes    int
-	maxBatch int
-	slack    time.Duration // added to a pipeline's deadline (see send)
+	rdb  goredis.UniversalClient
+	opts coalescerOptions
 
-	// Lanes are tokens: free holds the lanes nobody uses, and a lane
+	// Lanes are tokens: free holds the open lanes nobody uses, and a lane
 	// handed to a flusher travels on kick. Channels, not a mutex: a
 	// burst of hundreds of callers on a sync.Mutex turns into a convoy
 	// (starvation mode hands the lock from goroutine to goroutine, each
 	// waiting to be scheduled), and the flusher waits at its back.
-	free  chan struct{}
-	kick  chan struct{}
-	queue chan *call // callers waiting for a lane
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	once  sync.Once
+	free     chan struct{}
+	kick     chan struct{}
+	open     atomic.Int32 // lanes open: in free, in flight, or travelling on kick
+	live     *liveness    // when Redis was last heard from
+	queue    chan *call   // callers waiting for a lane
+	spawning atomic.Bool  // a spawn check is armed
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+// coalescerOptions configure a coalescer.
+type coalescerOptions struct {
+	lanes      int           // always open, at least 1
+	maxLanes   int           // most in flight, at least lanes
+	maxBatch   int           // commands in one pipeline
+	timeout    time.Duration // a decision in flight this long fails unless Redis answered since; 0: the caller's context only
+	hardWait   time.Duration // longest a decision waits to be sent, and then for its reply; 0: the caller's context only
+	spawnAfter time.Duration // a caller waiting this long, every lane busy, opens a lane; 0: never
 }
 
 // call is one queued command and its waiter.
 type call struct {
-	ctx   context.Context
-	cmd   *goredis.Cmd
-	src   string       // the script, for the NOSCRIPT fallback
-	state atomic.Int32 // callQueued, callSent or callAbandoned
-	done  chan struct{}
+	ctx    context.Context
+	cmd    *goredis.Cmd
+	src    string       // the script, for the NOSCRIPT fallback
+	state  atomic.Int32 // callQueued, callSent or callAbandoned
+	sentAt atomic.Int64 // nanos since the coalescer's origin, set before callSent
+	done   chan struct{}
 }
 
 const (
@@ -70,71 +101,158 @@ const (
 )
 
 // queueDepth bounds the callers waiting for a lane; past it a caller
-// waits (within its deadline) for room.
+// waits (within its context and queueWait) for room.
 const queueDepth = 1 << 13
 
-func newCoalescer(rdb goredis.UniversalClient, lanes, maxBatch int, slack time.Duration) *coalescer {
+// errNotSent is a decision that waited hardWait without being sent.
+var errNotSent = errors.New("not sent to Redis in time (the process is overloaded)")
+
+// errNoAnswer is a decision in flight for the timeout while Redis
+// answered nothing. It wraps context.DeadlineExceeded.
+var errNoAnswer = fmt.Errorf("no answer from Redis within the timeout: %w", context.DeadlineExceeded)
+
+func newCoalescer(rdb goredis.UniversalClient, live *liveness, opts coalescerOptions) *coalescer {
+	opts.lanes = max(opts.lanes, 1)
+	opts.maxLanes = max(opts.maxLanes, opts.lanes)
 	c := &coalescer{
-		rdb:      rdb,
-		lanes:    lanes,
-		maxBatch: maxBatch,
-		slack:    slack,
-		free:     make(chan struct{}, lanes),
-		kick:     make(chan struct{}, lanes),
-		queue:    make(chan *call, queueDepth),
-		stop:     make(chan struct{}),
+		rdb:   rdb,
+		opts:  opts,
+		free:  make(chan struct{}, opts.maxLanes),
+		kick:  make(chan struct{}, opts.maxLanes),
+		queue: make(chan *call, queueDepth),
+		stop:  make(chan struct{}),
+		live:  live,
 	}
-	for range lanes {
+	for range opts.lanes {
 		c.free <- struct{}{}
 	}
-	c.wg.Add(lanes)
-	for range lanes {
+	c.open.Store(int32(opts.lanes))
+	c.wg.Add(opts.maxLanes)
+	for range opts.maxLanes {
 		go c.flusher()
 	}
 	return c
 }
 
 // eval runs cmd (an EVALSHA of the script src) and returns its error;
-// the reply is cmd's. It returns by ctx's deadline at the latest.
+// the reply is cmd's. It returns by ctx's end at the latest, by the
+// timeout when Redis stops answering, and else within twice hardWait.
 func (c *coalescer) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
-	if len(c.queue) == 0 {
-		select {
-		case <-c.free:
-			c.direct(ctx, cmd, src)
-			c.release()
-			return cmd.Err()
-		default:
-		}
-	}
 	k := &call{ctx: ctx, cmd: cmd, src: src, done: make(chan struct{}, 1)}
+	queuedAt := c.nanos()
+	var (
+		t     *time.Timer
+		check <-chan time.Time // nil: no timeout, no hardWait
+	)
+	if d := c.firstCheck(); d > 0 {
+		t = time.NewTimer(d)
+		defer t.Stop()
+		check = t.C
+	}
 	select {
 	case c.queue <- k:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-check:
+		return errNotSent // the queue stayed full
 	}
-	// A lane freed while this caller queued would find the queue empty
-	// and go back to free: take it and hand it to a flusher. (Whoever
-	// frees a lane puts it back first and looks at the queue after, so
-	// one of the two sees the other.)
+	// Hand a free lane, if any, to a flusher. (Whoever frees a lane puts
+	// it back first and looks at the queue after, so one of the two sees
+	// the other.)
 	c.claim()
-
-	select {
-	case <-k.done:
-		return cmd.Err()
-	case <-ctx.Done():
+	c.armSpawn()
+	for {
 		select {
 		case <-k.done:
-			// The reply came in time, and the caller woke to both at
-			// once (a busy CPU): the decision stands.
 			return cmd.Err()
-		default:
+		case <-ctx.Done():
+			return c.abandon(k, ctx.Err())
+		case <-check:
+			wait, err := c.overdue(k, queuedAt)
+			if err != nil {
+				return err
+			}
+			t.Reset(wait)
 		}
-		// If it was not sent yet, the flusher skips it. If it was, the
-		// reply may still come: the flusher fills cmd and signals done,
-		// which nobody reads.
-		k.state.CompareAndSwap(callQueued, callAbandoned)
-		return ctx.Err()
 	}
+}
+
+// abandon returns err for k, whose caller gives up: its command is
+// dropped if not sent yet; if it was, the reply may still come (the
+// flusher fills cmd and signals done, which nobody reads), unless it
+// came already, and then the decision stands.
+func (c *coalescer) abandon(k *call, err error) error {
+	select {
+	case <-k.done:
+		// The reply came in time, and the caller woke to both at once
+		// (a busy CPU).
+		return k.cmd.Err()
+	default:
+	}
+	k.state.CompareAndSwap(callQueued, callAbandoned)
+	return err
+}
+
+// firstCheck is when a waiting caller first looks whether it is overdue.
+func (c *coalescer) firstCheck() time.Duration {
+	switch {
+	case c.opts.timeout > 0 && c.opts.hardWait > 0:
+		return min(c.opts.timeout, c.opts.hardWait)
+	case c.opts.timeout > 0:
+		return c.opts.timeout
+	}
+	return c.opts.hardWait
+}
+
+// overdue decides, at a check, whether k's caller gives up: not sent
+// within hardWait (errNotSent); in flight for the timeout while Redis
+// answered nothing since the send (errNoAnswer); in flight for hardWait
+// (errNoAnswer). Otherwise it returns how long until the next check.
+func (c *coalescer) overdue(k *call, queuedAt int64) (time.Duration, error) {
+	now := c.nanos()
+	if k.state.Load() == callQueued {
+		if c.opts.hardWait > 0 && now-queuedAt >= int64(c.opts.hardWait) {
+			if k.state.CompareAndSwap(callQueued, callAbandoned) {
+				return 0, errNotSent
+			}
+		} else {
+			return c.firstCheck(), nil
+		}
+	}
+	sent := k.sentAt.Load()
+	inFlight := time.Duration(now - sent)
+	if c.opts.hardWait > 0 && inFlight >= c.opts.hardWait {
+		return 0, c.abandon(k, errNoAnswer)
+	}
+	if c.opts.timeout > 0 && inFlight >= c.opts.timeout && now-c.live.last.Load() >= int64(c.opts.timeout) {
+		return 0, c.abandon(k, errNoAnswer)
+	}
+	next := c.firstCheck()
+	if c.opts.timeout > 0 && inFlight < c.opts.timeout {
+		next = c.opts.timeout - inFlight
+	}
+	return max(next, time.Millisecond), nil
+}
+
+func (c *coalescer) nanos() int64 { return c.live.nanos() }
+
+// armSpawn arms, unless one is armed, a check spawnAfter from now: if
+// callers are still queued and no lane is free, another lane opens. The
+// check re-arms itself while that holds.
+func (c *coalescer) armSpawn() {
+	if c.opts.spawnAfter <= 0 || c.opts.maxLanes <= c.opts.lanes || !c.spawning.CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(c.opts.spawnAfter, func() {
+		c.spawning.Store(false)
+		if len(c.queue) == 0 || len(c.free) > 0 {
+			return
+		}
+		if n := c.open.Load(); n < int32(c.opts.maxLanes) && c.open.CompareAndSwap(n, n+1) {
+			c.kick <- struct{}{} // a new lane, to a flusher; at most maxLanes tokens exist: never blocks
+		}
+		c.armSpawn()
+	})
 }
 
 // claim hands a free lane, if there is one, to a flusher.
@@ -144,12 +262,6 @@ func (c *coalescer) claim() {
 		c.kick <- struct{}{} // at most lanes tokens exist: never blocks
 	default:
 	}
-}
-
-// direct runs one command on the caller's own context, on a lane the
-// caller holds.
-func (c *coalescer) direct(ctx context.Context, cmd *goredis.Cmd, src string) {
-	_ = processScript(ctx, c.rdb, cmd, src)
 }
 
 // processor is what runs one command: a client, or an AutoPipeliner.
@@ -172,8 +284,17 @@ func processScript(ctx context.Context, p processor, cmd *goredis.Cmd, src strin
 
 // release gives back a lane, then hands one to a flusher if callers are
 // queued: whoever frees a lane looks at the queue after, so a queued
-// caller is never left without one.
+// caller is never left without one. A lane beyond the base closes when
+// nobody is queued.
 func (c *coalescer) release() {
+	if len(c.queue) == 0 {
+		if n := c.open.Load(); n > int32(c.opts.lanes) && c.open.CompareAndSwap(n, n-1) {
+			if len(c.queue) > 0 {
+				c.armSpawn() // a caller queued as the lane closed
+			}
+			return
+		}
+	}
 	c.free <- struct{}{}
 	if len(c.queue) > 0 {
 		c.claim()
@@ -183,7 +304,7 @@ func (c *coalescer) release() {
 // flusher sends the queue's batches on the lanes it is handed.
 func (c *coalescer) flusher() {
 	defer c.wg.Done()
-	batch := make([]*call, 0, c.maxBatch)
+	batch := make([]*call, 0, c.opts.maxBatch)
 	for {
 		select {
 		case <-c.kick:
@@ -193,7 +314,7 @@ func (c *coalescer) flusher() {
 		for {
 			batch = batch[:0]
 		drain:
-			for len(batch) < c.maxBatch {
+			for len(batch) < c.opts.maxBatch {
 				select {
 				case k := <-c.queue:
 					batch = append(batch, k)
@@ -211,39 +332,31 @@ func (c *coalescer) flusher() {
 	}
 }
 
-// send runs batch as one pipeline. Callers whose context ended while
-// they were queued are skipped. Each caller returns by its own deadline
-// whatever the pipeline does; the pipeline's own deadline is the latest
-// of theirs plus the client's timeout (or none when a caller has none:
-// the connection's read and write timeouts bound it then). The slack
-// keeps a reply that is already on the wire, for callers still within
-// their deadline, from being thrown away because the flusher itself was
-// scheduled late on a busy CPU: a timed-out pipeline costs its
-// connection, and every caller in it its decision.
+// send runs batch as one pipeline, within hardWait from now (without
+// it, the connection's read and write timeouts bound it). Callers whose
+// context ended or who gave up while queued are skipped; each caller
+// returns by its own rules (eval) whatever the pipeline does. A round
+// trip that brings Redis's replies back marks Redis as answering.
 func (c *coalescer) send(batch []*call) {
 	live := batch[:0]
-	var latest time.Time
-	unbounded := false
+	now := c.nanos()
 	for _, k := range batch {
+		k.sentAt.Store(now)
 		if k.ctx.Err() != nil || !k.state.CompareAndSwap(callQueued, callSent) {
-			continue // its caller returned (or is returning) ctx.Err()
+			continue // its caller returned (or is returning)
 		}
 		live = append(live, k)
-		if d, ok := k.ctx.Deadline(); !ok {
-			unbounded = true
-		} else if d.After(latest) {
-			latest = d
-		}
 	}
 	if len(live) == 0 {
 		return
 	}
 	ctx := context.Background()
-	if !unbounded {
+	if c.opts.hardWait > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest.Add(c.slack))
+		ctx, cancel = context.WithTimeout(ctx, c.opts.hardWait)
 		defer cancel()
 	}
+	defer c.noteAnswer(live)
 	c.pipeline(ctx, live, func(k *call) *goredis.Cmd { return k.cmd })
 
 	// NOSCRIPT: the script did not run; send it again with its source.
@@ -267,6 +380,24 @@ func (c *coalescer) send(batch []*call) {
 	for _, k := range live {
 		k.done <- struct{}{}
 	}
+}
+
+// noteAnswer records that Redis answered, when any command of live got
+// a reply (a value, or an error Redis itself sent: NOSCRIPT, WRONGTYPE),
+// not a network error or a timeout.
+func (c *coalescer) noteAnswer(live []*call) {
+	for _, k := range live {
+		if err := k.cmd.Err(); err == nil || isReply(err) {
+			c.live.heard()
+			return
+		}
+	}
+}
+
+// isReply reports whether err is an error reply from Redis.
+func isReply(err error) bool {
+	var rerr goredis.Error
+	return errors.As(err, &rerr)
 }
 
 // pipeline sends cmdOf(k) for every k in one pipeline (one round trip

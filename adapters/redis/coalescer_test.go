@@ -22,6 +22,7 @@ type fakeWire struct {
 	goredis.UniversalClient // nil: other methods panic
 
 	gate  chan error // a trip waits for a value: nil lets it answer, an error fails the whole trip
+	stuck bool       // a trip waits for its gate even past its context (a connection that hangs)
 	reply func(cmd *goredis.Cmd)
 
 	mu    sync.Mutex
@@ -47,7 +48,10 @@ func (f *fakeWire) trip(ctx context.Context, cmds []goredis.Cmder) {
 	f.ctxs = append(f.ctxs, hasDeadline)
 	f.mu.Unlock()
 	var err error
-	if f.gate != nil {
+	switch {
+	case f.gate != nil && f.stuck:
+		err = <-f.gate
+	case f.gate != nil:
 		select {
 		case err = <-f.gate:
 		case <-ctx.Done():
@@ -111,16 +115,14 @@ func start(c *coalescer, ctx context.Context, key string) (*goredis.Cmd, <-chan 
 func TestCoalescerLoneCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo}
-		c := newCoalescer(f, 2, 16, 0)
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 2, maxBatch: 16, timeout: 50 * time.Millisecond, hardWait: time.Second})
 		defer c.close()
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		defer cancel()
-		cmd := evalsha(ctx, "k1")
-		if err := c.eval(ctx, cmd, "src"); err != nil || cmd.Val() != "k1" {
+		cmd := evalsha(t.Context(), "k1")
+		if err := c.eval(t.Context(), cmd, "src"); err != nil || cmd.Val() != "k1" {
 			t.Fatalf("eval = %v, %v; want k1", cmd.Val(), err)
 		}
 		if got := f.recorded(); len(got) != 1 || len(got[0]) != 1 || !f.ctxs[0] {
-			t.Errorf("trips %v (deadlines %v): want one trip of one command on the caller's deadline", got, f.ctxs)
+			t.Errorf("trips %v (deadlines %v): want one trip of one command, with a deadline", got, f.ctxs)
 		}
 	})
 }
@@ -130,7 +132,7 @@ func TestCoalescerLoneCaller(t *testing.T) {
 func TestCoalescerSharesRoundTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo, gate: make(chan error)}
-		c := newCoalescer(f, 1, 64, 0)
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxBatch: 64})
 		defer c.close()
 		ctx := t.Context()
 		_, first := start(c, ctx, "k0")
@@ -164,7 +166,7 @@ func TestCoalescerSharesRoundTrips(t *testing.T) {
 func TestCoalescerQueuedDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo, gate: make(chan error)}
-		c := newCoalescer(f, 1, 64, 0)
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxBatch: 64})
 		defer c.close()
 		_, first := start(c, t.Context(), "slow")
 		synctest.Wait()
@@ -195,7 +197,7 @@ func TestCoalescerQueuedDeadline(t *testing.T) {
 func TestCoalescerNeverRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo, gate: make(chan error)}
-		c := newCoalescer(f, 1, 64, 0)
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxBatch: 64})
 		defer c.close()
 		_, first := start(c, t.Context(), "k0")
 		synctest.Wait()
@@ -234,7 +236,7 @@ func TestCoalescerNoScript(t *testing.T) {
 			}
 			echo(cmd)
 		}}
-		c := newCoalescer(f, 1, 64, 0)
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxBatch: 64})
 		defer c.close()
 		lone, first := start(c, t.Context(), "k0")
 		synctest.Wait()
@@ -263,6 +265,156 @@ func TestCoalescerNoScript(t *testing.T) {
 		want := [][]string{{"evalsha k0"}, {"eval k0"}, {"evalsha k1", "evalsha k2", "evalsha k3"}, {"eval k1", "eval k2", "eval k3"}}
 		if got := f.recorded(); !slices.EqualFunc(got, want, slices.Equal) {
 			t.Errorf("trips %v, want %v", got, want)
+		}
+	})
+}
+
+// TestCoalescerTimeoutIsAboutRedis: a decision's timeout is about Redis,
+// not this process: one that waited longer than the timeout for a lane
+// (a busy process), then was answered, stands; one in flight past the
+// timeout while another round trip came back (Redis answering, this
+// process reading late) keeps waiting for its reply, up to hardWait; one
+// in flight for the timeout while Redis answered nothing fails at it.
+func TestCoalescerTimeoutIsAboutRedis(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo, gate: make(chan error)}
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxBatch: 64, timeout: 50 * time.Millisecond, hardWait: time.Second})
+		defer c.close()
+		_, first := start(c, t.Context(), "slow")
+		synctest.Wait()
+		cmd, queued := start(c, t.Context(), "patient")
+		time.Sleep(40 * time.Millisecond)
+		f.gate <- nil // "slow" answers after 40 ms
+		synctest.Wait()
+		time.Sleep(40 * time.Millisecond) // "patient" queued 40 ms, in flight 40 ms more
+		f.gate <- nil
+		if err := <-first; err != nil {
+			t.Errorf("first: %v", err)
+		}
+		if err := <-queued; err != nil || cmd.Val() != "patient" {
+			t.Errorf("queued 40 ms then answered in 40 ms: %v, %v; want its reply", cmd.Val(), err)
+		}
+
+		// Two lanes: "read-late" stays in flight 200 ms while the other
+		// lane's round trips come back: it waits for its reply.
+		f2 := &fakeWire{gate: make(chan error), reply: echo}
+		c2 := newCoalescer(f2, newLiveness(), coalescerOptions{lanes: 2, maxBatch: 64, timeout: 50 * time.Millisecond, hardWait: time.Second})
+		defer c2.close()
+		gates := map[string]chan error{"read-late": make(chan error), "other": make(chan error)}
+		f2.gate = nil
+		f2.reply = func(cmd *goredis.Cmd) { echo(cmd) }
+		block := &gatedWire{fakeWire: f2, gates: gates}
+		c2.rdb = block
+		late, lateDone := start(c2, t.Context(), "read-late")
+		synctest.Wait()
+		for range 4 {
+			time.Sleep(40 * time.Millisecond)
+			_, d := start(c2, t.Context(), "other")
+			synctest.Wait()
+			gates["other"] <- nil
+			if err := <-d; err != nil {
+				t.Fatalf("other: %v", err)
+			}
+		}
+		gates["read-late"] <- nil // 160 ms after its send, Redis having answered meanwhile
+		if err := <-lateDone; err != nil || late.Val() != "read-late" {
+			t.Errorf("in flight 160 ms while Redis answered the other lane: %v, %v; want its reply", late.Val(), err)
+		}
+
+		// Redis answers nothing: the decision fails at the timeout.
+		_, silent := start(c, t.Context(), "silent")
+		t0 := time.Now()
+		if err := <-silent; !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) != 50*time.Millisecond {
+			t.Errorf("no answer at all: %v after %v, want DeadlineExceeded at 50ms", err, time.Since(t0))
+		}
+		f.gate <- errors.New("stalled") // let its round trip end
+	})
+}
+
+// gatedWire is a fakeWire whose round trips each wait on the gate of
+// their first command's key.
+type gatedWire struct {
+	*fakeWire
+	gates map[string]chan error
+}
+
+func (g *gatedWire) Process(ctx context.Context, cmd goredis.Cmder) error {
+	g.fakeWire.trip(ctx, []goredis.Cmder{cmd})
+	key := fmt.Sprint(cmd.Args()[3])
+	select {
+	case err := <-g.gates[key]:
+		if err != nil {
+			cmd.SetErr(err)
+		}
+	case <-ctx.Done():
+		cmd.SetErr(ctx.Err())
+	}
+	return cmd.Err()
+}
+
+// TestCoalescerHardWait: a decision that cannot be sent within hardWait
+// (every lane stuck) fails with errNotSent, and its command is never
+// sent.
+func TestCoalescerHardWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo, gate: make(chan error), stuck: true}
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxBatch: 64, hardWait: 300 * time.Millisecond})
+		defer c.close()
+		_, first := start(c, t.Context(), "stuck")
+		synctest.Wait()
+		t0 := time.Now()
+		_, queued := start(c, t.Context(), "never")
+		if err := <-queued; !errors.Is(err, errNotSent) || time.Since(t0) != 300*time.Millisecond {
+			t.Errorf("queued behind a stuck lane: %v after %v, want errNotSent at 300ms", err, time.Since(t0))
+		}
+		f.gate <- nil
+		<-first
+		synctest.Wait()
+		for _, trip := range f.recorded() {
+			if slices.Contains(trip, "evalsha never") {
+				t.Errorf("trips %v: the abandoned command was sent", f.recorded())
+			}
+		}
+	})
+}
+
+// TestCoalescerLanesFollowDemand: with every lane busy for longer than
+// spawnAfter (a slow round trip), more lanes open for the queued callers,
+// up to maxLanes, so no caller waits for a round trip it is not on; once
+// the queue empties the extra lanes close again.
+func TestCoalescerLanesFollowDemand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo, gate: make(chan error)}
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxLanes: 4, maxBatch: 64, spawnAfter: time.Millisecond})
+		defer c.close()
+		var dones []<-chan error
+		for i := range 6 {
+			_, d := start(c, t.Context(), fmt.Sprint("k", i))
+			dones = append(dones, d)
+			time.Sleep(2 * time.Millisecond) // each one waits past spawnAfter
+			synctest.Wait()
+		}
+		if got, want := len(f.recorded()), 4; got != want {
+			t.Errorf("round trips in flight with 6 callers, one every 2 ms, each stuck: %d, want %d (maxLanes)", got, want)
+		}
+		if got := c.open.Load(); got != 4 {
+			t.Errorf("lanes open = %d, want 4", got)
+		}
+		for range 5 { // the four trips, and the queued callers' batch
+			f.gate <- nil
+			synctest.Wait()
+		}
+		if got := f.recorded(); len(got) != 5 || len(got[4]) != 2 {
+			t.Errorf("trips %v: want the four, then k4 and k5 together", got)
+		}
+		for i, d := range dones {
+			if err := <-d; err != nil {
+				t.Errorf("caller %d: %v", i, err)
+			}
+		}
+		synctest.Wait()
+		if got := c.open.Load(); got != 1 {
+			t.Errorf("lanes open once idle = %d, want the base 1", got)
 		}
 	})
 }

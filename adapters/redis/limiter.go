@@ -10,10 +10,12 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// Options configure a Redis limiter. The zero value is usable.
+// Options configure a Redis limiter. The zero value is usable, and is
+// what the gateway runs: the client's timeout bounds each decision from
+// its send ([ClientOptions.Timeout]).
 type Options struct {
-	// Timeout is the deadline for the store work of one decision, on top
-	// of the caller's context. Zero means the context's deadline only.
+	// Timeout, if set, bounds a whole decision, its wait for a lane
+	// included, on top of the caller's context (tests and tools).
 	Timeout time.Duration
 }
 

@@ -309,12 +309,12 @@ done
 (cd bench && go run ./gateway/report -raw "$RAW" -md "$OUT/gateway-bench.md" -dat "$DIR/plot.dat" \
   -meta "$(date -u +%Y-%m-%d), $(nproc) cores, $ROUNDS interleaved rounds of ${DURATION} s per target and shape")
 gnuplot -e "datafile='$DIR/plot.dat'; outfile='$OUT/gateway-bench.png'" bench/gateway/plot.gp
-# The README shows the table between its gateway-bench markers.
-if [[ $OUT == "$PWD/docs" ]] && grep -q '<!-- gateway-bench:start -->' README.md; then
+# docs/benchmarks.md shows the table between its gateway-bench markers.
+if [[ $OUT == "$PWD/docs" ]] && grep -q '<!-- gateway-bench:start -->' docs/benchmarks.md; then
   awk -v table="$OUT/gateway-bench.md" '
     /<!-- gateway-bench:end -->/ { skip = 0 }
     !skip { print }
     /<!-- gateway-bench:start -->/ { while ((getline line < table) > 0) print line; skip = 1 }
-  ' README.md >"$DIR/README.md" && cp "$DIR/README.md" README.md
+  ' docs/benchmarks.md >"$DIR/benchmarks.md" && cp "$DIR/benchmarks.md" docs/benchmarks.md
 fi
 cat "$OUT/gateway-bench.md"
