@@ -106,9 +106,9 @@ type faceOptions struct {
 
 // newFace returns a face with yaml's configuration on a fixed-window
 // memory store at t0.
-func newFace(t *testing.T, yaml string) *face { return newFaceWith(t, yaml, faceOptions{}) }
+func newFace(t testing.TB, yaml string) *face { return newFaceWith(t, yaml, faceOptions{}) }
 
-func newFaceWith(t *testing.T, yaml string, fo faceOptions) *face {
+func newFaceWith(t testing.TB, yaml string, fo faceOptions) *face {
 	t.Helper()
 	if fo.algorithm == "" {
 		fo.algorithm = domain.AlgorithmFixedWindow
@@ -133,7 +133,7 @@ func newFaceWith(t *testing.T, yaml string, fo faceOptions) *face {
 }
 
 // parse loads the YAML files given.
-func parse(t *testing.T, yamls ...string) *rlsconf.Config {
+func parse(t testing.TB, yamls ...string) *rlsconf.Config {
 	t.Helper()
 	var files []rlsconf.File
 	for i, y := range yamls {

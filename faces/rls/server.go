@@ -137,12 +137,18 @@ func (s *Server) SetConfig(c *rlsconf.Config) {
 // Config returns the configuration in use.
 func (s *Server) Config() *rlsconf.Config { return s.cfg.Load().rules }
 
+// streamWorkers is how many goroutines serve calls: each keeps the stack
+// it grew, where a goroutine per call grows one every time (a tenth of
+// the CPU under load). More concurrent calls than this get goroutines of
+// their own.
+const streamWorkers = 256
+
 // NewGRPCServer returns a gRPC server (HTTP/2 without TLS, as Envoy's
 // rate limit filter speaks to a cluster without a transport socket)
-// serving s's RateLimitService and Health. The caller serves it on a
-// listener and stops it (GracefulStop).
+// serving s's RateLimitService and Health, with opts after its own. The
+// caller serves it on a listener and stops it (GracefulStop).
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	g := grpc.NewServer(opts...)
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers)}, opts...)...)
 	pb.RegisterRateLimitServiceServer(g, s)
 	healthpb.RegisterHealthServer(g, &health{s: s})
 	return g
