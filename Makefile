@@ -2,7 +2,7 @@
 # (.ci/run): on a machine with Docker, apt and no registry, it builds the
 # images it needs, vets, runs every test (integration against real Redis
 # containers and a Redis Cluster included), then the docker-compose smoke
-# tests (one Redis; a 3-master cluster), and always removes the test
+# tests (one Redis; a 3-master cluster; Envoy's rate limit service), and always removes the test
 # containers.
 
 SHELL := /bin/bash
@@ -25,7 +25,7 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench bench-integration bench-gateway image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
+.PHONY: test unit vet bench bench-integration bench-gateway image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test compose-rls-up compose-rls-down compose-rls-test clean
 
 ## test: images, go vet, all tests with -race, compose smoke tests; cleanup always
 test:
@@ -35,7 +35,8 @@ test:
 	  go test -race -shuffle=on -count=1 ./... && \
 	  go test -count=1 -run 'TestBurstUnderCPUHog' ./integration/ && \
 	  scripts/compose-test.sh && \
-	  scripts/compose-cluster-test.sh; } || status=$$?; \
+	  scripts/compose-cluster-test.sh && \
+	  scripts/compose-rls-test.sh; } || status=$$?; \
 	scripts/cleanup-containers.sh; \
 	exit $$status
 
@@ -91,6 +92,17 @@ compose-cluster-down:
 compose-cluster-test:
 	scripts/compose-cluster-test.sh
 
+## compose-rls-up: Envoy's rate limit service on two gateways and one Redis (docker-compose.rls.yml)
+compose-rls-up: image
+	scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml down --remove-orphans
+	scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml up -d
+
+compose-rls-down:
+	scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml down -v --remove-orphans
+
+compose-rls-test:
+	scripts/compose-rls-test.sh
+
 ## clean: remove this project's test containers (any run), compose stacks and local images
 clean:
 	TOLLGATE_TEST_RUN= scripts/cleanup-containers.sh
@@ -98,5 +110,7 @@ clean:
 	-scripts/compose.sh -p tollgate-ci -f docker-compose.yml down -v --remove-orphans 2>/dev/null
 	-scripts/compose.sh -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
 	-scripts/compose.sh -p tollgate-ci-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
+	-scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml down -v --remove-orphans 2>/dev/null
+	-scripts/compose.sh -p tollgate-rls-ci -f docker-compose.rls.yml down -v --remove-orphans 2>/dev/null
 	-docker image rm tollgate.local/redis:7 tollgate.local/tollgate:dev 2>/dev/null
 	go clean -testcache

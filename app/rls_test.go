@@ -119,8 +119,11 @@ func TestRunRLS(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `tollgate_rls_requests_total{code="OK",domain="d"} 1`) {
-		t.Errorf("/metrics lacks the answer:\n%s", grepLines(string(body), "tollgate_rls"))
+	for _, series := range []string{`tollgate_rls_requests_total{code="OK",domain="d"} 1`,
+		`tollgate_rls_descriptors_total{domain="d",outcome="ok",rule="d.k"} 1`, `tollgate_decisions_total{algorithm="fixed_window",outcome="allowed"} 1`} {
+		if !strings.Contains(string(body), series) {
+			t.Errorf("/metrics lacks %s:\n%s", series, grepLines(string(body), "tollgate_"))
+		}
 	}
 
 	// A file rewritten in place applies within 2 s.
