@@ -255,19 +255,34 @@ func (p *plan) request(countDenied bool) domain.Request {
 // when there were none), into envoyproxy/ratelimit's answer.
 func (p *plan) response(v domain.Verdict, headers bool) *pb.RateLimitResponse {
 	n := len(p.descs)
-	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK}
-	if len(p.limits) > 0 && !v.Allowed {
-		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
-	}
-	statuses := make([]pb.RateLimitResponse_DescriptorStatus, n)
-	resp.Statuses = make([]*pb.RateLimitResponse_DescriptorStatus, n)
 	var (
+		resp      *pb.RateLimitResponse
+		statuses  []pb.RateLimitResponse_DescriptorStatus
 		limits    []pb.RateLimitResponse_RateLimit
 		durations []durationpb.Duration
 	)
-	if v.Decisions != nil {
-		limits = make([]pb.RateLimitResponse_RateLimit, len(p.limits))
-		durations = make([]durationpb.Duration, len(p.limits))
+	if n == 1 {
+		// The common request, one descriptor: its answer in one allocation.
+		one := new(struct {
+			resp     pb.RateLimitResponse
+			statuses [1]pb.RateLimitResponse_DescriptorStatus
+			ptrs     [1]*pb.RateLimitResponse_DescriptorStatus
+			limits   [1]pb.RateLimitResponse_RateLimit
+			dur      [1]durationpb.Duration
+		})
+		resp, statuses, limits, durations = &one.resp, one.statuses[:], one.limits[:], one.dur[:]
+		resp.Statuses = one.ptrs[:]
+	} else {
+		resp = &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}
+		statuses = make([]pb.RateLimitResponse_DescriptorStatus, n)
+		if v.Decisions != nil {
+			limits = make([]pb.RateLimitResponse_RateLimit, len(p.limits))
+			durations = make([]durationpb.Duration, len(p.limits))
+		}
+	}
+	resp.OverallCode = pb.RateLimitResponse_OK
+	if len(p.limits) > 0 && !v.Allowed {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
 	tightest, least := -1, uint32(math.MaxUint32)
 	for i := range p.descs {

@@ -65,6 +65,9 @@ func main() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<!-- written by bench/rls/report from %s: do not edit -->\n\n", *in)
 	fmt.Fprintf(&b, "Medians of %d interleaved rounds; %s.\n\n", rounds, *machine)
+	b.WriteString("The ratios to envoyproxy/ratelimit are medians over the rounds of each round's own ratio\n" +
+		"(the runs of one round are minutes apart at most, so a machine whose load drifts skews them less\n" +
+		"than a ratio of medians would).\n\n")
 	b.WriteString("| callers | server | decisions/s | × envoyproxy/ratelimit | p50 ms | p99 ms | p99 ÷ envoyproxy/ratelimit's | server CPU µs/decision | Redis CPU µs/decision | Redis commands/decision |\n")
 	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var dat strings.Builder
@@ -91,7 +94,7 @@ func main() {
 			fmt.Fprintf(&dat, " %.0f", rate)
 			p99s = append(p99s, fmt.Sprintf("%.2f", tail/1000))
 			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %.2f | %.2f | %s | %.1f | %.1f | %.2f |\n", c, t, rate,
-				ratio(rate, ref, perSecond), median(rs, p50)/1000, tail/1000, ratio(tail, ref, p99),
+				paired(rs, ref, perSecond), median(rs, p50)/1000, tail/1000, paired(rs, ref, p99),
 				median(rs, cpu("server")), median(rs, cpu("redis")), median(rs, redisCommands))
 		}
 		dat.WriteString(" " + strings.Join(p99s, " ") + "\n")
@@ -165,10 +168,21 @@ func median(rs []run, f func(run) float64) float64 {
 	return (v[n/2-1] + v[n/2]) / 2
 }
 
-// ratio returns median(f) over rs against its median over ref, or "-".
-func ratio(x float64, ref []run, f func(run) float64) string {
-	if len(ref) == 0 {
+// paired returns the median over rounds of f(rs' run) / f(ref's run) in
+// the same round, or "-" without a round in common.
+func paired(rs, ref []run, f func(run) float64) string {
+	byRound := map[int]run{}
+	for _, r := range ref {
+		byRound[r.Round] = r
+	}
+	var ratios []run
+	for _, r := range rs {
+		if o, ok := byRound[r.Round]; ok && f(o) > 0 {
+			ratios = append(ratios, run{PerSecond: f(r) / f(o)})
+		}
+	}
+	if len(ratios) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f×", x/median(ref, f))
+	return fmt.Sprintf("%.2f×", median(ratios, perSecond))
 }
