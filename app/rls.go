@@ -76,7 +76,6 @@ func startRLS(ctx context.Context, cfg Config, rc *rlsConfig, eng *engine.Engine
 		CountDenied:     cfg.RLSCountDenied,
 		ResponseHeaders: cfg.RLSResponseHeaders,
 		Metrics:         m,
-		Log:             log,
 	})
 	ln, err := net.Listen("tcp", cfg.RLSAddr)
 	if err != nil {

@@ -50,6 +50,3 @@ func (e *Engine) DecidePlanned(ctx context.Context, req domain.Request) (domain.
 func (e *Engine) AppendDescriptorKey(dst []byte, rlsDomain string, window time.Duration, counter []byte) []byte {
 	return domain.AppendDescriptorKey(dst, e.opts.KeyPrefix, rlsDomain, e.opts.Algorithm, window, counter)
 }
-
-// Algorithm returns the store's algorithm (TOLLGATE_ALGORITHM).
-func (e *Engine) Algorithm() string { return e.opts.Algorithm }

@@ -3,7 +3,6 @@ package rls
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -80,8 +79,6 @@ type Options struct {
 	ResponseHeaders bool
 	// Metrics records answers. May be nil.
 	Metrics Metrics
-	// Log gets the reloads. May be nil.
-	Log *slog.Logger
 }
 
 // Server is the face: a RateLimitServiceServer and a HealthServer on the
@@ -109,9 +106,6 @@ func New(cfg *rlsconf.Config, opts Options) *Server {
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = time.Second
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = nopMetrics{}
