@@ -10,8 +10,8 @@
 // always user=flood (a value the benchmark's configuration allows once an
 // hour: every call after the first is denied).
 //
-// Over the measured window only, it also reads the CPU time of the
-// processes named by -pids (name=pid,...: µs per decision, from
+// Over the measured window only, it also reads its own CPU time and that
+// of the processes named by -pids (name=pid,...: µs per decision, from
 // /proc/<pid>/stat) and, with -redis, the commands Redis ran (CONFIG
 // RESETSTAT at the start, INFO commandstats at the end: per decision).
 package main

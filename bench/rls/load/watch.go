@@ -19,9 +19,10 @@ type watch struct {
 	before map[string]time.Duration
 }
 
-// newWatch parses -pids (name=pid,...) and keeps -redis.
+// newWatch parses -pids (name=pid,...) and keeps -redis. The load
+// client itself is always watched, as "client".
 func newWatch(pids, redis string) (*watch, error) {
-	w := &watch{pids: map[string]int{}, redis: redis, before: map[string]time.Duration{}}
+	w := &watch{pids: map[string]int{"client": os.Getpid()}, redis: redis, before: map[string]time.Duration{}}
 	for _, f := range strings.Split(pids, ",") {
 		if f == "" {
 			continue

@@ -68,8 +68,8 @@ func main() {
 	b.WriteString("The ratios to envoyproxy/ratelimit are medians over the rounds of each round's own ratio\n" +
 		"(the runs of one round are minutes apart at most, so a machine whose load drifts skews them less\n" +
 		"than a ratio of medians would).\n\n")
-	b.WriteString("| callers | server | decisions/s | × envoyproxy/ratelimit | p50 ms | p99 ms | p99 ÷ envoyproxy/ratelimit's | server CPU µs/decision | Redis CPU µs/decision | Redis commands/decision |\n")
-	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| callers | server | decisions/s | × envoyproxy/ratelimit | p50 ms | p99 ms | p99 ÷ envoyproxy/ratelimit's | server CPU µs/decision | Redis CPU µs/decision | client CPU µs/decision | Redis commands/decision |\n")
+	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var dat strings.Builder
 	dat.WriteString("# callers")
 	for _, t := range targets {
@@ -93,9 +93,9 @@ func main() {
 			rate, tail := median(rs, perSecond), median(rs, p99)
 			fmt.Fprintf(&dat, " %.0f", rate)
 			p99s = append(p99s, fmt.Sprintf("%.2f", tail/1000))
-			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %.2f | %.2f | %s | %.1f | %.1f | %.2f |\n", c, t, rate,
+			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %.2f | %.2f | %s | %.1f | %.1f | %s | %.2f |\n", c, t, rate,
 				paired(rs, ref, perSecond), median(rs, p50)/1000, tail/1000, paired(rs, ref, p99),
-				median(rs, cpu("server")), median(rs, cpu("redis")), median(rs, redisCommands))
+				median(rs, cpu("server")), median(rs, cpu("redis")), orDash(rs, "client"), median(rs, redisCommands))
 		}
 		dat.WriteString(" " + strings.Join(p99s, " ") + "\n")
 	}
@@ -143,6 +143,17 @@ func read(path string) ([]run, error) {
 		runs = append(runs, r)
 	}
 	return runs, sc.Err()
+}
+
+// orDash returns the median CPU of name over rs, or "-" when no run
+// measured it (older runs did not measure the client).
+func orDash(rs []run, name string) string {
+	for _, r := range rs {
+		if _, ok := r.CPUus[name]; ok {
+			return fmt.Sprintf("%.1f", median(rs, cpu(name)))
+		}
+	}
+	return "-"
 }
 
 func perSecond(r run) float64     { return r.PerSecond }
