@@ -25,9 +25,9 @@ log "both replicas ready"
 
 VALUE="run-$$-$RANDOM" # a counter of this run's own
 expect() {
-  local port=$1 want=$2 got
-  got="$("$ASK" -addr "127.0.0.1:$port" -domain edge -d "smoke=$VALUE" | cut -d' ' -f1)" ||
-    fail "ShouldRateLimit on :$port failed"
+  local port=$1 want=$2 out got
+  out="$("$ASK" -addr "127.0.0.1:$port" -domain edge -d "smoke=$VALUE")" || fail "ShouldRateLimit on :$port failed"
+  got=${out%%$'\n'*} # the first line: the overall code
   [[ "$got" == "$want" ]] || fail "call on :$port: $got, want $want"
   printf '%s ' "$got" >&2
 }

@@ -1,7 +1,7 @@
 // Command ask sends one ShouldRateLimit to an Envoy rate limit service
-// and prints its overall code, then the whole answer as JSON: a client
-// for scripts (scripts/compose-rls-test.sh) and for trying a
-// configuration by hand.
+// and prints its overall code on a line of its own, then the whole answer
+// as JSON: a client for scripts (scripts/compose-rls-test.sh) and for
+// trying a configuration by hand.
 //
 //	ask -addr 127.0.0.1:8091 -domain edge -d remote_address=10.1.2.3 -d generic_key=api,header_match=premium
 //
@@ -63,5 +63,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ask:", err)
 		os.Exit(1)
 	}
-	fmt.Println(resp.OverallCode, protojson.Format(resp))
+	fmt.Println(resp.OverallCode)
+	fmt.Println(protojson.Format(resp))
 }
