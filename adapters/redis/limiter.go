@@ -132,9 +132,8 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 			keys = append(keys, lim.Key)
 			continue
 		}
-		for _, p := range calendarPeriods(*lim.Calendar, now) {
-			keys = append(keys, domain.PeriodKey(lim.Key, p[0]))
-		}
+		prev, cur, next := periodsAround(*lim.Calendar, now).keys(lim.Key)
+		keys = append(keys, prev, cur, next)
 	}
 	if len(keys) == 0 {
 		return nil
@@ -168,18 +167,19 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 	}
 	var flags [2 * 16]byte
 	shadow, kinds := flags[:0:16], flags[16:16]
-	var periods [][3][2]time.Time
+	var buf [4]*periods
+	pers := buf[:0] // of each calendar limit, in order
 	if calendars > 0 {
-		periods = make([][3][2]time.Time, 0, calendars)
 		now := time.Now()
 		for i, lim := range req.Limits {
 			if lim.Calendar == nil {
 				continue
 			}
-			p := calendarPeriods(*lim.Calendar, now)
-			periods = append(periods, p)
-			a[3+i] = domain.PeriodKey(lim.Key, p[1][0])
-			a = append(a, domain.PeriodKey(lim.Key, p[0][0]), domain.PeriodKey(lim.Key, p[2][0]))
+			p := periodsAround(*lim.Calendar, now)
+			pers = append(pers, p)
+			prev, cur, next := p.keys(lim.Key)
+			a[3+i] = cur
+			a = append(a, prev, next)
 		}
 	}
 	for _, lim := range req.Limits {
@@ -195,9 +195,9 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 	for _, lim := range req.Limits {
 		start := len(a)
 		if lim.Calendar != nil {
-			p := periods[c]
+			p := pers[c]
 			c++
-			a = append(a, lim.Rule.Limit, p[0][0].UnixMilli(), p[1][0].UnixMilli(), p[2][0].UnixMilli(), p[2][1].UnixMilli())
+			a = append(a, lim.Rule.Limit, p.args[0], p.args[1], p.args[2], p.args[3])
 		} else {
 			a = sp.args(a, lim.Rule)
 		}
@@ -210,15 +210,6 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 		return domain.Verdict{}, err
 	}
 	return verdict(req, r)
-}
-
-// calendarPeriods returns the period of cal around now, and the periods
-// before and after it: {start, end} each.
-func calendarPeriods(cal domain.Calendar, now time.Time) [3][2]time.Time {
-	s1, e1 := cal.Period(now)
-	s0, _ := cal.Period(s1.Add(-time.Nanosecond))
-	_, e2 := cal.Period(e1)
-	return [3][2]time.Time{{s0, s1}, {s1, e1}, {e1, e2}}
 }
 
 // verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
