@@ -1,9 +1,11 @@
 # tollgate's build and test entry points. `make test` is what CI runs
 # (.ci/run): on a machine with Docker, apt and no registry, it builds the
 # images it needs, vets, runs every test (integration against real Redis
-# containers and a Redis Cluster included), then the docker-compose smoke
-# tests (one Redis; a 3-master cluster; Envoy's rate limit service), and always removes the test
-# containers.
+# containers and a Redis Cluster included), the integration package again
+# on Valkey 8, then the docker-compose smoke tests (one Redis; a 3-master
+# cluster; Envoy's rate limit service), and always removes the test containers. The real-proxy tests
+# (integration/edge) need nginx and caddy: scripts/edge-tools.sh installs
+# them from Debian when missing.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -11,6 +13,8 @@ export PATH := $(PATH):/usr/local/go/bin
 # Integration tests: the local Redis image (scripts/redis-image.sh), no
 # reaper (it cannot be pulled), published ports on localhost.
 export TOLLGATE_TEST_REDIS_IMAGE ?= tollgate.local/redis:7
+# The second store the integration package runs on (scripts/valkey-image.sh).
+VALKEY_IMAGE ?= tollgate.local/valkey:8
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE ?= localhost
 
@@ -25,15 +29,18 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench bench-integration bench-gateway image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test compose-rls-up compose-rls-down compose-rls-test clean
+.PHONY: test unit vet bench bench-integration bench-gateway bench-edge image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test compose-rls-up compose-rls-down compose-rls-test clean
 
-## test: images, go vet, all tests with -race, compose smoke tests; cleanup always
+## test: images, go vet, all tests with -race, the integration tests again
+## on Valkey, compose smoke tests; cleanup always
 test:
 	@status=0; \
 	{ $(MAKE) --no-print-directory image && \
 	  $(MAKE) --no-print-directory vet && \
-	  go test -race -shuffle=on -count=1 ./... && \
+	  scripts/edge-tools.sh && \
+	  TOLLGATE_REQUIRE_EDGE=1 go test -race -shuffle=on -count=1 ./... && \
 	  go test -count=1 -run 'TestBurstUnderCPUHog' ./integration/ && \
+	  TOLLGATE_TEST_REDIS_IMAGE=$(VALKEY_IMAGE) go test -race -shuffle=on -count=1 ./integration/... && \
 	  scripts/compose-test.sh && \
 	  scripts/compose-cluster-test.sh && \
 	  scripts/compose-rls-test.sh; } || status=$$?; \
@@ -48,9 +55,11 @@ vet:
 	go vet ./...
 	cd bench && go vet ./...
 
-## bench: the Redis store against its peers on a local redis-server, and wrk
-## through the gateway (scripts/bench.sh: installs, starts and stops what it
-## needs; writes bench/out/table.md and docs/bench-redis.png)
+## bench: the Redis store against its peers on a local redis-server, then
+## across network lanes of 0.2, 0.6 and 2 ms round trip (LANES; root:
+## scripts/netlane.sh), and wrk through the gateway (scripts/bench.sh:
+## installs, starts and stops what it needs; writes bench/out/table.md,
+## bench/out/network.md, docs/bench-redis.png and docs/bench-network.png)
 bench:
 	scripts/bench.sh
 
@@ -66,9 +75,17 @@ bench-integration: image
 bench-gateway:
 	bench/gateway/run.sh
 
-## image: the Redis and gateway images, built locally
+## bench-edge: nginx -> tollgate's check listener -> upstream beside nginx ->
+## a static auth responder and nginx limit_req alone, and the check listener's
+## decisions/s beside the proxy's (bench/edge/run.sh; wrk; not part of test).
+## ROUNDS, DURATION, PORT_BASE: see the script.
+bench-edge:
+	bench/edge/run.sh
+
+## image: the Redis, Valkey and gateway images, built locally
 image:
 	scripts/redis-image.sh >/dev/null
+	scripts/valkey-image.sh >/dev/null
 	scripts/gateway-image.sh >/dev/null
 
 compose-up: image
@@ -112,5 +129,5 @@ clean:
 	-scripts/compose.sh -p tollgate-ci-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
 	-scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml down -v --remove-orphans 2>/dev/null
 	-scripts/compose.sh -p tollgate-rls-ci -f docker-compose.rls.yml down -v --remove-orphans 2>/dev/null
-	-docker image rm tollgate.local/redis:7 tollgate.local/tollgate:dev 2>/dev/null
+	-docker image rm tollgate.local/redis:7 $(VALKEY_IMAGE) tollgate.local/tollgate:dev 2>/dev/null
 	go clean -testcache

@@ -15,14 +15,14 @@ func TestAccessLog(t *testing.T) {
 	get(t, base+"/%2e%2e/etc")
 
 	want := []map[string]any{
-		{"method": "GET", "path": "/v1/x/", "route": "default", "tenant": "acme", "status": 200.0, "outcome": "allowed"},
-		{"method": "GET", "path": "/v1/x", "route": "default", "tenant": "acme", "status": 429.0, "outcome": "denied"},
-		{"method": "GET", "path": "/v1/x", "route": "default", "tenant": "unknown", "status": 200.0, "outcome": "allowed"},
-		{"method": "GET", "path": "/%2e%2e/etc", "route": "default", "tenant": "", "status": 400.0, "outcome": ""},
+		{"method": "GET", "path": "/v1/x/", "route": "default", "tenant": "acme", "client": "127.0.0.1", "status": 200.0, "outcome": "allowed"},
+		{"method": "GET", "path": "/v1/x", "route": "default", "tenant": "acme", "client": "127.0.0.1", "status": 429.0, "outcome": "denied"},
+		{"method": "GET", "path": "/v1/x", "route": "default", "tenant": "unknown", "client": "127.0.0.1", "status": 200.0, "outcome": "allowed"},
+		{"method": "GET", "path": "/%2e%2e/etc", "route": "default", "tenant": "", "client": "127.0.0.1", "status": 400.0, "outcome": ""},
 	}
 	var lines []map[string]any
 	waitFor(t, "four access lines", func() bool {
-		lines = logs.lines(t, "access")
+		lines = logs.Lines(t, "access")
 		return len(lines) >= len(want)
 	})
 	if len(lines) != len(want) {
@@ -50,7 +50,7 @@ func TestAccessLogOffByDefault(t *testing.T) {
 	t.Parallel()
 	base, logs := startGateway(t)
 	get(t, base+"/x")
-	if l := logs.lines(t, "access"); len(l) != 0 {
+	if l := logs.Lines(t, "access"); len(l) != 0 {
 		t.Errorf("access lines without TOLLGATE_ACCESS_LOG: %v", l)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/internal/throttle"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
@@ -84,6 +85,7 @@ type backendEnv struct {
 type backend struct {
 	limiter ports.Limiter
 	pinger  ports.Pinger
+	usage   ports.Usage // the store's, resetting the layers' memory of a tenant too
 	closers []io.Closer // closed in order: the layers' goroutines, then the store
 }
 
@@ -112,6 +114,11 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		return backend{}, err
 	}
 	be := backend{pinger: pinger}
+	var resets resets
+	if u, ok := lim.(ports.Usage); ok {
+		resets.Usage = u
+		be.usage = &resets
+	}
 	var inner []ports.Layer // the breaker, on a shared store
 	replicas := func() int { return 1 }
 	if st.shared {
@@ -144,16 +151,66 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 			return backend{}, err
 		}
 		be.closers = append(be.closers, local)
+		resets.also = append(resets.also, local)
 		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onError})
 	default:
 		failMode = layers.FailOpen(onError)
 	}
 	var outer []ports.Layer
 	if cfg.DenyCache {
-		outer = append(outer, layers.DenyCache(layers.DenyCacheOptions{}))
+		cache := layers.NewDenyCache(layers.DenyCacheOptions{})
+		outer = append(outer, cache.Layer())
+		resets.forget = append(resets.forget, cache.Forget)
+	}
+	if st.shared && cfg.DenyCache && be.usage != nil {
+		// Other replicas' resets, heard at once (and within a second
+		// regardless: the cache's own bound).
+		bus := redis.ListenResets(closers[0].(*redis.Client), cfg.KeyPrefix, func(t domain.TenantID) {
+			for _, forget := range resets.forget {
+				forget(t)
+			}
+		})
+		resets.announce = func(ctx context.Context, t domain.TenantID) {
+			if err := bus.Announce(ctx, t); err != nil {
+				env.log.Warn("usage API: the reset was not announced to the other replicas; they forget the tenant's denials within a second", "tenant", string(t), "err", err)
+			}
+		}
+		be.closers = append([]io.Closer{bus}, be.closers...) // unsubscribes before anything closes
 	}
 	be.limiter = ports.Chain(lim, append(append(outer, failMode), inner...)...)
 	return be, nil
+}
+
+// resets is the usage of a backend: the store's reads, and resets that
+// reach every place a tenant's budget lives: the store, the local fail
+// mode's memory, and the deny cache.
+type resets struct {
+	ports.Usage
+	also     []ports.Usage
+	forget   []func(domain.TenantID)
+	announce func(context.Context, domain.TenantID) // to the other replicas; nil: none
+}
+
+// Reset resets req in the store, then in the local fail mode's memory,
+// makes the deny cache forget the tenant (the next request is decided
+// afresh), and tells the other replicas, whose deny caches forget it
+// too.
+func (r *resets) Reset(ctx context.Context, req domain.Request) error {
+	if err := r.Usage.Reset(ctx, req); err != nil {
+		return err
+	}
+	for _, u := range r.also {
+		if err := u.Reset(ctx, req); err != nil {
+			return err
+		}
+	}
+	for _, f := range r.forget {
+		f(req.Tenant)
+	}
+	if r.announce != nil {
+		r.announce(ctx, req.Tenant)
+	}
+	return nil
 }
 
 // openMemory is the memory store's open.

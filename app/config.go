@@ -36,21 +36,33 @@ const (
 	AnonymousShared = "shared"
 	AnonymousIP     = "ip"
 
+	// ListenOff as TOLLGATE_LISTEN_ADDR runs no proxy listener.
+	ListenOff = "off"
+
 	// MaxMemoryKeys bounds TOLLGATE_MEMORY_MAX_KEYS.
 	MaxMemoryKeys = 1 << 30
-
-	// ListenOff is the TOLLGATE_LISTEN_ADDR of a gateway without a proxy
-	// listener.
-	ListenOff = "off"
 )
 
 // Config is every setting of the gateway, parsed from TOLLGATE_* variables
 // by [LoadConfig]. Nothing else in tollgate reads the environment.
 type Config struct {
-	// ListenAddr is the public listener: the rate-limited traffic.
+	// ListenAddr is the public listener: the rate-limited traffic,
+	// proxied. [ListenOff] runs none (a gateway that only answers
+	// checks).
 	ListenAddr string `env:"LISTEN_ADDR" envDefault:":8080"`
+	// CheckAddr is the decision endpoint's listener, for nginx
+	// auth_request, Caddy forward_auth and Traefik ForwardAuth; empty
+	// means off.
+	CheckAddr string `env:"CHECK_ADDR"`
+	// CheckDenyStatus is the status of a denial on the check listener:
+	// 429, or 403 for nginx auth_request (which takes any other status
+	// but 2xx and 401 for an error).
+	CheckDenyStatus int `env:"CHECK_DENY_STATUS" envDefault:"429"`
 	// AdminAddr serves /healthz, /readyz and /metrics, never limited.
 	AdminAddr string `env:"ADMIN_ADDR" envDefault:":9090"`
+	// AdminToken is the bearer token of the usage API on the admin
+	// listener; empty turns the API off. Never printed.
+	AdminToken string `env:"ADMIN_TOKEN"`
 	// UpstreamURL is where allowed requests are proxied; empty means the
 	// built-in echo responder.
 	UpstreamURL string `env:"UPSTREAM_URL"`
@@ -136,32 +148,35 @@ type Config struct {
 // accepted says, per variable (without the prefix), what values it
 // accepts. Error messages quote it.
 var accepted = map[string]string{
-	"LISTEN_ADDR":      "a host:port listen address, or off (no proxy listener: only checks or Envoy's rate limit service)",
-	"ADMIN_ADDR":       "a host:port listen address",
-	"UPSTREAM_URL":     "empty, or an absolute http:// or https:// URL",
-	"UPSTREAM_TIMEOUT": "a Go duration from 1ms to 24h, such as 30s",
-	"ALGORITHM":        strings.Join(domain.AlgorithmNames(), ", "),
-	"STORE":            storeNames(),
-	"LIMIT":            "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
-	"WINDOW":           "a Go duration from 1ms to 8784h (366 days), such as 1m",
-	"FAIL_MODE":        "open, closed or local",
-	"REPLICAS":         "an integer from 0 (count the replicas through the store) to 10000",
-	"DENY_CACHE":       "true or false (also 1, 0, t, f)",
-	"MEMORY_MAX_KEYS":  "an integer from 0 (no bound) to 1073741824",
-	"TRUSTED_PROXIES":  "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
-	"ANONYMOUS":        "shared (one tenant, unknown) or ip (per client address)",
-	"IPV6_PREFIX":      "an integer from 32 to 128",
-	"TENANT_HEADER":    "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
-	"TENANTS_FILE":     "empty, or the path of a JSON tenants file",
-	"POLICY_FILE":      "empty, or the path of a JSON policy file of limits and routes",
-	"SHADOW":           "true or false (also 1, 0, t, f)",
-	"REDIS_MODE":       "single (one Redis, or a proxy) or cluster (Redis Cluster)",
-	"REDIS_URL":        "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
-	"REDIS_TIMEOUT":    "a Go duration from 1ms to 1m, such as 250ms",
-	"KEY_PREFIX":       "any string",
-	"ACCESS_LOG":       "true or false (also 1, 0, t, f)",
-	"LOG_LEVEL":        "debug, info, warn or error",
-	"PPROF":            "true or false (also 1, 0, t, f)",
+	"LISTEN_ADDR":       "a host:port listen address, or off (no proxy listener: with TOLLGATE_CHECK_ADDR or TOLLGATE_RLS_ADDR set, a gateway that only answers checks or Envoy's rate limit service)",
+	"CHECK_ADDR":        "empty (off), or a host:port listen address",
+	"CHECK_DENY_STATUS": "429, or 403 (for nginx auth_request)",
+	"ADMIN_ADDR":        "a host:port listen address",
+	"UPSTREAM_URL":      "empty, or an absolute http:// or https:// URL",
+	"UPSTREAM_TIMEOUT":  "a Go duration from 1ms to 24h, such as 30s",
+	"ALGORITHM":         strings.Join(domain.AlgorithmNames(), ", "),
+	"STORE":             storeNames(),
+	"LIMIT":             "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
+	"WINDOW":            "a Go duration from 1ms to 8784h (366 days), such as 1m",
+	"FAIL_MODE":         "open, closed or local",
+	"REPLICAS":          "an integer from 0 (count the replicas through the store) to 10000",
+	"DENY_CACHE":        "true or false (also 1, 0, t, f)",
+	"ADMIN_TOKEN":       "empty (no usage API), or 16 to 1024 bytes of A-Z a-z 0-9 - . _ ~ + / then = padding, such as the output of openssl rand -hex 32",
+	"MEMORY_MAX_KEYS":   "an integer from 0 (no bound) to 1073741824",
+	"TRUSTED_PROXIES":   "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
+	"ANONYMOUS":         "shared (one tenant, unknown) or ip (per client address)",
+	"IPV6_PREFIX":       "an integer from 32 to 128",
+	"TENANT_HEADER":     "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
+	"TENANTS_FILE":      "empty, or the path of a JSON tenants file",
+	"POLICY_FILE":       "empty, or the path of a JSON policy file of limits and routes",
+	"SHADOW":            "true or false (also 1, 0, t, f)",
+	"REDIS_MODE":        "single (one Redis, or a proxy) or cluster (Redis Cluster)",
+	"REDIS_URL":         "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
+	"REDIS_TIMEOUT":     "a Go duration from 1ms to 1m, such as 250ms",
+	"KEY_PREFIX":        "any string",
+	"ACCESS_LOG":        "true or false (also 1, 0, t, f)",
+	"LOG_LEVEL":         "debug, info, warn or error",
+	"PPROF":             "true or false (also 1, 0, t, f)",
 }
 
 // ConfigError is a setting that does not parse or is out of range. It
@@ -183,6 +198,8 @@ func configError(name, value string) *ConfigError {
 		value = MaskURL(value)
 	case "UPSTREAM_URL":
 		value = upstreamForLog(value)
+	case "ADMIN_TOKEN":
+		value = fmt.Sprintf("(%d bytes, not shown)", len(value))
 	}
 	return &ConfigError{Var: EnvPrefix + name, Value: value, Want: accepted[name]}
 }
@@ -252,7 +269,15 @@ func (c Config) Validate() error {
 	}
 	dur := func(d time.Duration) string { return d.String() }
 	check(c.ListenAddr == ListenOff || validAddr(c.ListenAddr), "LISTEN_ADDR", c.ListenAddr)
+	check(c.CheckAddr == "" || validAddr(c.CheckAddr), "CHECK_ADDR", c.CheckAddr)
+	check(c.CheckDenyStatus == http.StatusTooManyRequests || c.CheckDenyStatus == http.StatusForbidden,
+		"CHECK_DENY_STATUS", strconv.Itoa(c.CheckDenyStatus))
+	if c.ListenAddr == ListenOff && c.CheckAddr == "" && c.RLSAddr == "" {
+		errs = append(errs, &ConfigError{Var: EnvPrefix + "LISTEN_ADDR", Value: ListenOff,
+			Want: "a host:port listen address, or off only with TOLLGATE_CHECK_ADDR or TOLLGATE_RLS_ADDR set: with every listener but the admin one off, nothing would be rate-limited"})
+	}
 	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
+	check(c.AdminToken == "" || validAdminToken(c.AdminToken), "ADMIN_TOKEN", c.AdminToken)
 	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
 	check(c.UpstreamTimeout >= time.Millisecond && c.UpstreamTimeout <= 24*time.Hour, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
 	check(domain.ValidAlgorithm(c.Algorithm), "ALGORITHM", c.Algorithm)
@@ -301,6 +326,27 @@ func validAddr(a string) bool {
 	}
 	port, err := strconv.ParseUint(a[i+1:], 10, 16)
 	return err == nil && (port > 0 || a[i+1:] == "0")
+}
+
+// MinAdminTokenLen is the shortest TOLLGATE_ADMIN_TOKEN accepted: 16
+// bytes, so that a token is not guessed (openssl rand -hex 32 gives 64).
+const MinAdminTokenLen = 16
+
+// validAdminToken reports whether s can be a bearer token: 16 to 1024
+// bytes of RFC 6750's token68 (letters, digits, - . _ ~ + /, then =
+// padding), which an Authorization header carries as it is.
+func validAdminToken(s string) bool {
+	if len(s) < MinAdminTokenLen || len(s) > 1024 {
+		return false
+	}
+	body := strings.TrimRight(s, "=")
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
+			return false
+		}
+	}
+	return body != ""
 }
 
 func validUpstream(s string) bool {

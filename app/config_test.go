@@ -17,6 +17,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	want := app.Config{
 		ListenAddr:      ":8080",
+		CheckDenyStatus: 429,
 		AdminAddr:       ":9090",
 		UpstreamTimeout: 30 * time.Second,
 		Algorithm:       "fixed_window",
@@ -98,6 +99,20 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_REDIS_TIMEOUT=-5ms", "TOLLGATE_REDIS_TIMEOUT", "from 1ms"},
 		{"TOLLGATE_REDIS_TIMEOUT=soon", "TOLLGATE_REDIS_TIMEOUT", "duration"},
 		{"TOLLGATE_TENANT_HEADER=X Tenant", "TOLLGATE_TENANT_HEADER", "header name"},
+		{"TOLLGATE_CHECK_ADDR=8081", "TOLLGATE_CHECK_ADDR", "host:port"},
+		{"TOLLGATE_CHECK_ADDR=off", "TOLLGATE_CHECK_ADDR", "empty (off)"},
+		{"TOLLGATE_CHECK_DENY_STATUS=401", "TOLLGATE_CHECK_DENY_STATUS", "429, or 403"},
+		{"TOLLGATE_CHECK_DENY_STATUS=200", "TOLLGATE_CHECK_DENY_STATUS", `"200"`},
+		{"TOLLGATE_CHECK_DENY_STATUS=too-many", "TOLLGATE_CHECK_DENY_STATUS", "429, or 403"},
+		{"TOLLGATE_LISTEN_ADDR=OFF", "TOLLGATE_LISTEN_ADDR", "or off"},
+		{"TOLLGATE_LISTEN_ADDR=off", "TOLLGATE_LISTEN_ADDR", "with TOLLGATE_CHECK_ADDR or TOLLGATE_RLS_ADDR set"},
+		{"TOLLGATE_TRUSTED_PROXIES=10.0.0.0/33", "TOLLGATE_TRUSTED_PROXIES", "CIDRs"},
+		{"TOLLGATE_TRUSTED_PROXIES=10.0.0.0/8,,::1", "TOLLGATE_TRUSTED_PROXIES", `"10.0.0.0/8,,::1"`},
+		{"TOLLGATE_TRUSTED_PROXIES=proxy.internal", "TOLLGATE_TRUSTED_PROXIES", "CIDRs"},
+		{"TOLLGATE_ANONYMOUS=ipv4", "TOLLGATE_ANONYMOUS", "shared"},
+		{"TOLLGATE_IPV6_PREFIX=31", "TOLLGATE_IPV6_PREFIX", "from 32 to 128"},
+		{"TOLLGATE_IPV6_PREFIX=129", "TOLLGATE_IPV6_PREFIX", "from 32 to 128"},
+		{"TOLLGATE_IPV6_PREFIX=/64", "TOLLGATE_IPV6_PREFIX", `"/64"`},
 	}
 	for _, tt := range tests {
 		_, err := app.LoadConfig([]string{tt.env})
@@ -109,6 +124,24 @@ func TestLoadConfigErrors(t *testing.T) {
 		if ce.Var != tt.wantVar || !strings.Contains(err.Error(), tt.wantIn) {
 			t.Errorf("LoadConfig(%s) = %q, want one naming %s and containing %s", tt.env, err, tt.wantVar, tt.wantIn)
 		}
+	}
+}
+
+// The check listener and the listeners that may be off: the proxy off
+// with a check listener is a valid gateway; the check listener's deny
+// status and the client-address settings parse.
+func TestLoadConfigListenersAndClients(t *testing.T) {
+	t.Parallel()
+	cfg, err := app.LoadConfig([]string{
+		"TOLLGATE_LISTEN_ADDR=off", "TOLLGATE_CHECK_ADDR=127.0.0.1:8081", "TOLLGATE_CHECK_DENY_STATUS=403",
+		"TOLLGATE_TRUSTED_PROXIES=10.0.0.0/8, ::1", "TOLLGATE_ANONYMOUS=ip", "TOLLGATE_IPV6_PREFIX=56",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ListenAddr != app.ListenOff || cfg.CheckAddr != "127.0.0.1:8081" || cfg.CheckDenyStatus != 403 ||
+		cfg.TrustedProxies != "10.0.0.0/8, ::1" || cfg.Anonymous != app.AnonymousIP || cfg.IPv6Prefix != 56 {
+		t.Errorf("LoadConfig = %+v", cfg)
 	}
 }
 

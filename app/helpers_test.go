@@ -1,19 +1,16 @@
 package app_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/internal/logtest"
 )
 
 // writeTenants writes content to a fresh file and returns its path.
@@ -33,47 +30,6 @@ func writeFile(t *testing.T, name, content string) string {
 	return path
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the log lines whose msg is msg, decoded.
-func (b *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	return logLines(t, b.String(), msg)
-}
-
-// logLines returns the JSON log lines of text whose msg is msg, decoded.
-func logLines(t *testing.T, text, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", sc.Text(), err)
-		}
-		if m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // waitFor polls cond every few milliseconds for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -91,9 +47,10 @@ type gatewayLog struct{ g *apptest.Gateway }
 
 func (l gatewayLog) String() string { return l.g.Logs() }
 
-func (l gatewayLog) lines(t *testing.T, msg string) []map[string]any {
+// Lines returns the log lines whose msg is msg, decoded.
+func (l gatewayLog) Lines(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	return logLines(t, l.g.Logs(), msg)
+	return logtest.Lines(t, l.g.Logs(), msg)
 }
 
 // startGateway runs the gateway in process with environ added (see

@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/strictjson"
 )
@@ -27,7 +28,7 @@ func TestExamples(t *testing.T) {
 	g := apptest.Start(t, append([]string{"TOLLGATE_ACCESS_LOG=true"}, apptest.ExampleEnviron...)...)
 	apptest.CheckExamples(t, g)
 	routes := map[string]string{} // route → an outcome seen on it
-	for _, l := range logLines(t, g.Logs(), "access") {
+	for _, l := range logtest.Lines(t, g.Logs(), "access") {
 		routes[l["route"].(string)] = l["outcome"].(string)
 	}
 	for _, route := range []string{"search", "status", "export", "default"} {
@@ -39,7 +40,7 @@ func TestExamples(t *testing.T) {
 		t.Errorf("access line on route status: outcome %q, want unmetered", routes["status"])
 	}
 	// 15 shadow denials in a second or two: one or two log lines.
-	lines := logLines(t, g.Logs(), "shadow limit would deny; admitted")
+	lines := logtest.Lines(t, g.Logs(), "shadow limit would deny; admitted")
 	if len(lines) < 1 || len(lines) > 3 {
 		t.Fatalf("%d shadow log lines, want 1 to 3 (throttled to one a second)", len(lines))
 	}
@@ -71,6 +72,16 @@ var badPolicyFiles = []struct {
 	{"no limit", `{"limits": [{"name": "a", "window": "1s"}]}`, `limits[0] (name "a"): no "limit"`},
 	{"no window", `{"limits": [{"name": "a", "limit": 1}]}`, `limits[0] (name "a"): no "window"`},
 	{"bad window", `{"limits": [{"name": "a", "limit": 1, "window": "soon"}]}`, `window "soon": want a Go duration`},
+	{"window and period", `{"limits": [{"name": "m", "limit": 1, "window": "1h", "period": "month"}]}`, `both "window" and "period"`},
+	{"unknown period", `{"limits": [{"name": "m", "limit": 1, "period": "fortnight"}]}`, `period "fortnight": want day, week, month or year`},
+	{"unknown zone", `{"limits": [{"name": "m", "limit": 1, "period": "month", "timezone": "Mars/Olympus"}]}`, `timezone "Mars/Olympus": not in the time-zone database`},
+	{"local zone", `{"limits": [{"name": "m", "limit": 1, "period": "month", "timezone": "Local"}]}`, `timezone "Local": want an IANA zone`},
+	{"anchor day 32", `{"limits": [{"name": "m", "limit": 1, "period": "month", "anchor_day": 32}]}`, `anchor_day=32, want 1 to 31`},
+	{"anchor day 0", `{"limits": [{"name": "m", "limit": 1, "period": "month", "anchor_day": 0}]}`, `anchor_day 0: want 1 to 31`},
+	{"anchor day on a week", `{"limits": [{"name": "w", "limit": 1, "period": "week", "anchor_day": 3}]}`, `anchor_day=3`},
+	{"anchor month on a month", `{"limits": [{"name": "m", "limit": 1, "period": "month", "anchor_month": 2}]}`, `anchor_month=2`},
+	{"zone without a period", `{"limits": [{"name": "m", "limit": 1, "window": "1h", "timezone": "UTC"}]}`, `need a "period"`},
+	{"calendar limit below a route's cost", `{"limits": [{"name": "m", "limit": 2, "period": "month"}], "routes": [{"name": "x", "path": "/x", "cost": 5}]}`, `cost 5 is above limit "m"'s limit of 2`},
 	{"window too short", `{"limits": [{"name": "a", "limit": 1, "window": "1us"}]}`, "invalid rule: window=1µs"},
 	{"limit 0", `{"limits": [{"name": "a", "limit": 0, "window": "1s"}]}`, "invalid rule: limit=0"},
 	{"bad route limit", `{"routes": [{"name": "r", "path": "/a", "limits": [{"name": "x", "limit": 1}]}]}`, `routes[0].limits[0] (name "x"): no "window"`},
@@ -234,7 +245,7 @@ func TestRunPolicyAndTenantsReload(t *testing.T) {
 	rewrite(t, tenants, `{"tenants": [{"id": "acme", "api_keys": ["k"]}]}`)
 	hup()
 	waitFor(t, "the policy rejection", func() bool {
-		return len(logLines(t, g.Logs(), "policy file rejected; keeping the previous policy and tenants")) > 0
+		return len(logtest.Lines(t, g.Logs(), "policy file rejected; keeping the previous policy and tenants")) > 0
 	})
 	if got, want := header(), `"a";q=5;w=60, "b";q=4;w=3600`; got != want {
 		t.Errorf("after a bad policy: RateLimit-Policy %q, want %q (both files as they were)", got, want)
@@ -246,7 +257,7 @@ func TestRunPolicyAndTenantsReload(t *testing.T) {
 	rewrite(t, tenants, `{"tenants": [{"id": "acme", "api_keys": ["k"], "limits": [{"name": "b", "limit": 4}]}]}`)
 	hup()
 	waitFor(t, "the tenants rejection", func() bool {
-		return len(logLines(t, g.Logs(), "tenants file rejected; keeping the previous tenants and policy")) > 0
+		return len(logtest.Lines(t, g.Logs(), "tenants file rejected; keeping the previous tenants and policy")) > 0
 	})
 	if got, want := header(), `"a";q=5;w=60, "b";q=4;w=3600`; got != want {
 		t.Errorf("after inconsistent files: RateLimit-Policy %q, want %q", got, want)
@@ -276,7 +287,7 @@ func TestRunPolicyReloadHeaderMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the rejection", func() bool {
-		return len(logLines(t, g.Logs(), "policy file rejected; keeping the previous policy")) > 0
+		return len(logtest.Lines(t, g.Logs(), "policy file rejected; keeping the previous policy")) > 0
 	})
 	if got, want := header(), `"a";q=5;w=60, "xs";q=2;w=1`; got != want {
 		t.Errorf("after a bad policy: %q, want %q", got, want)

@@ -24,10 +24,19 @@ type policyFile struct {
 }
 
 type policyLimitEntry struct {
-	Name   string  `json:"name"`
-	Limit  *int64  `json:"limit"`  // required
-	Window *string `json:"window"` // required
-	Shadow bool    `json:"shadow"`
+	Name        string  `json:"name"`
+	Limit       *int64  `json:"limit"`  // required
+	Window      *string `json:"window"` // required, unless period is given
+	Shadow      bool    `json:"shadow"`
+	Period      *string `json:"period"`       // a calendar quota: day, week, month, year
+	Timezone    *string `json:"timezone"`     // an IANA zone; default UTC
+	AnchorDay   *int    `json:"anchor_day"`   // month and year: 1 to 31; default 1
+	AnchorMonth *int    `json:"anchor_month"` // year: 1 to 12; default 1
+}
+
+// calendarFields returns e's calendar fields.
+func (e policyLimitEntry) calendarFields() calendarFields {
+	return calendarFields{Period: e.Period, Timezone: e.Timezone, AnchorDay: e.AnchorDay, AnchorMonth: e.AnchorMonth}
 }
 
 type policyRouteEntry struct {
@@ -45,7 +54,8 @@ type policyRouteEntry struct {
 //
 //	{"limits": [
 //	   {"name": "per-second", "limit": 20, "window": "1s"},
-//	   {"name": "per-day", "limit": 100000, "window": "24h", "shadow": true}],
+//	   {"name": "per-day", "limit": 100000, "window": "24h", "shadow": true},
+//	   {"name": "monthly", "limit": 1000000, "period": "month", "timezone": "Europe/Berlin", "anchor_day": 15}],
 //	 "routes": [
 //	   {"name": "search", "method": "POST", "path": "/v1/search", "cost": 5},
 //	   {"name": "export", "path": "/v1/export", "limits": [{"name": "exports", "limit": 10, "window": "1h"}]},
@@ -57,7 +67,9 @@ type policyRouteEntry struct {
 // repeats a member name in an object or spells a field in another case,
 // has no limit at all (neither global nor a route's: it would meter
 // nothing), a limit without a limit or window, a window that is not a Go
-// duration, or anything [domain.NewPolicy] refuses: a bad or duplicate
+// duration, a window together with a period, an unknown period or time
+// zone, an anchor out of range or given for a period that has none, or
+// anything [domain.NewPolicy] refuses: a bad or duplicate
 // name, a bad rule, a bad path or method, a duplicate (method, path), a
 // cost outside 0 to 10⁶ or above a limit that applies to its route.
 func LoadPolicyFile(path string, shadowAll bool) (*domain.Policy, error) {
@@ -115,14 +127,27 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 	return p, nil
 }
 
-// limit returns e as a limit, shadow when e or shadowAll says so.
+// limit returns e as a limit, shadow when e or shadowAll says so: a
+// window, or a calendar period (a calendar quota).
 func (e policyLimitEntry) limit(shadowAll bool) (domain.PolicyLimit, error) {
 	l := domain.PolicyLimit{Name: e.Name, Shadow: e.Shadow || shadowAll}
 	switch {
 	case e.Limit == nil:
 		return l, errors.New(`no "limit": want an integer from 1 to 1000000000`)
+	case e.Window != nil && e.Period != nil:
+		return l, errors.New(`both "window" and "period": want one (a window, or a calendar period)`)
+	case e.Period != nil:
+		cal, err := e.calendarFields().calendar(nil)
+		if err != nil {
+			return l, err
+		}
+		l.Calendar = cal
+		l.Rule = domain.Rule{Limit: *e.Limit, Window: domain.NominalWindow(cal.Unit)}
+		return l, nil // NewPolicy validates the limit
+	case e.calendarFields().options():
+		return l, errors.New(`"timezone", "anchor_day" and "anchor_month" need a "period"`)
 	case e.Window == nil:
-		return l, errors.New(`no "window": want a Go duration, such as "1m"`)
+		return l, errors.New(`no "window": want a Go duration, such as "1m" (or a "period": day, week, month, year)`)
 	}
 	w, err := time.ParseDuration(*e.Window)
 	if err != nil {

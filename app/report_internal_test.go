@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,27 +10,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
 )
-
-// lockedBuffer is a bytes.Buffer a logger and a test can share.
-type lockedBuffer struct {
-	mu  sync.Mutex // guards b
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // storeErrorsTotal returns tollgate_store_errors_total from reg.
 func storeErrorsTotal(t *testing.T, reg *prometheus.Registry) float64 {
@@ -55,7 +37,7 @@ func storeErrorsTotal(t *testing.T, reg *prometheus.Registry) float64 {
 func TestStoreErrorReporterCountsCallsNotRefusals(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	report := storeErrorReporter(slog.New(slog.NewJSONHandler(&logs, nil)), metrics.New(reg, "fixed_window"), FailLocal)
 	for range 3 {
 		report(errors.New("redis: i/o timeout"))
@@ -78,7 +60,7 @@ func TestStoreErrorReporterOneLineASecond(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{FailOpen, FailClosed} {
 		reg := prometheus.NewRegistry()
-		var logs lockedBuffer
+		var logs logtest.Buffer
 		report := storeErrorReporter(slog.New(slog.NewJSONHandler(&logs, nil)), metrics.New(reg, "fixed_window"), mode)
 		storeErr := errors.New("dial tcp 10.0.0.1:6379: connection refused")
 		for range 500 {
@@ -94,7 +76,7 @@ func TestStoreErrorReporterOneLineASecond(t *testing.T) {
 			t.Errorf("%s: tollgate_store_errors_total = %v, want 500", mode, got)
 		}
 	}
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	report := storeErrorReporter(slog.New(slog.NewJSONHandler(&logs, nil)), nil, FailOpen)
 	var wg sync.WaitGroup
 	for range 16 {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,16 +29,6 @@ func init() {
 // change takes effect within it (the contract says 2 s).
 const rlsReloadInterval = time.Second
 
-// rlsListener is Envoy's rate limit service (TOLLGATE_RLS_ADDR): the
-// face on its gRPC server and listener, and the watcher of its
-// configuration directory.
-type rlsListener struct {
-	face *rls.Server
-	srv  *grpc.Server
-	ln   net.Listener
-	stop context.CancelFunc // ends the watcher
-}
-
 // rlsConfig is TOLLGATE_RLS_CONFIG loaded, and the watcher of its
 // directory.
 type rlsConfig struct {
@@ -59,16 +50,16 @@ func loadRLS(cfg Config) (*rlsConfig, error) {
 	return &rlsConfig{watcher: w, conf: conf}, nil
 }
 
-// startRLS builds the face on eng with rc (from loadRLS) and listens on
-// TOLLGATE_RLS_ADDR; it returns nil when rc is. From then on the
-// directory is watched until ctx ends or the listener stops: a change
-// applies within rlsReloadInterval, a rejected one is logged and the old
-// configuration stays.
-func startRLS(ctx context.Context, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) (*rlsListener, error) {
+// withRLS returns ls with Envoy's rate limit service's listener
+// (TOLLGATE_RLS_ADDR, the face on eng with rc from loadRLS) when rc is
+// not nil, and a stop for the watcher of its directory. From then on the
+// directory is watched until stop or ctx's end: a change applies within
+// rlsReloadInterval, a rejected one is logged and the old configuration
+// stays.
+func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) ([]*listener, func()) {
 	if rc == nil {
-		return nil, nil
+		return ls, func() {}
 	}
-	w := rc.watcher
 	face := rls.New(rc.conf, rls.Options{
 		Engine:          eng,
 		Ready:           ready,
@@ -77,64 +68,42 @@ func startRLS(ctx context.Context, cfg Config, rc *rlsConfig, eng *engine.Engine
 		ResponseHeaders: cfg.RLSResponseHeaders,
 		Metrics:         m,
 	})
-	ln, err := net.Listen("tcp", cfg.RLSAddr)
-	if err != nil {
-		return nil, fmt.Errorf("tollgate: rate limit service listener: %w", err)
-	}
 	wctx, stop := context.WithCancel(ctx)
-	go w.Run(wctx, rlsReloadInterval, func(c *rlsconf.Config) {
+	go rc.watcher.Run(wctx, rlsReloadInterval, func(c *rlsconf.Config) {
 		face.SetConfig(c)
 		log.Info("rate limit service configuration reloaded", "dir", cfg.RLSConfig, "domains", len(c.Domains()))
 	}, func(err error) {
 		log.Error("rate limit service configuration rejected; keeping the previous one", "dir", cfg.RLSConfig, "err", err)
 	})
-	return &rlsListener{face: face, srv: face.NewGRPCServer(), ln: ln, stop: stop}, nil
+	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, srv: rlsServer{face.NewGRPCServer()}}), stop
 }
 
-// addr returns where l listens, for the start-up log ("off" for nil).
-func (l *rlsListener) addr() string {
-	if l == nil {
-		return "off"
+// rlsServer is the rate limit service's gRPC server as a listener's
+// server.
+type rlsServer struct{ *grpc.Server }
+
+// Serve serves ln until the server stops; a stop is no error.
+func (s rlsServer) Serve(ln net.Listener) error {
+	if err := s.Server.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
 	}
-	return l.ln.Addr().String()
+	return nil
 }
 
-// serve serves l until it stops.
-func (l *rlsListener) serve() error {
-	err := l.srv.Serve(l.ln)
-	if err == grpc.ErrServerStopped {
-		return nil
-	}
-	return err
-}
-
-// close releases what l holds if it never served (start-up failed
-// later) and stops the watcher. Safe on nil, and after shutdown.
-func (l *rlsListener) close() {
-	if l == nil {
-		return
-	}
-	l.stop()
-	l.srv.Stop()
-	_ = l.ln.Close()
-}
-
-// shutdown stops l: no new calls, in-flight ones finish until ctx ends,
-// then the rest are cut. It stops the watcher. Safe on nil.
-func (l *rlsListener) shutdown(ctx context.Context) {
-	if l == nil {
-		return
-	}
-	l.stop()
+// Shutdown stops accepting calls, lets in-flight ones finish until ctx
+// ends, then cuts the rest.
+func (s rlsServer) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
-		l.srv.GracefulStop()
+		s.GracefulStop()
 		close(done)
 	}()
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
-		l.srv.Stop()
+		s.Stop()
 		<-done
+		return ctx.Err()
 	}
 }

@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,8 +20,6 @@ import (
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/admin"
-	"github.com/tollgate/tollgate/faces/httpface"
-	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/metrics"
 )
 
@@ -55,10 +50,11 @@ func ExitCode(err error) int {
 }
 
 // Run is the gateway's main: it loads the config from environ, builds the
-// store, serves the public and admin listeners, and on ctx's end stops
-// accepting connections, lets in-flight requests finish (up to
-// ShutdownTimeout), closes the store and returns nil. Logs are JSON lines
-// on stderr. A bad setting or tenants file returns an *ExitError with Code
+// store and the engine, serves the listeners (the proxy, the check
+// endpoint when TOLLGATE_CHECK_ADDR is set, admin; see faceListeners)
+// over that one engine, and on ctx's end stops accepting connections,
+// lets in-flight requests finish (up to ShutdownTimeout), closes the
+// store and returns nil. Logs are JSON lines on stderr. A bad setting or tenants file returns an *ExitError with Code
 // 2 whose message is one line naming the variable or file.
 //
 // Run handles SIGHUP for as long as it runs: with a tenants file it
@@ -117,6 +113,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	eng := engine.New(snap, engine.Options{
 		Limiter:    be.limiter,
+		Usage:      be.usage,
 		Algorithm:  cfg.Algorithm,
 		KeyPrefix:  cfg.KeyPrefix,
 		Anonymous:  anonymous,
@@ -126,65 +123,28 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	})
 	m.Routes(snap.Policy)
 
-	upstream := proxy.Echo()
-	if cfg.UpstreamURL != "" {
-		target, _ := url.Parse(cfg.UpstreamURL) // validated
-		upstream = proxy.NewUpstream(target, proxy.UpstreamOptions{
-			Timeout:     cfg.UpstreamTimeout,
-			Credentials: eng,
-			Trusted:     trusted,
-			Log:         log,
-		})
-	}
-	public := newHTTPServer(proxy.New(proxy.Options{
-		Engine:    eng,
-		Upstream:  upstream,
-		Describer: httpface.Describer{TenantHeader: http.CanonicalHeaderKey(cfg.TenantHeader), Trusted: trusted},
-		AccessLog: cfg.AccessLog,
-		Log:       log,
-		Metrics:   m,
-	}), log)
+	ls := faceListeners(cfg, eng, trusted, m, log)
+	ls, stopRLS := withRLS(ctx, ls, cfg, rlsCfg, eng, be.pinger, m, log)
+	defer stopRLS()
 	adminHandler := admin.New(be.pinger, cfg.RedisTimeout, reg)
+	if cfg.AdminToken != "" {
+		adminHandler = admin.WithUsage(adminHandler, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
+	}
 	if cfg.Pprof {
 		adminHandler = admin.WithPprof(adminHandler)
 	}
-	adminSrv := newHTTPServer(adminHandler, log)
-	rlsL, err := startRLS(ctx, cfg, rlsCfg, eng, be.pinger, m, log)
-	if err != nil {
-		return err
+	ls = append(ls, &listener{name: "admin", addr: cfg.AdminAddr, srv: newHTTPServer(adminHandler, log)})
+	if err := listenAll(ls); err != nil {
+		return fmt.Errorf("tollgate: %w", err)
 	}
-	defer rlsL.close()
-	publicLn, publicAddr := net.Listener(nil), ListenOff
-	if cfg.ListenAddr != ListenOff {
-		if publicLn, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
-			return fmt.Errorf("tollgate: public listener: %w", err)
-		}
-		publicAddr = publicLn.Addr().String()
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		if publicLn != nil {
-			publicLn.Close()
-		}
-		return fmt.Errorf("tollgate: admin listener: %w", err)
-	}
-	log.Info("tollgate listening", "version", BuildVersion(),
-		"public", publicAddr, "admin", adminLn.Addr().String(), "rls", rlsL.addr(),
-		"store", cfg.Store, "algorithm", cfg.Algorithm,
+	attrs := append([]any{"version", BuildVersion()}, listenerAttrs(ls)...)
+	log.Info("tollgate listening", append(attrs, "store", cfg.Store, "algorithm", cfg.Algorithm,
 		"limit", cfg.Limit, "window", cfg.Window.String(), "fail_mode", cfg.FailMode,
-		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache,
+		"replicas", replicasForLog(cfg), "deny_cache", cfg.DenyCache, "usage_api", cfg.AdminToken != "",
 		"tenants", tenantsForLog(cfg, snap), "policy", policyForLog(cfg, snap.Policy), "shadow", cfg.Shadow,
-		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(),
-		"upstream", upstreamName(cfg.UpstreamURL), "redis_url", redisURLForLog(cfg))
-
-	serveErr := make(chan error, 3)
-	if publicLn != nil {
-		go func() { serveErr <- public.Serve(publicLn) }()
-	}
-	go func() { serveErr <- adminSrv.Serve(adminLn) }()
-	if rlsL != nil {
-		go func() { serveErr <- rlsL.serve() }()
-	}
+		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(), "check_deny_status", cfg.CheckDenyStatus,
+		"upstream", upstreamName(cfg), "redis_url", redisURLForLog(cfg))...)
+	serveErr := serveAll(ls)
 
 wait:
 	for {
@@ -202,14 +162,7 @@ wait:
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
 	// Every listener closes at once; then in-flight requests drain.
-	var wg sync.WaitGroup
-	shutdownErrs := make([]error, 2)
-	for i, srv := range []*http.Server{public, adminSrv} {
-		wg.Go(func() { shutdownErrs[i] = srv.Shutdown(sctx) })
-	}
-	wg.Go(func() { rlsL.shutdown(sctx) })
-	wg.Wait()
-	if serr := errors.Join(shutdownErrs...); serr != nil {
+	if serr := shutdownAll(sctx, ls); serr != nil {
 		log.Error("shutdown", "err", serr)
 	}
 	if err == nil {
@@ -265,11 +218,15 @@ func replicasForLog(cfg Config) string {
 	return "1"
 }
 
-func upstreamName(u string) string {
-	if u == "" {
+// upstreamName says where the proxy sends what it admits.
+func upstreamName(cfg Config) string {
+	switch {
+	case cfg.ListenAddr == ListenOff:
+		return "none (no proxy listener)"
+	case cfg.UpstreamURL == "":
 		return "echo"
 	}
-	return upstreamForLog(u)
+	return upstreamForLog(cfg.UpstreamURL)
 }
 
 func redisURLForLog(cfg Config) string {

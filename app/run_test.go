@@ -43,6 +43,13 @@ func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"TOLLGATE_REDIS_MODE=cluster", "TOLLGATE_REDIS_URL=redis://:pw-secret@a:7000/3"}, []string{"TOLLGATE_REDIS_URL", "database 0"}},
 		{[]string{"TOLLGATE_REDIS_MODE=cluster", "TOLLGATE_REDIS_URL=redis://:pw-secret@a:7000?addr=b"}, []string{"TOLLGATE_REDIS_URL"}},
 		{[]string{"TOLLGATE_ALGORITHM=leaky_bucket"}, []string{"TOLLGATE_ALGORITHM", "fixed_window, sliding_log, sliding_window, token_bucket"}},
+		{[]string{"TOLLGATE_TRUSTED_PROXIES=10.0.0.0/8,10.1.2.3/40"}, []string{"TOLLGATE_TRUSTED_PROXIES", `"10.0.0.0/8,10.1.2.3/40"`, "CIDRs"}},
+		{[]string{"TOLLGATE_CHECK_ADDR=127.0.0.1:0", "TOLLGATE_CHECK_DENY_STATUS=401"}, []string{"TOLLGATE_CHECK_DENY_STATUS", `"401"`, "429, or 403"}},
+		// A token too short to be a secret, never printed back.
+		{[]string{"TOLLGATE_ADMIN_TOKEN=pw-secret"}, []string{"TOLLGATE_ADMIN_TOKEN", "9 bytes, not shown", "16 to 1024"}},
+		{[]string{"TOLLGATE_ADMIN_TOKEN=pw-secret pw-secret pw-secret"}, []string{"TOLLGATE_ADMIN_TOKEN"}},
+		// Every listener but admin off: nothing would be rate-limited.
+		{[]string{"TOLLGATE_LISTEN_ADDR=off"}, []string{"TOLLGATE_LISTEN_ADDR", `"off"`, "TOLLGATE_CHECK_ADDR"}},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
@@ -76,7 +83,8 @@ func TestRunUnexpectedArgument(t *testing.T) {
 	if err := app.Run(t.Context(), []string{"tollgate", "-h"}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"TOLLGATE_REDIS_TIMEOUT", "TOLLGATE_FAIL_MODE", "TOLLGATE_REPLICAS", "TOLLGATE_DENY_CACHE", "TOLLGATE_REDIS_MODE"} {
+	for _, v := range []string{"TOLLGATE_REDIS_TIMEOUT", "TOLLGATE_FAIL_MODE", "TOLLGATE_REPLICAS", "TOLLGATE_DENY_CACHE", "TOLLGATE_REDIS_MODE",
+		"TOLLGATE_CHECK_ADDR", "TOLLGATE_CHECK_DENY_STATUS", "TOLLGATE_TRUSTED_PROXIES", "TOLLGATE_ANONYMOUS", "TOLLGATE_IPV6_PREFIX"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("-h output lacks %s:\n%s", v, out.String())
 		}
@@ -202,8 +210,9 @@ func TestGatewayEndToEnd(t *testing.T) {
 	}
 }
 
-// TestRunGracefulShutdown: a stop closes the listener at once, lets the
-// in-flight request finish, and Run returns nil.
+// TestRunGracefulShutdown: a stop closes the listeners at once (the
+// proxy's and the check listener's), lets the in-flight request finish,
+// and Run returns nil.
 func TestRunGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	arrived, release := make(chan struct{}), make(chan struct{})
@@ -213,7 +222,7 @@ func TestRunGracefulShutdown(t *testing.T) {
 		io.WriteString(w, "finished")
 	}))
 	defer up.Close()
-	g := apptest.Start(t, "TOLLGATE_UPSTREAM_URL="+up.URL)
+	g := apptest.Start(t, "TOLLGATE_UPSTREAM_URL="+up.URL, "TOLLGATE_CHECK_ADDR=127.0.0.1:0")
 
 	type result struct {
 		status int
@@ -237,16 +246,18 @@ func TestRunGracefulShutdown(t *testing.T) {
 
 	// New connections are refused while the request is still in flight.
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", strings.TrimPrefix(g.Public, "http://"), time.Second)
-		if err != nil {
-			break
+	for _, base := range []string{g.Public, g.Check} {
+		for {
+			c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), time.Second)
+			if err != nil {
+				break
+			}
+			c.Close()
+			if time.Now().After(deadline) {
+				t.Fatalf("listener %s still accepting 5s after the stop", base)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("listener still accepting 5s after the stop")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	select {
 	case err := <-stopped:
@@ -353,7 +364,7 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 	// the first file too. Waited for: the new tenants serve a moment
 	// before the line that says so is written.
 	waitFor(t, "a reload log line with tenants=2", func() bool {
-		for _, l := range logs.lines(t, "tenants file reloaded") {
+		for _, l := range logs.Lines(t, "tenants file reloaded") {
 			if l["tenants"] == float64(2) {
 				return true
 			}
@@ -366,7 +377,7 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the rejection log line", func() bool {
-		return len(logs.lines(t, "tenants file rejected; keeping the previous tenants and policy")) > 0
+		return len(logs.Lines(t, "tenants file rejected; keeping the previous tenants and policy")) > 0
 	})
 	if got, want := policy(), `"default";q=7;w=60`; got != want {
 		t.Errorf("after a bad reload: RateLimit-Policy %q, want %q (the old table)", got, want)
@@ -402,9 +413,9 @@ func TestRunIgnoresSIGHUPWithoutTenantsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the SIGHUP log line", func() bool {
-		return len(logs.lines(t, "SIGHUP ignored: no tenants file and no policy file")) > 0
+		return len(logs.Lines(t, "SIGHUP ignored: no tenants file and no policy file")) > 0
 	})
-	if l := logs.lines(t, "SIGHUP ignored: no tenants file and no policy file"); l[0]["level"] != "INFO" {
+	if l := logs.Lines(t, "SIGHUP ignored: no tenants file and no policy file"); l[0]["level"] != "INFO" {
 		t.Errorf("SIGHUP line %v, want level INFO", l[0])
 	}
 	if resp, _ := get(t, base+"/x", "X-Tenant-ID", "acme"); resp.StatusCode != http.StatusOK {
@@ -442,7 +453,7 @@ func TestRunPprof(t *testing.T) {
 func TestRunLogsVersionAtStartup(t *testing.T) {
 	t.Parallel()
 	_, logs := startGateway(t)
-	l := logs.lines(t, "tollgate listening")
+	l := logs.Lines(t, "tollgate listening")
 	if len(l) != 1 {
 		t.Fatalf("start-up lines %v, want one", l)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/httpface"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/strictjson"
 )
@@ -226,11 +227,11 @@ func checkRunRejects(t *testing.T, path, want string) {
 // with an error that names the variable, the file and want.
 func checkRunRejectsFile(t *testing.T, variable, path, want string) {
 	t.Helper()
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	err := app.Run(t.Context(), []string{"tollgate"}, []string{
 		variable + "=" + path,
 		"TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0",
-	}, &syncBuffer{}, &stderr)
+	}, &logtest.Buffer{}, &stderr)
 	if got, want := app.ExitCode(err), 2; got != want {
 		t.Fatalf("ExitCode(Run) = %d (%v), want %d", got, err, want)
 	}

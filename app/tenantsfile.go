@@ -25,11 +25,21 @@ type tenantEntry struct {
 	Limits  []limitOverride `json:"limits"`
 }
 
-// limitOverride is a tenant's own rule for a named limit of the policy.
+// limitOverride is a tenant's own rule for a named limit of the policy:
+// for a calendar quota, its limit, zone and anchors (the tenant's
+// billing date).
 type limitOverride struct {
-	Name   string  `json:"name"`
-	Limit  *int64  `json:"limit"`  // nil: the policy's
-	Window *string `json:"window"` // nil: the policy's
+	Name        string  `json:"name"`
+	Limit       *int64  `json:"limit"`        // nil: the policy's
+	Window      *string `json:"window"`       // nil: the policy's
+	Timezone    *string `json:"timezone"`     // a calendar limit's; nil: the policy's
+	AnchorDay   *int    `json:"anchor_day"`   // a calendar limit's; nil: the policy's
+	AnchorMonth *int    `json:"anchor_month"` // a calendar limit's; nil: the policy's
+}
+
+// calendarFields returns o's calendar options.
+func (o limitOverride) calendarFields() calendarFields {
+	return calendarFields{Timezone: o.Timezone, AnchorDay: o.AnchorDay, AnchorMonth: o.AnchorMonth}
 }
 
 // LoadTenantsFile reads the tenants file at path, validated against
@@ -43,7 +53,11 @@ type limitOverride struct {
 //
 // limit and window override the policy's limit named "default" (each
 // defaulting to that limit's); limits override other named limits of the
-// policy, global or a route's, the same way.
+// policy, global or a route's, the same way, and a calendar quota's
+// limit, timezone, anchor_day and anchor_month (a customer's billing
+// date):
+//
+//	{"id": "acme", "api_keys": ["k1"], "limits": [{"name": "monthly", "limit": 5000000, "anchor_day": 17}]}
 //
 // The file is rejected, with a *[strictjson.FileError] naming
 // TOLLGATE_TENANTS_FILE that names the problem and never an API key, when
@@ -165,7 +179,30 @@ func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engi
 			errs = append(errs, fmt.Errorf("%soverridden twice", at))
 			continue
 		}
-		rule, err := overrideRule(o.Limit, o.Window, l.Rule)
+		var (
+			rule domain.Rule
+			err  error
+		)
+		cal := o.calendarFields()
+		switch {
+		case l.Calendar == nil && cal.options():
+			err = errors.New(`"timezone", "anchor_day" and "anchor_month" override a calendar limit's; this limit has a window`)
+		case l.Calendar != nil && o.Window != nil:
+			err = errors.New(`a calendar limit has a period, not a window: override its "limit", "timezone", "anchor_day" or "anchor_month"`)
+		case l.Calendar != nil:
+			rule, err = overrideLimit(o.Limit, l.Rule)
+			if err == nil && cal.options() {
+				var c *domain.Calendar
+				if c, err = cal.calendar(l.Calendar); err == nil {
+					if t.Calendars == nil {
+						t.Calendars = make(map[string]*domain.Calendar, 1)
+					}
+					t.Calendars[o.Name] = c
+				}
+			}
+		default:
+			rule, err = overrideRule(o.Limit, o.Window, l.Rule)
+		}
 		if err == nil {
 			err = policy.CheckOverride(o.Name, rule)
 		}
@@ -176,6 +213,18 @@ func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engi
 		override(o.Name, rule)
 	}
 	return t, errs
+}
+
+// overrideLimit returns fallback with limit, where given, replacing its
+// own: a calendar limit's rule, whose window is its unit's.
+func overrideLimit(limit *int64, fallback domain.Rule) (domain.Rule, error) {
+	if limit != nil {
+		if *limit < 1 || *limit > domain.MaxLimit {
+			return fallback, fmt.Errorf("limit %d: want an integer from 1 to %d", *limit, domain.MaxLimit)
+		}
+		fallback.Limit = *limit
+	}
+	return fallback, nil
 }
 
 // overrideRule returns fallback with limit and window, where given,

@@ -36,8 +36,9 @@ import (
 // redisGoroutines are the concurrent callers of BenchmarkRedis.
 var redisGoroutines = []int{1, 64, 512}
 
-// redisTimeout is the per-decision deadline: the gateway's default.
-const redisTimeout = 50 * time.Millisecond
+// redisTimeout is the per-decision deadline: the gateway's default
+// (TOLLGATE_REDIS_TIMEOUT).
+const redisTimeout = 250 * time.Millisecond
 
 func redisAddr(b *testing.B) string {
 	addr := os.Getenv("TOLLGATE_BENCH_REDIS")
@@ -73,27 +74,59 @@ func tollgateRedis(algo string, batching redis.Batching) func(*testing.B, string
 // tollgateLanes is tollgateRedis with lanes concurrent round trips (0:
 // the default).
 func tollgateLanes(algo string, batching redis.Batching, lanes int) func(*testing.B, string, int) decideFunc {
+	return tollgateLimits(algo, batching, lanes, oneLimit)
+}
+
+// limitsFunc builds the limits of tenant t's request on algo.
+type limitsFunc func(t domain.TenantID, algo string) []domain.Limit
+
+// oneLimit is the gateway's default: the one limit without a policy
+// file.
+func oneLimit(t domain.TenantID, algo string) []domain.Limit {
+	return []domain.Limit{{Name: domain.DefaultLimit, Rule: domain.Rule{Limit: limit, Window: window},
+		Key: domain.Key("bench:", t, algo, "", domain.DefaultLimit)}}
+}
+
+// threeLimits is a policy's usual shape: per second, per minute and per
+// hour, decided together in one script.
+func threeLimits(t domain.TenantID, algo string) []domain.Limit {
+	var ls []domain.Limit
+	for i, name := range []string{"per-second", "per-minute", "per-hour"} {
+		w := []time.Duration{time.Second, time.Minute, time.Hour}[i]
+		ls = append(ls, domain.Limit{Name: name, Rule: domain.Rule{Limit: limit * int64(w/time.Second), Window: w},
+			Key: domain.Key("bench:", t, algo, "", name)})
+	}
+	return ls
+}
+
+// paris is the zone of the monthly quota, loaded once as the gateway
+// loads each zone once.
+var paris = func() *time.Location {
+	loc, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		panic(err)
+	}
+	return loc
+}()
+
+// monthly is one calendar quota, a month in Europe/Paris: a fixed window
+// over the period, whatever the algorithm.
+func monthly(t domain.TenantID, _ string) []domain.Limit {
+	return []domain.Limit{{Name: "monthly", Rule: domain.Rule{Limit: 1 << 40, Window: domain.NominalWindow(domain.PeriodMonth)},
+		Calendar: &domain.Calendar{Unit: domain.PeriodMonth, Location: paris},
+		Key:      domain.Key("bench:", t, domain.AlgorithmFixedWindow, "", "monthly")}}
+}
+
+// tollgateLimits is tollgateLanes with each tenant's limits built by
+// limits.
+func tollgateLimits(algo string, batching redis.Batching, lanes int, limits limitsFunc) func(*testing.B, string, int) decideFunc {
 	return func(b *testing.B, addr string, _ int) decideFunc {
-		c, err := redis.OpenForBenchmark("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Lanes: lanes}, batching)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { c.Close() })
-		if err := c.Warm(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		lim, err := redis.New(c, algo, redis.Options{Timeout: redisTimeout})
-		if err != nil {
-			b.Fatal(err)
-		}
-		rule := domain.Rule{Limit: limit, Window: window}
+		lim := openTollgate(b, addr, algo, batching, lanes)
 		reqs := make([]domain.Request, tenants)
 		for i := range reqs {
 			t := domain.TenantID("tenant-" + strconv.Itoa(i))
 			// Counting denials, as the gateway's default limit does.
-			reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, CountDenied: true, Limits: []domain.Limit{{
-				Name: domain.DefaultLimit, Rule: rule, Key: domain.Key("bench:", t, algo, "", domain.DefaultLimit),
-			}}}
+			reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, CountDenied: true, Limits: limits(t, algo)}
 		}
 		return func(ctx context.Context, i int) error {
 			v, err := lim.Allow(ctx, reqs[i])
@@ -103,6 +136,40 @@ func tollgateLanes(algo string, batching redis.Batching, lanes int) func(*testin
 			return err
 		}
 	}
+}
+
+// tollgatePeek is a usage read of each tenant's limits: the script in
+// peek mode, nothing written.
+func tollgatePeek(algo string, limits limitsFunc) func(*testing.B, string, int) decideFunc {
+	return func(b *testing.B, addr string, _ int) decideFunc {
+		lim := openTollgate(b, addr, algo, redis.BatchCoalesce, 0)
+		reqs := make([]domain.Request, tenants)
+		for i := range reqs {
+			t := domain.TenantID("tenant-" + strconv.Itoa(i))
+			reqs[i] = domain.Request{Tenant: t, Route: "default", Limits: limits(t, algo)}
+		}
+		return func(ctx context.Context, i int) error {
+			_, err := lim.Peek(ctx, reqs[i])
+			return err
+		}
+	}
+}
+
+// openTollgate opens tollgate's algo on addr as the gateway does.
+func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lanes int) *redis.Limiter {
+	c, err := redis.OpenForBenchmark("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Lanes: lanes}, batching)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	if err := c.Warm(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	lim, err := redis.New(c, algo, redis.Options{}) // as the gateway: the client times each decision from its send
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lim
 }
 
 // ulule is github.com/ulule/limiter/v3 on its Redis store: fixed window,
@@ -151,6 +218,10 @@ var redisLimiters = []struct {
 	{"tollgate-sliding_log", tollgateRedis(domain.AlgorithmSlidingLog, redis.BatchCoalesce)},
 	{"tollgate-sliding_window", tollgateRedis(domain.AlgorithmSlidingWindow, redis.BatchCoalesce)},
 	{"tollgate-token_bucket", tollgateRedis(domain.AlgorithmTokenBucket, redis.BatchCoalesce)},
+	{"tollgate-fixed_window-3limits", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, threeLimits)},
+	{"tollgate-sliding_window-3limits", tollgateLimits(domain.AlgorithmSlidingWindow, redis.BatchCoalesce, 0, threeLimits)},
+	{"tollgate-calendar_month", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, monthly)},
+	{"tollgate-usage_peek", tollgatePeek(domain.AlgorithmFixedWindow, threeLimits)},
 	{"tollgate-fixed_window-lanes1", tollgateLanes(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 1)},
 	{"tollgate-fixed_window-autopipeline", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchAutoPipeline)},
 	{"tollgate-fixed_window-unbatched", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchNone)},

@@ -94,3 +94,11 @@ func AppendDescriptorKey(dst []byte, prefix, rlsDomain, algorithm string, window
 	dst = append(dst, ':')
 	return append(dst, counter...)
 }
+
+// PeriodKey returns the key of a calendar limit's period that starts at
+// start: base (the limit's [Key] under the fixed window's shape, whatever
+// the algorithm) and the start in Unix seconds, "<base>:p<seconds>". A
+// finished period's key is never read again: the next period has its own.
+func PeriodKey(base string, start time.Time) string {
+	return base + ":p" + strconv.FormatInt(start.Unix(), 10)
+}

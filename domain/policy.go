@@ -32,6 +32,10 @@ type PolicyLimit struct {
 	// Shadow reports whether the limit is in shadow mode: decided and
 	// spent, but its denials do not deny (see [Settle]).
 	Shadow bool
+	// Calendar, when set, makes the limit a calendar quota (see
+	// [Limit.Calendar]): Rule.Limit per period, and Rule.Window is
+	// [NominalWindow] of its unit.
+	Calendar *Calendar
 }
 
 // Route is a set of requests with a cost and limits of their own. A
@@ -73,10 +77,11 @@ func (r *Route) Own(i int) bool { return i >= r.globals }
 // Policy is a validated set of named global limits and routes. It is
 // immutable, and safe for concurrent use by multiple goroutines.
 type Policy struct {
-	limits []PolicyLimit
-	routes []*Route // in matching order: longest match path first, HEAD, another method, none
-	def    *Route
-	names  map[string]PolicyLimit // every limit, global or a route's
+	limits   []PolicyLimit
+	routes   []*Route // in matching order: longest match path first, HEAD, another method, none
+	declared []*Route // the same, in the order NewPolicy was given them
+	def      *Route
+	names    map[string]PolicyLimit // every limit, global or a route's
 	// countsDenied: requests count against their fixed windows even when
 	// denied (see [Policy.CountsDenied]).
 	countsDenied bool
@@ -110,7 +115,8 @@ func (p *Policy) CountsDenied() bool { return p.countsDenied }
 //     every route's), so that each names one budget in the headers, the
 //     metrics and a tenant's overrides; route names are unique, and
 //     "default" is the implicit route's;
-//   - an invalid rule ([Rule.Validate]);
+//   - an invalid rule ([Rule.Validate]); for a calendar limit, an
+//     invalid calendar ([Calendar.Validate]) or limit;
 //   - a route path that is not a normal path ([NormalizePath]) starting
 //     with "/" or that ends with "/" (but "/" itself), or that [MatchPath]
 //     refuses, a method that is not an HTTP token, or two routes with one
@@ -135,8 +141,20 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 			where[l.Name] = pos
 			p.names[l.Name] = l
 		}
-		if err := l.Rule.Validate(); err != nil {
+		if l.Calendar == nil {
+			if err := l.Rule.Validate(); err != nil {
+				bad(at, "%v", err)
+			}
+			return
+		}
+		if err := l.Calendar.Validate(); err != nil {
 			bad(at, "%v", err)
+		}
+		if l.Rule.Limit < 1 || l.Rule.Limit > MaxLimit {
+			bad(at, "%v: limit=%d, want 1 to %d", ErrInvalidRule, l.Rule.Limit, MaxLimit)
+		}
+		if l.Calendar.Unit != 0 && l.Rule.Window != NominalWindow(l.Calendar.Unit) {
+			bad(at, "a calendar limit's window is its unit's nominal %s, not %s", NominalWindow(l.Calendar.Unit), l.Rule.Window)
 		}
 	}
 	for i, l := range limits {
@@ -203,6 +221,7 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		}
 		p.routes = append(p.routes, &route)
 	}
+	p.declared = append([]*Route(nil), p.routes...)
 	p.def = &Route{Name: DefaultRoute, Path: "/", Cost: 1, applied: p.limits, globals: len(p.limits), match: "/"}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -279,6 +298,11 @@ func (p *Policy) Limits() []PolicyLimit { return p.limits }
 func (p *Policy) Routes() []*Route {
 	return append(append(make([]*Route, 0, len(p.routes)+1), p.routes...), p.def)
 }
+
+// Declared returns the policy's routes in the order they were given
+// (the policy file's), without the implicit [DefaultRoute]. The caller
+// must not modify them.
+func (p *Policy) Declared() []*Route { return p.declared }
 
 // Limit returns the limit named name, global or a route's.
 func (p *Policy) Limit(name string) (PolicyLimit, bool) {

@@ -27,6 +27,12 @@ type Limit struct {
 	// of with its first request, as envoyproxy/ratelimit's windows do.
 	// Fixed window only; the other algorithms ignore it.
 	Epoch bool
+	// Calendar, when set, makes the limit a calendar quota: Rule.Limit
+	// per period of the calendar, counted as a fixed window over the
+	// period ([PeriodWindow]) whatever the store's algorithm, on the
+	// store's clock (Redis: its server time). Key is then the base of the
+	// period's key ([PeriodKey]). Rule.Window is [NominalWindow].
+	Calendar *Calendar
 }
 
 // Request is what a limiter decides: one request of Tenant, spending Cost

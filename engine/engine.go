@@ -49,6 +49,10 @@ type Observer interface {
 type Options struct {
 	// Limiter decides: the store under its layers. Required.
 	Limiter ports.Limiter
+	// Usage reads and resets the store's budgets, for [Engine.Usage] and
+	// [Engine.Reset]: the store itself, not its layers; a reset also
+	// makes the layers forget the tenant. May be nil: no usage API.
+	Usage ports.Usage
 	// Algorithm names the store's algorithm: part of the keys
 	// ([domain.Key]).
 	Algorithm string
@@ -235,14 +239,27 @@ func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, sub
 		if route.Own(i) {
 			keyRoute = route.Name
 		}
-		req.Limits[i] = domain.Limit{
-			Name:   l.Name,
-			Rule:   tenant.rule(l),
-			Key:    domain.Key(e.opts.KeyPrefix, subject, e.opts.Algorithm, keyRoute, l.Name),
-			Shadow: l.Shadow,
-		}
+		req.Limits[i] = e.limit(tenant, subject, keyRoute, l)
 	}
 	return req
+}
+
+// limit returns l as tenant's requests carry it: tenant's rule and
+// calendar for it, subject's key, on route when it is the route's own
+// (empty for a global limit).
+func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l domain.PolicyLimit) domain.Limit {
+	algorithm := e.opts.Algorithm
+	cal := tenant.calendar(l)
+	if cal != nil {
+		algorithm = domain.AlgorithmFixedWindow // a calendar quota is a fixed window whatever the algorithm
+	}
+	return domain.Limit{
+		Name:     l.Name,
+		Rule:     tenant.rule(l),
+		Key:      domain.Key(e.opts.KeyPrefix, subject, algorithm, route, l.Name),
+		Shadow:   l.Shadow,
+		Calendar: cal,
+	}
 }
 
 // newRequestBuffers returns room for a request's n limits and for its

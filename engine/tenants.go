@@ -13,6 +13,9 @@ type Tenant struct {
 	// Rules are the tenant's own rules by limit name; nil for most
 	// tenants, who have the policy's.
 	Rules map[string]domain.Rule
+	// Calendars are the tenant's own calendars of calendar limits, by
+	// name (its zone and billing date); nil: the policy's.
+	Calendars map[string]*domain.Calendar
 }
 
 // rule returns t's rule for l: its own, else the policy's.
@@ -21,6 +24,18 @@ func (t Tenant) rule(l domain.PolicyLimit) domain.Rule {
 		return r
 	}
 	return l.Rule
+}
+
+// calendar returns t's calendar for l, a calendar limit: its own, else
+// the policy's; nil for a limit with a window.
+func (t Tenant) calendar(l domain.PolicyLimit) *domain.Calendar {
+	if l.Calendar == nil {
+		return nil
+	}
+	if c, ok := t.Calendars[l.Name]; ok {
+		return c
+	}
+	return l.Calendar
 }
 
 // Directory is a set of tenants by API key: a tenants file, validated.
@@ -37,16 +52,17 @@ func (t Tenant) rule(l domain.PolicyLimit) domain.Rule {
 // let alone the key itself, is what SHA-256's preimage resistance rules
 // out. The key never appears in memory as a map key, either.
 type Directory struct {
-	byKey   map[[sha256.Size]byte]*Tenant
-	tenants int
+	byKey map[[sha256.Size]byte]*Tenant
+	byID  map[domain.TenantID]*Tenant
 }
 
 // NewDirectory returns the directory of tenants, each with its API keys.
 // The caller has validated them: ids unique and valid, keys unique.
 func NewDirectory(tenants []Tenant, keys [][]string) *Directory {
-	d := &Directory{byKey: make(map[[sha256.Size]byte]*Tenant), tenants: len(tenants)}
+	d := &Directory{byKey: make(map[[sha256.Size]byte]*Tenant), byID: make(map[domain.TenantID]*Tenant, len(tenants))}
 	for i := range tenants {
 		t := &tenants[i]
+		d.byID[t.ID] = t
 		for _, k := range keys[i] {
 			d.byKey[sha256.Sum256([]byte(k))] = t
 		}
@@ -55,7 +71,13 @@ func NewDirectory(tenants []Tenant, keys [][]string) *Directory {
 }
 
 // Len returns the number of tenants.
-func (d *Directory) Len() int { return d.tenants }
+func (d *Directory) Len() int { return len(d.byID) }
+
+// ByID returns the tenant whose id is id.
+func (d *Directory) ByID(id domain.TenantID) (*Tenant, bool) {
+	t, ok := d.byID[id]
+	return t, ok
+}
 
 // Lookup returns the tenant whose API key is key. It does not allocate
 // for keys up to 64 bytes.

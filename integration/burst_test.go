@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -200,11 +201,13 @@ func TestBurstUnderCPUHog(t *testing.T) {
 	}
 }
 
-// hog keeps n processes spinning on the host's cores until t ends.
+// hog keeps n processes spinning on the host's cores until t ends, or
+// the test binary dies (they get SIGKILL with their parent).
 func hog(t *testing.T, n int) {
 	t.Helper()
 	for range n {
 		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("hog: %v", err)
 		}

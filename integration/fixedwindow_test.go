@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -189,5 +190,45 @@ func TestRedisFixedWindowWrapsErrors(t *testing.T) {
 	_, err := lim.Allow(t.Context(), one(key, domain.Rule{Limit: 1, Window: time.Minute}))
 	if err == nil || !strings.Contains(err.Error(), "redis: fixed_window "+key) || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Errorf("a decision on a list: err = %v, want redis: fixed_window %s: …WRONGTYPE…", err, key)
+	}
+}
+
+// TestRedisCalendarQuota: a calendar limit on Redis and on a Redis
+// Cluster: its key is the period's ("…:p<start>"), expires within a day
+// of the period's end (a minute after it), its window is the period's
+// real length, and every algorithm counts it as a fixed window.
+func TestRedisCalendarQuota(t *testing.T) {
+	t.Parallel()
+	for _, target := range []struct {
+		name string
+		rdb  goredis.UniversalClient
+	}{{"redis", startRedis(t).Client}, {"cluster", sharedClusterFor(t).Client}} {
+		for _, a := range domain.Algorithms {
+			lim := redisLimiter{algorithm: a.Name}.new(redis.NewClient(target.rdb), redis.Options{Timeout: 5 * time.Second})
+			cal := domain.Calendar{Unit: domain.PeriodMonth, AnchorDay: 31}
+			base := domain.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "monthly")
+			req := domain.Request{Tenant: "acme", Route: "default", Cost: 2, Limits: []domain.Limit{{Name: "monthly",
+				Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+			start, end := cal.Period(time.Now())
+			var last domain.Decision
+			for i, want := range []bool{true, true, false} {
+				v, err := lim.Allow(t.Context(), req)
+				if err != nil {
+					t.Fatalf("%s %s: %v", target.name, a.Name, err)
+				}
+				last = v.Decisions[0]
+				if last.Allowed != want || last.Window != end.Sub(start) {
+					t.Errorf("%s %s request %d: %+v, want allowed=%v in a window of %v", target.name, a.Name, i+1, last, want, end.Sub(start))
+				}
+			}
+			if wait := time.Until(end); last.RetryAfter < wait-5*time.Second || last.RetryAfter > wait+time.Second {
+				t.Errorf("%s %s: RetryAfter %v, want the period's end, %v away", target.name, a.Name, last.RetryAfter, wait)
+			}
+			key := domain.PeriodKey(base, start)
+			ttl := target.rdb.PTTL(t.Context(), key).Val()
+			if n := target.rdb.Get(t.Context(), key).Val(); n != "4" || ttl < time.Until(end) || ttl > time.Until(end)+time.Minute+time.Second {
+				t.Errorf("%s %s: key %s holds %q with TTL %v, want 4 and the period's end plus a minute (%v)", target.name, a.Name, key, n, ttl, time.Until(end))
+			}
+		}
 	}
 }

@@ -46,7 +46,7 @@ func TestReplayMemoryAndRedis(t *testing.T) {
 				}
 				for j := range m.Decisions {
 					md, rd := m.Decisions[j], r.Decisions[j]
-					if md.Allowed != rd.Allowed || md.Remaining != rd.Remaining || md.Limit != rd.Limit || md.Shadow != rd.Shadow ||
+					if md.Allowed != rd.Allowed || md.Remaining != rd.Remaining || md.Limit != rd.Limit || md.Shadow != rd.Shadow || md.Window != rd.Window ||
 						!near(md.ResetAfter, rd.ResetAfter) || !near(md.RetryAfter, rd.RetryAfter) {
 						t.Errorf("step %d (%s), limit %s: memory %+v, redis %+v", i, describe(step), step.Limits[j].Name, md, rd)
 					}
@@ -66,16 +66,20 @@ func describe(req domain.Request) string {
 	return fmt.Sprintf("cost %d, %d limits, count denied %v", req.Cost, len(req.Limits), req.CountDenied)
 }
 
-// replaySteps is the sequence: a tenant with three limits (one in shadow
-// mode) spends costs of 1 to 4 until the small limit denies, then a
-// second tenant counts its denials on one limit.
+// replaySteps is the sequence: a tenant with four limits (one in shadow
+// mode, one a daily calendar quota) spends costs of 1 to 4 until the
+// small limit denies, then a second tenant counts its denials on one
+// limit.
 func replaySteps(prefix, algorithm string) []domain.Request {
 	limit := func(tenant domain.TenantID, name string, n int64, shadow bool) domain.Limit {
 		return domain.Limit{Name: name, Rule: domain.Rule{Limit: n, Window: time.Hour},
 			Key: domain.Key(prefix, tenant, algorithm, "", name), Shadow: shadow}
 	}
 	var steps []domain.Request
-	three := []domain.Limit{limit("a", "small", 7, false), limit("a", "big", 20, false), limit("a", "dry", 5, true)}
+	day := domain.Calendar{Unit: domain.PeriodDay}
+	daily := domain.Limit{Name: "daily", Rule: domain.Rule{Limit: 30, Window: domain.NominalWindow(day.Unit)},
+		Key: domain.Key(prefix, "a", domain.AlgorithmFixedWindow, "", "daily"), Calendar: &day}
+	three := []domain.Limit{limit("a", "small", 7, false), limit("a", "big", 20, false), limit("a", "dry", 5, true), daily}
 	for _, cost := range []int64{1, 2, 1, 3, 4, 1, 2, 1, 1, 3, 1} {
 		steps = append(steps, domain.Request{Tenant: "a", Route: "default", Cost: cost, Limits: three})
 	}

@@ -34,6 +34,7 @@ type Metrics struct {
 	limitDecisions *prometheus.CounterVec   // route, limit, outcome
 	requests       *prometheus.CounterVec   // route, code
 	upstreamTime   *prometheus.HistogramVec // route
+	adminActions   *prometheus.CounterVec   // action: AdminActions
 	routes         sync.Map                 // *domain.Route → *routeMetrics
 
 	rls *rlsMetrics // Envoy's rate limit service
@@ -105,19 +106,26 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	}, []string{"route", "limit", "outcome"})
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_requests_total",
-		Help: "Requests answered on the public listener, by route and status code.",
+		Help: "Requests answered on the public and check listeners, by route and status code.",
 	}, []string{"route", "code"})
 	upstreamTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tollgate_upstream_duration_seconds",
 		Help:    "Time taken by the upstream (or the echo responder) to answer an admitted request, by route.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
+	adminActions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_admin_actions_total",
+		Help: "Calls of the usage API, by action: usage (a read), reset, unauthorized (no or a wrong bearer token).",
+	}, []string{"action"})
+	for _, a := range AdminActions {
+		adminActions.WithLabelValues(a)
+	}
 	rls := newRLSMetrics()
-	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime,
+	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime, adminActions,
 		rls.requests, rls.descriptors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{storeErrors: storeErrors, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
-		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, rls: rls}
+		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
@@ -240,6 +248,17 @@ func (m *Metrics) Request(r *domain.Route, code int) {
 func (m *Metrics) Unrouted(code int) {
 	if m != nil {
 		m.requests.WithLabelValues(domain.DefaultRoute, strconv.Itoa(code)).Inc()
+	}
+}
+
+// AdminActions are the actions tollgate_admin_actions_total counts.
+var AdminActions = []string{"usage", "reset", "unauthorized"}
+
+// AdminAction counts one call of the usage API: action is one of
+// [AdminActions].
+func (m *Metrics) AdminAction(action string) {
+	if m != nil {
+		m.adminActions.WithLabelValues(action).Inc()
 	}
 }
 

@@ -55,6 +55,21 @@ func Chain(l Limiter, layers ...Layer) Limiter {
 	return l
 }
 
+// Usage reads and resets a store's budgets, for the admin API: the
+// store's own state, not the layers around decisions (a store that fails
+// is an error here, never a fail mode).
+//
+// Peek decides req at cost 0 (req.Cost is ignored) without spending,
+// creating a key or changing a TTL: what each limit has left as it
+// stands, in one round trip at most. Reset makes every limit of req
+// start afresh: its state is removed (a calendar limit's current period,
+// and the periods on either side). A limit without state is left as it
+// is: nothing is created. Implementations are safe for concurrent use.
+type Usage interface {
+	Peek(ctx context.Context, req domain.Request) (domain.Verdict, error)
+	Reset(ctx context.Context, req domain.Request) error
+}
+
 // ErrBreakerOpen is what a breaker layer answers, at once, while the
 // store is known to be failing: the fail mode decides, as for a store
 // error, but no store call was made (it is not counted as a failed one).

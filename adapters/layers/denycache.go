@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -19,24 +20,36 @@ const DefaultDenyCacheCapacity = 16384
 // cache. A power of two.
 const denyCacheShards = 16
 
-// DenyCacheOptions configure [DenyCache]. The zero value is ready to use.
+// DefaultDenyCacheMaxAge is how long a deny cache serves one denial at
+// most when [DenyCacheOptions].MaxAge is zero.
+const DefaultDenyCacheMaxAge = time.Second
+
+// DenyCacheOptions configure [NewDenyCache]. The zero value is ready to
+// use.
 type DenyCacheOptions struct {
 	// Capacity bounds the denials held. When the cache is full, a new
 	// denial evicts the one that expires soonest (an expired one first),
 	// so a flood of distinct denied tenants never grows it. Zero means
 	// DefaultDenyCacheCapacity.
 	Capacity int
+	// MaxAge bounds how long one denial is served alone: after it, one
+	// request asks the limiter again (the others keep the denial for
+	// that round trip), and its answer replaces the denial or ends it,
+	// so that what changed the budget elsewhere (a reset on another
+	// replica, a raised limit) is seen within MaxAge and a round trip.
+	// Zero means DefaultDenyCacheMaxAge.
+	MaxAge time.Duration
 	// Now returns the current time. If nil, the process's monotonic clock
 	// is used. Tests inject a fake clock here.
 	Now func() time.Time
 }
 
-// DenyCache returns the layer that remembers denials: when the limiter
-// under it denies a tenant's request on a route (with decisions: a store,
-// memory or local denial, not the closed fail mode's), the tenant's next
-// requests on that route are denied from memory, without a call to the
-// limiter, until the Retry-After that denial gave has passed. It never
-// admits.
+// DenyCache remembers denials: when the limiter under its layer denies a
+// tenant's request on a route (with decisions: a store, memory or local
+// denial, not the closed fail mode's), the tenant's next requests on
+// that route are denied from memory, without a call to the limiter,
+// until the Retry-After that denial gave has passed; every MaxAge one of
+// them asks the limiter again. It never admits.
 //
 // A cached answer is the first denial's decisions with their times
 // counted down, and outcome [domain.OutcomeCachedDenied]. It is served
@@ -49,10 +62,21 @@ type DenyCacheOptions struct {
 // limit that admitted would have counted.
 //
 // The cache is sharded and bounded (see [DenyCacheOptions].Capacity).
-func DenyCache(opts DenyCacheOptions) ports.Layer {
+// It is safe for concurrent use by multiple goroutines.
+type DenyCache struct {
+	nanos  func() int64 // the time since an origin
+	maxAge int64
+	shards [denyCacheShards]denyShard
+}
+
+// NewDenyCache returns an empty deny cache.
+func NewDenyCache(opts DenyCacheOptions) *DenyCache {
 	capacity := opts.Capacity
 	if capacity <= 0 {
 		capacity = DefaultDenyCacheCapacity
+	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultDenyCacheMaxAge
 	}
 	perShard := max(1, (capacity+denyCacheShards-1)/denyCacheShards)
 	now := opts.Now
@@ -60,20 +84,39 @@ func DenyCache(opts DenyCacheOptions) ports.Layer {
 		now = time.Now // with its monotonic reading
 	}
 	origin := now()
-	return func(next ports.Limiter) ports.Limiter {
-		c := &denyCache{next: next, nanos: func() int64 { return int64(now().Sub(origin)) }}
-		for i := range c.shards {
-			c.shards[i] = denyShard{m: make(map[denyKey]*denial), capacity: perShard}
+	c := &DenyCache{nanos: func() int64 { return int64(now().Sub(origin)) }, maxAge: int64(opts.MaxAge)}
+	for i := range c.shards {
+		c.shards[i] = denyShard{m: make(map[denyKey]*denial), capacity: perShard}
+	}
+	return c
+}
+
+// Layer returns the layer that answers from c. It is meant for one
+// chain: two limiters under one cache would share their denials.
+func (c *DenyCache) Layer() ports.Layer {
+	return func(next ports.Limiter) ports.Limiter { return &denyLimiter{c, next} }
+}
+
+// Forget drops every denial of tenant, on every route: its next requests
+// go to the limiter (the usage API's reset).
+func (c *DenyCache) Forget(tenant domain.TenantID) {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for k, d := range sh.m {
+			if k.tenant == tenant {
+				heap.Remove(&sh.byEnd, d.index)
+				delete(sh.m, k)
+			}
 		}
-		return c
+		sh.mu.Unlock()
 	}
 }
 
-// denyCache is the layer [DenyCache] builds.
-type denyCache struct {
-	next   ports.Limiter
-	nanos  func() int64 // the time since an origin
-	shards [denyCacheShards]denyShard
+// denyLimiter is the limiter [DenyCache.Layer] builds.
+type denyLimiter struct {
+	*DenyCache
+	next ports.Limiter
 }
 
 // denyKey is what a denial is remembered by.
@@ -91,7 +134,10 @@ type denial struct {
 	limits    []domain.Limit    // a copy of the denied request's
 	decisions []domain.Decision // as the limiter gave them at at
 	at, until int64             // nanos since the origin: when decided, when it ends
-	index     int
+	fresh     int64             // at + MaxAge: from then on one request asks the limiter again
+	// refreshing is set by the request that asks the limiter again.
+	refreshing atomic.Bool
+	index      int
 }
 
 // denyShard is one locked part of the cache: a map for lookups and a heap
@@ -104,31 +150,41 @@ type denyShard struct {
 }
 
 // Allow implements [ports.Limiter].
-func (c *denyCache) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 	k := denyKey{tenant: req.Tenant, route: req.Route}
 	sh := &c.shards[k.shard()]
 	now := c.nanos()
 	sh.mu.RLock()
 	d := sh.m[k]
 	sh.mu.RUnlock()
+	var stale *denial // a denial this request asks the limiter about again
 	if d != nil && now < d.until && d.matches(req) {
-		return d.verdict(now), nil
+		// Past MaxAge one request asks the limiter again; the others
+		// keep the denial meanwhile (a flood costs the store one call a
+		// second, not one per request in flight).
+		if now < d.fresh || !d.refreshing.CompareAndSwap(false, true) {
+			return d.verdict(now), nil
+		}
+		stale = d
 	}
 	v, err := c.next.Allow(ctx, req)
-	if err != nil || v.Allowed || v.Decisions == nil || (req.CountDenied && countsSome(req, v)) {
+	retry := v.RetryAfter()
+	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 || (req.CountDenied && countsSome(req, v)) {
+		if stale != nil {
+			sh.remove(stale) // the limiter no longer denies (a reset, a raised limit), or could not say
+		}
 		return v, err
 	}
-	if retry := v.RetryAfter(); retry > 0 {
-		sh.put(&denial{
-			key:       k,
-			cost:      req.Cost,
-			costs:     slices.Clone(req.Costs),
-			limits:    append([]domain.Limit(nil), req.Limits...),
-			decisions: append([]domain.Decision(nil), v.Decisions...),
-			at:        now,
-			until:     now + int64(retry),
-		}, now)
-	}
+	sh.put(&denial{
+		key:       k,
+		cost:      req.Cost,
+		costs:     slices.Clone(req.Costs),
+		limits:    append([]domain.Limit(nil), req.Limits...),
+		decisions: append([]domain.Decision(nil), v.Decisions...),
+		at:        now,
+		fresh:     now + c.maxAge,
+		until:     now + int64(retry),
+	}, now)
 	return v, nil
 }
 
@@ -203,6 +259,16 @@ func (s *denyShard) put(d *denial, now int64) {
 	}
 	heap.Push(&s.byEnd, d)
 	s.m[d.key] = d
+}
+
+// remove drops d, unless another denial replaced it meanwhile.
+func (s *denyShard) remove(d *denial) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[d.key] == d {
+		heap.Remove(&s.byEnd, d.index)
+		delete(s.m, d.key)
+	}
 }
 
 // denialHeap orders denials by their end, soonest first

@@ -64,7 +64,7 @@ func TestDenyCacheServesUntilRetryAfter(t *testing.T) {
 	for _, first := range []domain.Outcome{domain.OutcomeDenied, domain.OutcomeLocalDenied} {
 		clk := newFakeClock()
 		store := &scripted{answer: deny(first, 10*time.Second, 40*time.Second)}
-		l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}))
+		l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{MaxAge: time.Hour, Now: clk.Now}).Layer())
 		req := request()
 
 		if v, _ := l.Allow(t.Context(), req); v.Outcome != first || store.calls.Load() != 1 {
@@ -109,7 +109,7 @@ func TestDenyCacheNeverAdmitsNorCachesWhatIsNoDenial(t *testing.T) {
 		},
 	} {
 		store := &scripted{answer: answer}
-		l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}))
+		l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
 		for range 3 {
 			want, wantErr := answer(request())
 			v, err := l.Allow(t.Context(), request())
@@ -127,7 +127,7 @@ func TestDenyCacheKeysByTenantRouteCostAndLimits(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()
 	store := &scripted{answer: deny(domain.OutcomeDenied, time.Minute, time.Minute)}
-	l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}))
+	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
 	base := requestFor("acme", "search")
 	l.Allow(t.Context(), base)
 
@@ -158,6 +158,112 @@ func TestDenyCacheKeysByTenantRouteCostAndLimits(t *testing.T) {
 	}
 }
 
+// TestDenyCacheMaxAge: a denial with a month to wait is served for
+// MaxAge (one second by default), then the limiter is asked again, and
+// its new denial cached afresh.
+func TestDenyCacheMaxAge(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	const month = 30 * 24 * time.Hour
+	store := &scripted{answer: deny(domain.OutcomeDenied, month, month)}
+	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
+	req := request()
+	l.Allow(t.Context(), req)
+	clk.Advance(layers.DefaultDenyCacheMaxAge - time.Millisecond)
+	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != 1 {
+		t.Fatalf("within MaxAge: %v after %d calls, want cached_denied after 1", v.Outcome, store.calls.Load())
+	}
+	if d := mustDecision(t, l, req); d.RetryAfter != month-layers.DefaultDenyCacheMaxAge+time.Millisecond {
+		t.Errorf("cached RetryAfter %v, want the month counted down", d.RetryAfter)
+	}
+	clk.Advance(time.Millisecond)
+	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeDenied || store.calls.Load() != 2 {
+		t.Fatalf("at MaxAge: %v after %d calls, want the limiter's denial after 2", v.Outcome, store.calls.Load())
+	}
+	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != 2 {
+		t.Errorf("after the second denial: %v after %d calls, want cached_denied", v.Outcome, store.calls.Load())
+	}
+}
+
+// TestDenyCacheRefreshesOnce: past MaxAge, one request asks the limiter
+// again while the others are still answered from the denial; when the
+// limiter then admits (a reset elsewhere), the denial is gone for all.
+func TestDenyCacheRefreshesOnce(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	const hour = time.Hour
+	store := &scripted{answer: deny(domain.OutcomeDenied, hour, hour)}
+	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
+	req := request()
+	l.Allow(t.Context(), req)
+	clk.Advance(layers.DefaultDenyCacheMaxAge)
+
+	release := make(chan struct{})
+	store.set(func(r domain.Request) (domain.Verdict, error) {
+		<-release // the refresh's round trip
+		return admit(r)
+	})
+	refreshed := make(chan domain.Verdict)
+	go func() {
+		v, _ := l.Allow(t.Context(), req)
+		refreshed <- v
+	}()
+	for store.calls.Load() != 2 {
+		time.Sleep(time.Millisecond) // until the refresh is with the limiter
+	}
+	for range 20 {
+		if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied {
+			t.Fatalf("during the refresh: %v, want cached_denied", v.Outcome)
+		}
+	}
+	if n := store.calls.Load(); n != 2 {
+		t.Errorf("limiter called %d times during one refresh, want 2 (the first denial, the refresh)", n)
+	}
+	close(release)
+	if v := <-refreshed; !v.Allowed {
+		t.Fatalf("the refresh: %+v, want the limiter's admission", v)
+	}
+	if v, _ := l.Allow(t.Context(), req); !v.Allowed || store.calls.Load() != 3 {
+		t.Errorf("after the limiter admitted: %v after %d calls, want the limiter's admission (the denial gone)", v.Outcome, store.calls.Load())
+	}
+}
+
+// TestDenyCacheForget: Forget drops a tenant's denials on every route,
+// and no other tenant's.
+func TestDenyCacheForget(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	store := &scripted{answer: deny(domain.OutcomeDenied, time.Minute, time.Minute)}
+	cache := layers.NewDenyCache(layers.DenyCacheOptions{MaxAge: time.Hour, Now: clk.Now})
+	l := ports.Chain(store, cache.Layer())
+	reqs := []domain.Request{requestFor("acme", "a"), requestFor("acme", "b"), requestFor("other", "a")}
+	for i := range 40 { // and other tenants around them in the shards' heaps
+		reqs = append(reqs, requestFor(fmt.Sprint("t", i), "a"))
+	}
+	for _, req := range reqs {
+		l.Allow(t.Context(), req)
+	}
+	cache.Forget("acme")
+	for _, req := range reqs {
+		before := store.calls.Load()
+		v, _ := l.Allow(t.Context(), req)
+		asked := store.calls.Load() != before
+		if forgotten := req.Tenant == "acme"; asked != forgotten {
+			t.Errorf("%s on %s after Forget(acme): limiter asked %v, want %v (%v)", req.Tenant, req.Route, asked, forgotten, v.Outcome)
+		}
+	}
+}
+
+// mustDecision returns the one decision of l's verdict on req.
+func mustDecision(t *testing.T, l ports.Limiter, req domain.Request) domain.Decision {
+	t.Helper()
+	v, err := l.Allow(t.Context(), req)
+	if err != nil || len(v.Decisions) != 1 {
+		t.Fatalf("Allow: %+v, %v; want one decision", v, err)
+	}
+	return v.Decisions[0]
+}
+
 // TestDenyCacheIsBounded: a flood of distinct denied tenants keeps at
 // most Capacity denials, and evicts those ending soonest first.
 func TestDenyCacheIsBounded(t *testing.T) {
@@ -165,7 +271,7 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	clk := newFakeClock()
 	store := &scripted{answer: deny(domain.OutcomeDenied, time.Hour, time.Hour)}
 	const capacity = 64
-	l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Capacity: capacity, Now: clk.Now}))
+	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Capacity: capacity, MaxAge: 2 * time.Hour, Now: clk.Now}).Layer())
 	long := requestFor("long", "default")
 	l.Allow(t.Context(), long) // ends in an hour; the flood's end sooner
 	store.set(deny(domain.OutcomeDenied, time.Minute, time.Minute))
@@ -192,7 +298,7 @@ func TestDenyCacheConcurrent(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()
 	store := &scripted{answer: deny(domain.OutcomeDenied, time.Second, time.Second)}
-	l := ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{Capacity: 32, Now: clk.Now}))
+	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Capacity: 32, Now: clk.Now}).Layer())
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -228,7 +334,7 @@ func BenchmarkDenyCache(b *testing.B) {
 				defer store.Close()
 				var l ports.Limiter = store
 				if c.layer {
-					l = ports.Chain(store, layers.DenyCache(layers.DenyCacheOptions{}))
+					l = ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{}).Layer())
 				}
 				for _, r := range reqs { // spend every budget of 1
 					l.Allow(context.Background(), r)

@@ -234,7 +234,7 @@ func TestStackContract(t *testing.T) {
 					b := layers.NewBreaker(layers.BreakerOptions{Probe: upPinger{}})
 					t.Cleanup(func() { b.Close(); store.Close(); local.Close() })
 					return ports.Chain(store,
-						layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now}),
+						layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer(),
 						layers.FailLocal(layers.LocalOptions{Limiter: local}),
 						b.Layer())
 				},

@@ -41,7 +41,10 @@ type Options struct {
 // [ports.ErrStoreFull].
 var ErrFull = fmt.Errorf("memory: %w", ports.ErrStoreFull)
 
-var _ ports.Limiter = (*Limiter)(nil)
+var (
+	_ ports.Limiter = (*Limiter)(nil)
+	_ ports.Usage   = (*Limiter)(nil)
+)
 
 // Limiter is an algorithm in process memory: a [ports.Limiter] for one
 // gateway replica (several replicas need a shared store, or each hands
@@ -63,6 +66,7 @@ type Limiter struct {
 // store is what a Limiter runs: a limiter of one algorithm's state.
 type store interface {
 	ports.Limiter
+	ports.Usage
 	Len() int
 	Close() error
 }
@@ -137,12 +141,23 @@ type limiter[S any, P state[S]] struct {
 	sweeper      *sweeper
 }
 
-// limiterEntry is one key.
+// limiterEntry is one key: the algorithm's state, or a calendar limit's
+// period ([domain.Limit.Calendar]: a fixed window over the period,
+// whatever the algorithm).
 type limiterEntry[S any] struct {
-	mu     sync.Mutex // guards state, idleAt, swept
+	mu     sync.Mutex // guards state, period, idleAt, swept
 	state  S
+	period domain.PeriodWindow
 	idleAt int64 // clock nanos from which state is whole again
 	swept  bool  // removed from the map: Allow retries on a fresh entry
+}
+
+// decide is lim's decision at cost on e, without spending.
+func (*limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
+	if cal := lim.Calendar; cal != nil {
+		return e.period.Decide(now, *cal, lim.Rule.Limit, cost)
+	}
+	return P(&e.state).Decide(now, lim, cost)
 }
 
 func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
@@ -214,12 +229,16 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		// time in the order they are made.
 		now, nanos := l.clock.read()
 		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
-			return P(&entries[i].state).Decide(now, req.Limits[i], cost)
+			return l.decide(entries[i], now, req.Limits[i], cost)
 		})
 		for i := range n {
 			e := entries[i]
 			if c := req.CostOf(i); c > 0 && domain.Spends(req, v, i) {
-				P(&e.state).Spend(now, req.Limits[i], c)
+				if cal := req.Limits[i].Calendar; cal != nil {
+					e.period.Spend(now, *cal, c)
+				} else {
+					P(&e.state).Spend(now, req.Limits[i], c)
+				}
 			}
 			e.idleAt = nanos + int64(max(v.Decisions[i].ResetAfter, v.Decisions[i].RetryAfter))
 		}

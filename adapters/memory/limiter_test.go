@@ -373,3 +373,33 @@ func TestBoundaryBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageHoldsNoKey: the usage contract's keys are counted by the
+// Redis harness; here Len shows that Peek and Reset of a tenant never
+// seen add nothing, and that Reset drops what was held.
+func TestUsageHoldsNoKey(t *testing.T) {
+	t.Parallel()
+	l, err := memory.New(domain.AlgorithmTokenBucket, memory.Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	req := domain.Request{Tenant: "acme", Route: "default", Cost: 1, Limits: []domain.Limit{
+		{Name: "a", Key: "k:{acme}a", Rule: domain.Rule{Limit: 3, Window: time.Minute}},
+		{Name: "b", Key: "k:{acme}b", Rule: domain.Rule{Limit: 3, Window: time.Minute}},
+	}}
+	ctx := context.Background()
+	if _, err := l.Peek(ctx, req); err != nil || l.Len() != 0 {
+		t.Fatalf("Peek of nothing: %v, Len %d, want 0", err, l.Len())
+	}
+	if err := l.Reset(ctx, req); err != nil || l.Len() != 0 {
+		t.Fatalf("Reset of nothing: %v, Len %d, want 0", err, l.Len())
+	}
+	portstest.MustAllow(t, l, req)
+	if l.Len() != 2 {
+		t.Fatalf("Len after a request = %d, want 2", l.Len())
+	}
+	if err := l.Reset(ctx, req); err != nil || l.Len() != 0 {
+		t.Fatalf("Reset: %v, Len %d, want 0", err, l.Len())
+	}
+}

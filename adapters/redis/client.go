@@ -3,13 +3,10 @@ package redis
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // ClientOptions configure [Open]. The zero value is usable: no
@@ -186,95 +183,6 @@ func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 	return newClient(rdb, opts, b, live)
 }
 
-// liveness is when a client last heard from Redis: a byte read on any of
-// its connections, or a round trip back with replies. A decision in
-// flight fails only when Redis has been silent for the timeout (see the
-// coalescer).
-type liveness struct {
-	origin time.Time
-	last   atomic.Int64 // nanos since origin
-}
-
-func newLiveness() *liveness {
-	l := &liveness{origin: time.Now()}
-	return l
-}
-
-func (l *liveness) nanos() int64 { return int64(time.Since(l.origin)) }
-
-// heard records that Redis was heard from now.
-func (l *liveness) heard() { l.last.Store(l.nanos()) }
-
-// dialer returns base with every connection's reads recorded as Redis
-// being heard from.
-func (l *liveness) dialer(base func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := base(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &liveConn{Conn: c, l: l}, nil
-	}
-}
-
-// liveConn is a connection to Redis whose reads tell its liveness.
-type liveConn struct {
-	net.Conn
-	l *liveness
-}
-
-func (c *liveConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.l.heard()
-	}
-	return n, err
-}
-
-// tuning points at the go-redis options [Open] sets for a gateway, in a
-// single node's options or a cluster's (per node).
-type tuning struct {
-	poolSize, minIdleConns    *int
-	readTimeout, writeTimeout *time.Duration
-	dialTimeout               *time.Duration
-	contextTimeout            *bool
-	dialerRetries             *int
-	disableIdentity           *bool
-	maintNotifications        **maintnotifications.Config
-}
-
-// tune applies Open's defaults to t, but for those rawURL's query sets:
-// a setting in the URL wins.
-func tune(rawURL string, opts ClientOptions, t tuning) {
-	set := func(name string, apply func()) {
-		if !queryHas(rawURL, name) {
-			apply()
-		}
-	}
-	set("pool_size", func() { *t.poolSize = opts.poolSize() })
-	set("min_idle_conns", func() { *t.minIdleConns = 0 })
-	if opts.Timeout > 0 {
-		set("read_timeout", func() { *t.readTimeout = hardWait(opts.Timeout) })
-		set("write_timeout", func() { *t.writeTimeout = hardWait(opts.Timeout) })
-		set("dial_timeout", func() { *t.dialTimeout = max(2*opts.Timeout, 100*time.Millisecond) })
-	}
-	if opts.Cluster {
-		set("read_timeout", func() { *t.readTimeout = max(*t.readTimeout, reloadTimeout) })
-		set("write_timeout", func() { *t.writeTimeout = max(*t.writeTimeout, reloadTimeout) })
-	}
-	*t.contextTimeout = true
-	*t.dialerRetries = 1
-	*t.disableIdentity = true
-	*t.maintNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-}
-
-// quietLogs silences go-redis's logger once per process.
-var quietLogs sync.Once
-
-type discardLogger struct{}
-
-func (discardLogger) Printf(context.Context, string, ...any) {}
-
 // NewClient returns a Client over rdb, a go-redis client the caller
 // configured (tests), with the default [ClientOptions]. Close closes rdb.
 // rdb's own retries apply: configure it with MaxRetries -1, as [Open]
@@ -302,6 +210,7 @@ func newClient(rdb goredis.UniversalClient, opts ClientOptions, b Batching, live
 			timeout:    opts.Timeout,
 			hardWait:   hardWait(opts.Timeout),
 			spawnAfter: spawnAfter,
+			connBound:  connBound(rdb, hardWait(opts.Timeout)),
 		})
 	case BatchAutoPipeline:
 		p, ok := rdb.(interface {

@@ -72,6 +72,7 @@ type coalescer struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	once     sync.Once
+	calls    sync.Pool // of *call: getCall, putCall
 }
 
 // coalescerOptions configure a coalescer.
@@ -82,23 +83,8 @@ type coalescerOptions struct {
 	timeout    time.Duration // a decision in flight this long fails unless Redis answered since; 0: the caller's context only
 	hardWait   time.Duration // longest a decision waits to be sent, and then for its reply; 0: the caller's context only
 	spawnAfter time.Duration // a caller waiting this long, every lane busy, opens a lane; 0: never
+	connBound  bool          // the connections' read and write timeouts are at most hardWait: a batch needs no deadline of its own
 }
-
-// call is one queued command and its waiter.
-type call struct {
-	ctx    context.Context
-	cmd    *goredis.Cmd
-	src    string       // the script, for the NOSCRIPT fallback
-	state  atomic.Int32 // callQueued, callSent or callAbandoned
-	sentAt atomic.Int64 // nanos since the coalescer's origin, set before callSent
-	done   chan struct{}
-}
-
-const (
-	callQueued    = iota
-	callSent      // taken into a batch: the flusher completes it
-	callAbandoned // its caller gave up first: the flusher skips it
-)
 
 // queueDepth bounds the callers waiting for a lane; past it a caller
 // waits (within its context and queueWait) for room.
@@ -138,22 +124,19 @@ func newCoalescer(rdb goredis.UniversalClient, live *liveness, opts coalescerOpt
 // the reply is cmd's. It returns by ctx's end at the latest, by the
 // timeout when Redis stops answering, and else within twice hardWait.
 func (c *coalescer) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
-	k := &call{ctx: ctx, cmd: cmd, src: src, done: make(chan struct{}, 1)}
+	k := c.getCall(ctx, cmd, src)
 	queuedAt := c.nanos()
-	var (
-		t     *time.Timer
-		check <-chan time.Time // nil: no timeout, no hardWait
-	)
+	var check <-chan time.Time // nil: no timeout, no hardWait
 	if d := c.firstCheck(); d > 0 {
-		t = time.NewTimer(d)
-		defer t.Stop()
-		check = t.C
+		check = k.arm(d)
 	}
 	select {
 	case c.queue <- k:
 	case <-ctx.Done():
+		c.putCall(k) // never queued
 		return ctx.Err()
 	case <-check:
+		c.putCall(k)
 		return errNotSent // the queue stayed full
 	}
 	// Hand a free lane, if any, to a flusher. (Whoever frees a lane puts
@@ -164,6 +147,7 @@ func (c *coalescer) eval(ctx context.Context, cmd *goredis.Cmd, src string) erro
 	for {
 		select {
 		case <-k.done:
+			c.putCall(k)
 			return cmd.Err()
 		case <-ctx.Done():
 			return c.abandon(k, ctx.Err())
@@ -172,134 +156,12 @@ func (c *coalescer) eval(ctx context.Context, cmd *goredis.Cmd, src string) erro
 			if err != nil {
 				return err
 			}
-			t.Reset(wait)
+			k.timer.Reset(wait)
 		}
 	}
-}
-
-// abandon returns err for k, whose caller gives up: its command is
-// dropped if not sent yet; if it was, the reply may still come (the
-// flusher fills cmd and signals done, which nobody reads), unless it
-// came already, and then the decision stands.
-func (c *coalescer) abandon(k *call, err error) error {
-	select {
-	case <-k.done:
-		// The reply came in time, and the caller woke to both at once
-		// (a busy CPU).
-		return k.cmd.Err()
-	default:
-	}
-	k.state.CompareAndSwap(callQueued, callAbandoned)
-	return err
-}
-
-// firstCheck is when a waiting caller first looks whether it is overdue.
-func (c *coalescer) firstCheck() time.Duration {
-	switch {
-	case c.opts.timeout > 0 && c.opts.hardWait > 0:
-		return min(c.opts.timeout, c.opts.hardWait)
-	case c.opts.timeout > 0:
-		return c.opts.timeout
-	}
-	return c.opts.hardWait
-}
-
-// overdue decides, at a check, whether k's caller gives up: not sent
-// within hardWait (errNotSent); in flight for the timeout while Redis
-// answered nothing since the send (errNoAnswer); in flight for hardWait
-// (errNoAnswer). Otherwise it returns how long until the next check.
-func (c *coalescer) overdue(k *call, queuedAt int64) (time.Duration, error) {
-	now := c.nanos()
-	if k.state.Load() == callQueued {
-		if c.opts.hardWait > 0 && now-queuedAt >= int64(c.opts.hardWait) {
-			if k.state.CompareAndSwap(callQueued, callAbandoned) {
-				return 0, errNotSent
-			}
-		} else {
-			return c.firstCheck(), nil
-		}
-	}
-	sent := k.sentAt.Load()
-	inFlight := time.Duration(now - sent)
-	if c.opts.hardWait > 0 && inFlight >= c.opts.hardWait {
-		return 0, c.abandon(k, errNoAnswer)
-	}
-	if c.opts.timeout > 0 && inFlight >= c.opts.timeout && now-c.live.last.Load() >= int64(c.opts.timeout) {
-		return 0, c.abandon(k, errNoAnswer)
-	}
-	next := c.firstCheck()
-	if c.opts.timeout > 0 && inFlight < c.opts.timeout {
-		next = c.opts.timeout - inFlight
-	}
-	return max(next, time.Millisecond), nil
 }
 
 func (c *coalescer) nanos() int64 { return c.live.nanos() }
-
-// armSpawn arms, unless one is armed, a check spawnAfter from now: if
-// callers are still queued and no lane is free, another lane opens. The
-// check re-arms itself while that holds.
-func (c *coalescer) armSpawn() {
-	if c.opts.spawnAfter <= 0 || c.opts.maxLanes <= c.opts.lanes || !c.spawning.CompareAndSwap(false, true) {
-		return
-	}
-	time.AfterFunc(c.opts.spawnAfter, func() {
-		c.spawning.Store(false)
-		if len(c.queue) == 0 || len(c.free) > 0 {
-			return
-		}
-		if n := c.open.Load(); n < int32(c.opts.maxLanes) && c.open.CompareAndSwap(n, n+1) {
-			c.kick <- struct{}{} // a new lane, to a flusher; at most maxLanes tokens exist: never blocks
-		}
-		c.armSpawn()
-	})
-}
-
-// claim hands a free lane, if there is one, to a flusher.
-func (c *coalescer) claim() {
-	select {
-	case <-c.free:
-		c.kick <- struct{}{} // at most lanes tokens exist: never blocks
-	default:
-	}
-}
-
-// processor is what runs one command: a client, or an AutoPipeliner.
-type processor interface {
-	Process(ctx context.Context, cmd goredis.Cmder) error
-}
-
-// processScript runs cmd, an EVALSHA of the script src, on p, and once
-// more as EVAL of src when Redis has lost the script (NOSCRIPT: it did
-// not run). The reply is cmd's; it returns cmd.Err().
-func processScript(ctx context.Context, p processor, cmd *goredis.Cmd, src string) error {
-	_ = p.Process(ctx, cmd)
-	if isNoScript(cmd.Err()) {
-		retry := evalOf(ctx, cmd, src)
-		_ = p.Process(ctx, retry)
-		adopt(cmd, retry)
-	}
-	return cmd.Err()
-}
-
-// release gives back a lane, then hands one to a flusher if callers are
-// queued: whoever frees a lane looks at the queue after, so a queued
-// caller is never left without one. A lane beyond the base closes when
-// nobody is queued.
-func (c *coalescer) release() {
-	if len(c.queue) == 0 {
-		if n := c.open.Load(); n > int32(c.opts.lanes) && c.open.CompareAndSwap(n, n-1) {
-			if len(c.queue) > 0 {
-				c.armSpawn() // a caller queued as the lane closed
-			}
-			return
-		}
-	}
-	c.free <- struct{}{}
-	if len(c.queue) > 0 {
-		c.claim()
-	}
-}
 
 // flusher sends the queue's batches on the lanes it is handed.
 func (c *coalescer) flusher() {
@@ -332,8 +194,9 @@ func (c *coalescer) flusher() {
 	}
 }
 
-// send runs batch as one pipeline, within hardWait from now (without
-// it, the connection's read and write timeouts bound it). Callers whose
+// send runs batch as one pipeline, within hardWait from now: the
+// connections' own read and write timeouts when they are that short
+// (connBound: Open's), else a deadline of the batch's. Callers whose
 // context ended or who gave up while queued are skipped; each caller
 // returns by its own rules (eval) whatever the pipeline does. A round
 // trip that brings Redis's replies back marks Redis as answering.
@@ -351,12 +214,11 @@ func (c *coalescer) send(batch []*call) {
 		return
 	}
 	ctx := context.Background()
-	if c.opts.hardWait > 0 {
+	if c.opts.hardWait > 0 && !c.opts.connBound {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.hardWait)
 		defer cancel()
 	}
-	defer c.noteAnswer(live)
 	c.pipeline(ctx, live, func(k *call) *goredis.Cmd { return k.cmd })
 
 	// NOSCRIPT: the script did not run; send it again with its source.
@@ -377,6 +239,8 @@ func (c *coalescer) send(batch []*call) {
 			adopt(k.cmd, r)
 		}
 	}
+	c.noteAnswer(live)
+	// Last: once a caller has received done it may reuse its call.
 	for _, k := range live {
 		k.done <- struct{}{}
 	}
@@ -392,12 +256,6 @@ func (c *coalescer) noteAnswer(live []*call) {
 			return
 		}
 	}
-}
-
-// isReply reports whether err is an error reply from Redis.
-func isReply(err error) bool {
-	var rerr goredis.Error
-	return errors.As(err, &rerr)
 }
 
 // pipeline sends cmdOf(k) for every k in one pipeline (one round trip
@@ -421,21 +279,4 @@ func (c *coalescer) close() {
 		close(c.stop)
 		c.wg.Wait()
 	})
-}
-
-// isNoScript reports whether err is Redis's NOSCRIPT: the script cache
-// does not hold the script (SCRIPT FLUSH, a restart, a failover).
-func isNoScript(err error) bool { return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") }
-
-// evalOf returns the EVAL of src with evalsha's keys and arguments.
-func evalOf(ctx context.Context, evalsha *goredis.Cmd, src string) *goredis.Cmd {
-	args := append([]any(nil), evalsha.Args()...)
-	args[0], args[1] = "eval", src
-	return goredis.NewCmd(ctx, args...)
-}
-
-// adopt gives cmd the reply (or error) of retry.
-func adopt(cmd, retry *goredis.Cmd) {
-	cmd.SetErr(retry.Err())
-	cmd.SetVal(retry.Val())
 }

@@ -54,7 +54,7 @@ var specs = map[string]*spec{
 	domain.AlgorithmFixedWindow: {
 		script: newScript(domain.AlgorithmFixedWindow, true), stride: 3, countsDenied: true,
 		args: func(a []any, l domain.Limit) []any {
-			return append(a, l.Rule.Limit, windowMillis(l.Rule.Window), int64(b2i(l.Epoch)))
+			return append(a, l.Rule.Limit, windowMillis(l.Rule.Window), epochArgs[b2i(l.Epoch)])
 		},
 	},
 	domain.AlgorithmSlidingLog: {
@@ -86,12 +86,91 @@ func New(c *Client, algorithm string, opts Options) (*Limiter, error) {
 }
 
 // replyStride is how many values a script replies per limit: ok,
-// remaining, reset and retry in µs.
-const replyStride = 4
+// remaining, reset and retry in µs, and the window in µs (0: the rule's).
+const replyStride = 5
 
-// Allow implements [ports.Limiter] in one round trip, bounded by the
-// per-decision timeout.
+// calendarArgs is how many arguments a calendar limit gives the script:
+// its limit, and the previous, current and next periods' starts and the
+// next one's end (see lua/prelude.lua).
+const calendarArgs = 5
+
+var _ ports.Usage = (*Limiter)(nil)
+
+// Allow implements [ports.Limiter] in one round trip. A calendar limit
+// ([domain.Limit.Calendar]) is counted as a fixed window over its period,
+// whatever the algorithm: the replica computes the period around its
+// clock and the periods on either side, and Redis's clock picks one.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	return l.run(ctx, req, countingArgs[b2i(req.CountDenied && l.spec.countsDenied)+2*b2i(req.CountOver)])
+}
+
+// countingArgs are the scripts' ARGV[3] for a decision, by counting
+// mode: bit 0 counts denied requests, bit 1 an admitted request's every
+// limit.
+var countingArgs = [4]string{"0", "1", "2", "3"}
+
+// epochArgs are the fixed window's third argument: 1 aligned to the
+// epoch, boxed once.
+var epochArgs = [2]any{int64(0), int64(1)}
+
+// costArg is the scripts' ARGV[1]: the request's cost, or with
+// per-limit costs each limit's, comma-separated.
+func costArg(req domain.Request) any {
+	if req.Costs == nil {
+		return req.Cost
+	}
+	b := make([]byte, 0, 4*len(req.Costs))
+	for i, c := range req.Costs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, c, 10)
+	}
+	return string(b)
+}
+
+// Peek implements [ports.Usage]: the script in peek mode, one round trip
+// that decides every limit at cost 0 and writes nothing.
+func (l *Limiter) Peek(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	req.CountDenied = false
+	return l.run(ctx, req, "p")
+}
+
+// Reset implements [ports.Usage]: one DEL of every limit's key (a
+// calendar limit's periods around now), in one round trip: the keys
+// share the tenant's slot.
+func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
+	if l.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
+		defer cancel()
+	} else if l.client.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, hardWait(l.client.timeout))
+		defer cancel()
+	}
+	keys := make([]string, 0, len(req.Limits))
+	now := time.Now()
+	for _, lim := range req.Limits {
+		if lim.Calendar == nil {
+			keys = append(keys, lim.Key)
+			continue
+		}
+		prev, cur, next := periodsAround(*lim.Calendar, now).keys(lim.Key)
+		keys = append(keys, prev, cur, next)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := l.client.rdb.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("redis: reset %q: %w", keys[0], err)
+	}
+	return nil
+}
+
+// run runs the algorithm's script on req in mode (ARGV[3]: "0" to "3",
+// the counting mode, or "p" to peek), within the per-decision timeout.
+func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
@@ -99,19 +178,56 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 	}
 	n := len(req.Limits)
 	sp := l.spec
-	a := sp.script.cmdArgs(n, 3+sp.stride*n)
+	stride, calendars := sp.stride, 0
+	for _, lim := range req.Limits {
+		if lim.Calendar != nil {
+			calendars++
+			stride = max(stride, calendarArgs)
+		}
+	}
+	a := sp.script.cmdArgs(n+2*calendars, 5+stride*n)
 	for _, lim := range req.Limits {
 		a = append(a, lim.Key)
 	}
-	var buf [16]byte
-	flags := buf[:0]
+	var buf2 [2 * 16]byte
+	flags, kinds := buf2[:0:16], buf2[16:16]
+	var buf [4]*periods
+	pers := buf[:0] // of each calendar limit, in order
+	if calendars > 0 {
+		now := time.Now()
+		for i, lim := range req.Limits {
+			if lim.Calendar == nil {
+				continue
+			}
+			p := periodsAround(*lim.Calendar, now)
+			pers = append(pers, p)
+			prev, cur, next := p.keys(lim.Key)
+			a[3+i] = cur
+			a = append(a, prev, next)
+		}
+	}
 	for _, lim := range req.Limits {
 		flags = append(flags, '0'+b2i(lim.Shadow)+2*b2i(lim.Quota))
+		kind := byte('r')
+		if lim.Calendar != nil {
+			kind = 'c'
+		}
+		kinds = append(kinds, kind)
 	}
-	counting := b2i(req.CountDenied && sp.countsDenied) + 2*b2i(req.CountOver)
-	a = append(a, costArg(req), string(flags), countingArgs[counting])
+	a = append(a, costArg(req), string(flags), mode, string(kinds), stride)
+	c := 0
 	for _, lim := range req.Limits {
-		a = sp.args(a, lim)
+		start := len(a)
+		if lim.Calendar != nil {
+			p := pers[c]
+			c++
+			a = append(a, lim.Rule.Limit, p.args[0], p.args[1], p.args[2], p.args[3])
+		} else {
+			a = sp.args(a, lim)
+		}
+		for len(a)-start < stride {
+			a = append(a, 0)
+		}
 	}
 	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
 	if err != nil {
@@ -140,6 +256,7 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 			Remaining:  x[1],
 			ResetAfter: usDur(x[2]),
 			RetryAfter: usDur(x[3]),
+			Window:     usDur(x[4]),
 			Shadow:     lim.Shadow,
 			Quota:      lim.Quota,
 		}
@@ -155,26 +272,6 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 		v.Outcome = domain.OutcomeShadowDenied
 	}
 	return v, nil
-}
-
-// countingArgs are the scripts' ARGV[3], by counting mode: bit 0 counts
-// denied requests, bit 1 an admitted request's every limit.
-var countingArgs = [4]string{"0", "1", "2", "3"}
-
-// costArg is the scripts' ARGV[1]: the request's cost, or with
-// per-limit costs each limit's, comma-separated.
-func costArg(req domain.Request) any {
-	if req.Costs == nil {
-		return req.Cost
-	}
-	b := make([]byte, 0, 4*len(req.Costs))
-	for i, c := range req.Costs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, c, 10)
-	}
-	return string(b)
 }
 
 func b2i(b bool) byte {

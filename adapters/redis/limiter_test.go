@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,11 +78,11 @@ func request(cost int64, rules ...domain.Rule) domain.Request {
 }
 
 // reply is a script's reply: admitted, then per limit ok, remaining,
-// reset and retry in µs.
+// reset and retry in µs (and the window: 0, the rule's).
 func reply(admitted int64, limits ...[4]int64) []any {
 	r := []any{admitted}
 	for _, l := range limits {
-		r = append(r, l[0], l[1], l[2], l[3])
+		r = append(r, l[0], l[1], l[2], l[3], int64(0))
 	}
 	return r
 }
@@ -97,10 +98,10 @@ func TestLimiterArgs(t *testing.T) {
 		algo string
 		want []any
 	}{
-		{"fixed_window", []any{int64(3), "01", "1", int64(10), int64(60e3), int64(0), int64(100), int64(3600e3), int64(0)}},
-		{"sliding_log", []any{int64(3), "01", "0", int64(10), int64(60e6), int64(60e3), int64(100), int64(3600e6), int64(3600e3)}},
-		{"sliding_window", []any{int64(3), "01", "0", int64(10), int64(60e6), int64(100), int64(3600e6)}},
-		{"token_bucket", []any{int64(3), "01", "0", int64(10), int64(6e6), int64(60e6), int64(100), int64(36e6), int64(3600e6)}},
+		{"fixed_window", []any{int64(3), "01", "1", "rr", 3, int64(10), int64(60e3), int64(0), int64(100), int64(3600e3), int64(0)}},
+		{"sliding_log", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(60e6), int64(60e3), int64(100), int64(3600e6), int64(3600e3)}},
+		{"sliding_window", []any{int64(3), "01", "0", "rr", 2, int64(10), int64(60e6), int64(100), int64(3600e6)}},
+		{"token_bucket", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(6e6), int64(60e6), int64(100), int64(36e6), int64(3600e6)}},
 	}
 	for _, tt := range tests {
 		f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0})}
@@ -134,7 +135,7 @@ func TestLimiterArgsEnvoy(t *testing.T) {
 	if _, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	want := []any{"3,0,12", "230", "2", int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(0), int64(10), int64(60e3), int64(0)}
+	want := []any{"3,0,12", "230", "2", "rrr", 3, int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(0), int64(10), int64(60e3), int64(0)}
 	if !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)
 	}
@@ -228,5 +229,37 @@ func TestLimiterWrapsErrors(t *testing.T) {
 		if !f.deadline {
 			t.Errorf("%s: the script ran without the per-decision deadline", a.Name)
 		}
+	}
+}
+
+// TestLimiterCalendarArgs: a calendar limit is sent with its period and
+// the periods on either side (their keys after the limits' own, their
+// bounds as its arguments, padded to one stride), and its reply's window
+// becomes the decision's.
+func TestLimiterCalendarArgs(t *testing.T) {
+	t.Parallel()
+	cal := domain.Calendar{Unit: domain.PeriodDay}
+	daily := domain.Limit{Name: "daily", Rule: domain.Rule{Limit: 1000, Window: domain.NominalWindow(domain.PeriodDay)},
+		Key: "rl:{acme}:daily", Calendar: &cal}
+	req := request(1, domain.Rule{Limit: 10, Window: time.Minute})
+	req.Limits = append(req.Limits, daily)
+	f := &fakeRedis{reply: append(reply(1, [4]int64{1, 9, 60e6, 0}), int64(1), int64(999), int64(3600e6), int64(0), int64(86400e6))}
+	v, err := newLimiter(t, "token_bucket", f, redis.Options{}).Allow(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UTC().Truncate(24 * time.Hour)
+	day := func(n int) string { return domain.PeriodKey(daily.Key, start.AddDate(0, 0, n)) }
+	if want := []string{req.Limits[0].Key, day(0), day(-1), day(1)}; !slices.Equal(f.keys, want) {
+		t.Errorf("keys %q, want %q", f.keys, want)
+	}
+	ms := func(n int) int64 { return start.AddDate(0, 0, n).UnixMilli() }
+	want := []any{int64(1), "00", "0", "rc", 5, int64(10), int64(6e6), int64(60e6), 0, 0,
+		int64(1000), ms(-1), ms(0), ms(1), ms(2)}
+	if !equalArgs(f.args, want) {
+		t.Errorf("args %v, want %v", f.args, want)
+	}
+	if d := v.Decisions[1]; d.Window != 24*time.Hour || d.Remaining != 999 {
+		t.Errorf("the calendar decision %+v, want its period's window, 24h", d)
 	}
 }

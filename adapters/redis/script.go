@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -77,4 +78,45 @@ func allScripts() []*script {
 		out = append(out, sp.script)
 	}
 	return out
+}
+
+// processor is what runs one command: a client, or an AutoPipeliner.
+type processor interface {
+	Process(ctx context.Context, cmd goredis.Cmder) error
+}
+
+// processScript runs cmd, an EVALSHA of the script src, on p, and once
+// more as EVAL of src when Redis has lost the script (NOSCRIPT: it did
+// not run). The reply is cmd's; it returns cmd.Err().
+func processScript(ctx context.Context, p processor, cmd *goredis.Cmd, src string) error {
+	_ = p.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		retry := evalOf(ctx, cmd, src)
+		_ = p.Process(ctx, retry)
+		adopt(cmd, retry)
+	}
+	return cmd.Err()
+}
+
+// isReply reports whether err is an error reply from Redis.
+func isReply(err error) bool {
+	var rerr goredis.Error
+	return errors.As(err, &rerr)
+}
+
+// isNoScript reports whether err is Redis's NOSCRIPT: the script cache
+// does not hold the script (SCRIPT FLUSH, a restart, a failover).
+func isNoScript(err error) bool { return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// evalOf returns the EVAL of src with evalsha's keys and arguments.
+func evalOf(ctx context.Context, evalsha *goredis.Cmd, src string) *goredis.Cmd {
+	args := append([]any(nil), evalsha.Args()...)
+	args[0], args[1] = "eval", src
+	return goredis.NewCmd(ctx, args...)
+}
+
+// adopt gives cmd the reply (or error) of retry.
+func adopt(cmd, retry *goredis.Cmd) {
+	cmd.SetErr(retry.Err())
+	cmd.SetVal(retry.Val())
 }

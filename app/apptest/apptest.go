@@ -18,11 +18,12 @@ import (
 
 // Gateway is a running gateway.
 type Gateway struct {
-	// Public and Admin are the listeners' base URLs, such as
-	// http://127.0.0.1:41234.
-	Public, Admin string
-	// RLS is the address (host:port) of Envoy's rate limit service, or
-	// "off" (TOLLGATE_RLS_ADDR empty).
+	// Public, Check and Admin are the listeners' base URLs, such as
+	// http://127.0.0.1:41234; Public and Check are empty for a listener
+	// that is off (TOLLGATE_LISTEN_ADDR=off; TOLLGATE_CHECK_ADDR unset).
+	Public, Check, Admin string
+	// RLS is the address (host:port) of Envoy's rate limit service, ""
+	// when it is off (TOLLGATE_RLS_ADDR unset).
 	RLS string
 
 	logs *logBuffer
@@ -30,8 +31,9 @@ type Gateway struct {
 	done chan error
 }
 
-// Start runs app.Run with environ plus loopback listeners on free ports,
-// waits until /healthz answers, and stops the gateway when t ends (the
+// Start runs app.Run with environ plus loopback listeners on free ports
+// (pass TOLLGATE_CHECK_ADDR=127.0.0.1:0 for a check listener), waits
+// until /healthz answers, and stops the gateway when t ends (the
 // test fails if Run then returns an error). Values in environ win.
 func Start(t testing.TB, environ ...string) *Gateway {
 	t.Helper()
@@ -50,16 +52,16 @@ func Start(t testing.TB, environ ...string) *Gateway {
 		g.done <- err
 	}()
 
-	addrs := make(chan [3]string, 1)
+	addrs := make(chan [4]string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
 			g.logs.add(line)
-			var m struct{ Msg, Public, Admin, RLS string }
+			var m struct{ Msg, Public, Check, Admin, RLS string }
 			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "tollgate listening" {
-				addrs <- [3]string{m.Public, m.Admin, m.RLS}
+				addrs <- [4]string{m.Public, m.Check, m.Admin, m.RLS}
 			}
 		}
 		io.Copy(io.Discard, pr)
@@ -67,7 +69,10 @@ func Start(t testing.TB, environ ...string) *Gateway {
 
 	select {
 	case a := <-addrs:
-		g.Public, g.Admin, g.RLS = "http://"+a[0], "http://"+a[1], a[2]
+		g.Public, g.Check, g.Admin = baseURL(a[0]), baseURL(a[1]), baseURL(a[2])
+		if a[3] != app.ListenOff {
+			g.RLS = a[3]
+		}
 	case err := <-g.done:
 		cancel()
 		t.Fatalf("apptest: Run returned before listening: %v\nlogs:\n%s", err, g.Logs())
@@ -82,6 +87,15 @@ func Start(t testing.TB, environ ...string) *Gateway {
 	})
 	g.waitHealthy(t)
 	return g
+}
+
+// baseURL returns the base URL of a listener the start-up log names
+// addr, "" for one that is off.
+func baseURL(addr string) string {
+	if addr == "" || addr == app.ListenOff {
+		return ""
+	}
+	return "http://" + addr
 }
 
 // Stop cancels Run's context and returns what Run returned. It is

@@ -33,15 +33,8 @@ if [[ -n ${BASELINE_REV:-} && " $TARGETS " != *" tollgate-baseline "* ]]; then
   TARGETS="$TARGETS tollgate-baseline"
 fi
 
-log() { echo "gateway-bench: $*" >&2; }
-
-# Install a missing tool from Debian's packages: need COMMAND PACKAGE.
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  log "installing $2"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "$2" >/dev/null
-}
+BENCH_NAME=gateway-bench
+source bench/lib.sh
 need wrk wrk
 need nginx nginx-light
 need haproxy haproxy
@@ -64,21 +57,7 @@ PORT[nginx]=$((PORT_BASE + 50)) DENY[nginx]=$((PORT_BASE + 51))
 PORT[haproxy]=$((PORT_BASE + 60)) DENY[haproxy]=$((PORT_BASE + 61))
 declare -A PID DPID # target → pid of the process that serves it, and its flood
 
-DIR=$(mktemp -d /tmp/gateway-bench.XXXXXX)
-chmod 755 "$DIR" # nginx workers run as nobody
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-start() { # start NAME COMMAND...: run in the background, logs in $DIR
-  local name=$1; shift
-  "$@" >"$DIR/$name.log" 2>&1 &
-  PIDS+=($!)
-  LAST_PID=$!
-}
+bench_dir
 wait_http() { # wait_http PORT: until it answers HTTP at all
   for _ in $(seq 100); do
     curl -s -o /dev/null "http://127.0.0.1:$1/" -H 'X-Tenant-ID: warmup' && return 0
@@ -100,24 +79,6 @@ fi
 
 # The upstream: nginx answering a small body, one worker, so that the
 # gateways under test keep most of the CPU.
-# nginx_head NAME WORKERS: what every nginx here starts with: its pid, log
-# and temp paths under $DIR, no access log, long-lived keep-alive. The
-# caller closes the http block.
-nginx_head() {
-  mkdir -p "$DIR/$1"
-  cat <<CONF
-worker_processes $2;
-pid $DIR/$1.pid;
-error_log $DIR/$1.err error;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 10000000;
-  keepalive_timeout 300s;
-  client_body_temp_path $DIR/$1/body; proxy_temp_path $DIR/$1/proxy;
-  fastcgi_temp_path $DIR/$1/fastcgi; uwsgi_temp_path $DIR/$1/uwsgi; scgi_temp_path $DIR/$1/scgi;
-CONF
-}
 cat >"$DIR/upstream.conf" <<CONF
 $(nginx_head upstream 1)
   server {
@@ -130,7 +91,7 @@ $(nginx_head upstream 1)
   }
 }
 CONF
-start upstream nginx -e "$DIR/upstream.err" -p "$DIR" -c "$DIR/upstream.conf" -g 'daemon off;'
+nginx_start upstream
 wait_http "$P_UP"
 
 has() { [[ " $TARGETS " == *" $1 "* ]]; }
@@ -200,7 +161,7 @@ $(nginx_head nginx auto)
   }
 }
 CONF
-  start nginx nginx -e "$DIR/nginx.err" -p "$DIR" -c "$DIR/nginx.conf" -g 'daemon off;'
+  nginx_start nginx
   PID[nginx]=$LAST_PID
 fi
 
@@ -273,17 +234,10 @@ run() {
   local held; held=$(conns "$pid")
   wait "$wpid" || { log "wrk failed on $t $shape"; cat "$DIR/wrk.out" >&2; return 1; }
   local opened=$(($(accepts) - before))
-  local line; line=$(grep '^RESULT' "$DIR/wrk.out")
-  local kv req dur p50 p99 non2xx errs
-  for kv in ${line#RESULT }; do
-    case ${kv%%=*} in
-      requests) req=${kv#*=} ;; duration_us) dur=${kv#*=} ;; p50_us) p50=${kv#*=} ;;
-      p99_us) p99=${kv#*=} ;; non2xx) non2xx=${kv#*=} ;; errors) errs=${kv#*=} ;;
-    esac
-  done
-  printf '%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$t" "$shape" \
-    "$(awk "BEGIN{print $req/($dur/1e6)}")" "$p50" "$p99" "$req" "$non2xx" "$errs" "$held" "$opened" >>"$RAW"
-  log "round $round $t $shape: $(tail -1 "$RAW" | cut -f4) req/s, p99 ${p99} µs, non-2xx $non2xx, upstream conns held $held, opened $opened"
+  wrk_result "$DIR/wrk.out"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$t" "$shape" \
+    "$RPS" "$P50_US" "$P99_US" "$REQS" "$NON2XX" "$ERRORS" "$held" "$opened" >>"$RAW"
+  log "round $round $t $shape: $RPS req/s, p99 ${P99_US} µs, non-2xx $NON2XX, upstream conns held $held, opened $opened"
 }
 
 mkdir -p "$OUT"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -17,6 +16,7 @@ const accessMsg = "access"
 // handlers beneath it. Those handlers run on the request's goroutine, and
 // the access log reads the record after they return, so it needs no lock.
 type requestRecord struct {
+	method  string // the request's, or the one a check describes
 	path    string // escaped and normalised, without the query
 	route   string
 	tenant  domain.TenantID
@@ -38,16 +38,13 @@ func recordFrom(ctx context.Context) *requestRecord {
 const OutcomeUnmetered = "unmetered"
 
 // SetOutcome tells the access log, if any, the tenant a request was
-// metered as, its route, its client address and the decision's outcome
-// (domain.Outcome's names; [OutcomeUnmetered] on a route of cost 0; ""
-// for a request refused before the limiter, such as a 400 for its
-// path). It is a face's one hook into the access log.
-func SetOutcome(ctx context.Context, tenant domain.TenantID, route string, client netip.Addr, outcome string) {
+// metered as, its route and the decision's outcome (domain.Outcome's
+// names; [OutcomeUnmetered] on a route of cost 0; "" for a request
+// refused before the limiter, such as a 400 for its path). It is a
+// face's one hook into the access log.
+func SetOutcome(ctx context.Context, tenant domain.TenantID, route string, outcome string) {
 	if rec := recordFrom(ctx); rec != nil {
 		rec.tenant, rec.route, rec.outcome = tenant, route, outcome
-		if client.IsValid() {
-			rec.client = client.String()
-		}
 	}
 }
 
@@ -58,29 +55,42 @@ func SetLogPath(ctx context.Context, path string) {
 	}
 }
 
+// SetLogRequest tells the access log, if any, the method and normalised
+// path of the request a check describes, which the log shows instead of
+// the check request's own.
+func SetLogRequest(ctx context.Context, method, path string) {
+	if rec := recordFrom(ctx); rec != nil {
+		rec.method, rec.path = method, path
+	}
+}
+
 // AccessLog is middleware that writes one JSON line per request to h,
 // with the flat keys time, method, path (normalised, without the query),
-// route, tenant, client (the client address of contract §10), status,
+// route, tenant, client (the client address of contract §10, as d reads
+// it, on every line: a request refused for its path too), status,
 // outcome and duration_ms. It writes whatever the handler's level
 // (TOLLGATE_LOG_LEVEL does not hide access lines), and never a header:
 // no API key, no Authorization, no query string, which may hold a
 // credential. A face mounts it only when TOLLGATE_ACCESS_LOG is set, so
 // it costs nothing when off.
-func AccessLog(h slog.Handler, now func() time.Time) func(http.Handler) http.Handler {
+func AccessLog(h slog.Handler, now func() time.Time, d Describer) func(http.Handler) http.Handler {
 	if now == nil {
 		now = time.Now
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := now()
-			rec := &requestRecord{path: r.URL.EscapedPath(), route: domain.DefaultRoute}
+			rec := &requestRecord{method: r.Method, path: r.URL.EscapedPath(), route: domain.DefaultRoute}
+			if c := d.ClientAddr(r); c.IsValid() {
+				rec.client = c.String()
+			}
 			sw := &StatusWriter{ResponseWriter: w}
 			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
 			end := now()
 			status := sw.Status()
 			line := slog.NewRecord(end, slog.LevelInfo, accessMsg, 0)
 			line.AddAttrs(
-				slog.String("method", r.Method),
+				slog.String("method", rec.method),
 				slog.String("path", rec.path),
 				slog.String("route", rec.route),
 				slog.String("tenant", string(rec.tenant)),

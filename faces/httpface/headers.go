@@ -92,7 +92,11 @@ func SetRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict,
 	b := stack[:0]
 	for i, d := range v.Decisions { // RateLimit-Policy
 		// A limit name is a-z 0-9 -: a valid sf-string as it is.
-		b = appendItem(b, i, limits[i].Name, ";q=", d.Limit, ";w=", max(domain.CeilSeconds(limits[i].Rule.Window), 1))
+		w := limits[i].Rule.Window
+		if d.Window > 0 {
+			w = d.Window // a calendar period's real length
+		}
+		b = appendItem(b, i, limits[i].Name, ";q=", d.Limit, ";w=", max(domain.CeilSeconds(w), 1))
 	}
 	ends[0] = len(b)
 	for i, d := range v.Decisions { // RateLimit

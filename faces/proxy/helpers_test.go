@@ -1,15 +1,11 @@
 package proxy_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -156,13 +153,13 @@ func metricsOrNil(m *metrics.Metrics) httpface.Metrics {
 // proxyGateway serves the proxy face with NewUpstream to upstream, every
 // request admitted, tenants named by dir's API keys or, if nil, by the
 // X-Gateway-Tenant header. It returns the gateway's URL and its log.
-func proxyGateway(t *testing.T, upstream string, dir *engine.Directory, opts proxy.UpstreamOptions) (string, *syncBuffer) {
+func proxyGateway(t *testing.T, upstream string, dir *engine.Directory, opts proxy.UpstreamOptions) (string, *logtest.Buffer) {
 	t.Helper()
 	target, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	opts.Log = log
 	e := newEngine(allowAll, defaultRule, dir)
@@ -177,45 +174,4 @@ func proxyGateway(t *testing.T, upstream string, dir *engine.Directory, opts pro
 	}))
 	t.Cleanup(gw.Close)
 	return gw.URL, logs
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// logLines returns the JSON log lines of text whose msg is msg, decoded.
-func logLines(t *testing.T, text, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", sc.Text(), err)
-		}
-		if m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// lines returns the log lines whose msg is msg, decoded.
-func (b *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	return logLines(t, b.String(), msg)
 }

@@ -11,17 +11,9 @@ import (
 )
 
 // meter is the proxy's one step that decides: it describes the request
-// to the engine and maps the result to HTTP:
-//
-//   - a route of cost 0, or one without limits: next is called, with no
-//     store work and no rate-limit headers;
-//   - admitted with decisions: next is called, with the rate-limit
-//     headers set (also when a shadow limit would have denied: the
-//     outcome is then shadow_denied);
-//   - denied with decisions: 429, the rate-limit headers and Retry-After;
-//   - admitted without decisions (the fail mode open): next is called
-//     without rate-limit headers;
-//   - denied without decisions (the fail mode closed): 503, Retry-After 1.
+// to the engine and maps the result to HTTP ([httpface.Answer]): what
+// it admits goes to next, with the rate-limit headers when limits
+// decided; a denial is 429, the closed fail mode's 503.
 //
 // The path must be normal ([httpface.Normalize] runs first).
 type meter struct {
@@ -44,30 +36,8 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	r = r.WithContext(withTenant(r.Context(), res.Tenant, d.Client))
-	if !res.Metered {
-		httpface.SetOutcome(r.Context(), res.Tenant, res.Route.Name, d.Client, httpface.OutcomeUnmetered)
-		m.forward(next, w, r, res.Route)
-		return
-	}
-	v := res.Verdict
-	httpface.SetOutcome(r.Context(), res.Tenant, res.Route.Name, d.Client, v.Outcome.String())
-	if v.Decisions == nil {
-		if v.Allowed {
-			m.forward(next, w, r, res.Route)
-			return
-		}
-		httpface.WriteUnavailable(w, r)
-		m.request(res.Route, http.StatusServiceUnavailable)
-		return
-	}
-	now := time.Now()
-	if m.now != nil {
-		now = m.now()
-	}
-	httpface.SetRateLimitHeaders(w.Header(), res.Limits, v, now)
-	if !v.Allowed {
-		httpface.WriteDenied(w, r, http.StatusTooManyRequests, v)
-		m.request(res.Route, http.StatusTooManyRequests)
+	if status, admitted := httpface.Answer(w, r, res, http.StatusTooManyRequests, m.now); !admitted {
+		m.request(res.Route, status)
 		return
 	}
 	m.forward(next, w, r, res.Route)

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -244,7 +245,7 @@ func TestNewPanicsWithoutEngine(t *testing.T) {
 
 func TestServerRecoversFromPanics(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	h := proxy.New(proxy.Options{Engine: newEngine(newFakeStore(), defaultRule, nil), Log: log,
 		Upstream: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("kaboom") })})
@@ -252,7 +253,7 @@ func TestServerRecoversFromPanics(t *testing.T) {
 	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "kaboom") {
 		t.Errorf("panic answered %d %q, want 500 without the panic value", w.Code, w.Body.String())
 	}
-	if got := logLines(t, logs.String(), "handler panic"); len(got) != 1 || got[0]["panic"] != "kaboom" {
+	if got := logtest.Lines(t, logs.String(), "handler panic"); len(got) != 1 || got[0]["panic"] != "kaboom" {
 		t.Errorf("panic log lines = %v, want one with panic=kaboom", got)
 	}
 }

@@ -310,7 +310,7 @@ func TestProxyUpstreamErrors(t *testing.T) {
 				t.Errorf("got %d %q %q, want %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body,
 					tt.status, tt.contentType, tt.body)
 			}
-			lines := logs.lines(t, "proxy error")
+			lines := logs.Lines(t, "proxy error")
 			if len(lines) != 1 || lines[0]["status"] != float64(tt.status) {
 				t.Errorf("log lines %v, want one proxy error with status %d", lines, tt.status)
 			}

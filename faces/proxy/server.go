@@ -6,10 +6,8 @@
 package proxy
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -51,9 +49,9 @@ func New(opts Options) http.Handler {
 	}
 	m := &meter{engine: opts.Engine, describe: opts.Describer, metrics: opts.Metrics, now: opts.Now}
 	r := chi.NewRouter()
-	r.Use(recoverer(opts.Log))
+	r.Use(httpface.Recoverer(opts.Log))
 	if opts.AccessLog {
-		r.Use(httpface.AccessLog(opts.Log.Handler(), nil))
+		r.Use(httpface.AccessLog(opts.Log.Handler(), nil, opts.Describer))
 	}
 	r.Use(refuseH2CUpgrade)
 	r.Use(httpface.Normalize(opts.Metrics))
@@ -78,28 +76,4 @@ func addRoutes(r chi.Router, upstream http.Handler) {
 	r.Handle("/", upstream)
 	r.NotFound(upstream.ServeHTTP)
 	r.MethodNotAllowed(upstream.ServeHTTP)
-}
-
-// recoverer turns a panic in a handler into a 500 and one JSON log line,
-// instead of a dropped connection and a stack trace on stderr.
-// http.ErrAbortHandler is re-panicked: it is how a handler aborts a
-// response on purpose (the reverse proxy does, when a client goes away).
-func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			defer func() {
-				v := recover()
-				if v == nil {
-					return
-				}
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				log.Error("handler panic", "panic", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path,
-					"stack", string(debug.Stack()))
-				httpface.WriteError(w, r, http.StatusInternalServerError, "internal error")
-			}()
-			next.ServeHTTP(w, r)
-		})
-	}
 }

@@ -69,7 +69,7 @@ func TestFailModes(t *testing.T) {
 func TestDenyCache(t *testing.T) {
 	t.Parallel()
 	clk := portstest.NewFakeClock(t0)
-	f := newFaceWith(t, basicYAML, faceOptions{clock: clk, layers: []ports.Layer{layers.DenyCache(layers.DenyCacheOptions{Now: clk.Now})}})
+	f := newFaceWith(t, basicYAML, faceOptions{clock: clk, layers: []ports.Layer{layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer()}})
 	req := rq("test-domain", 0, desc("key3=flood"), desc("key2=flood"))
 	f.ask(t, req)
 	first := f.ask(t, req)

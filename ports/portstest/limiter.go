@@ -99,7 +99,8 @@ func (h LimiterHarness) single(tenant domain.TenantID, rule domain.Rule) domain.
 // and RetryAfter, exactness under concurrency, several limits decided
 // all or nothing, cost, shadow limits (they never deny, and spend only
 // what they admit) and expiring keys. How an algorithm treats a
-// window's edge differs between algorithms; see [BoundaryBurst].
+// window's edge differs between algorithms; see [BoundaryBurst]. A
+// limiter that reads usage ([ports.Usage]) runs that contract too.
 func TestLimiter(t *testing.T, h LimiterHarness) {
 	t.Helper()
 	rule := domain.Rule{Limit: 5, Window: h.Window}
@@ -413,6 +414,15 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 	})
 
 	testEnvoy(t, h)
+
+	t.Run("usage", func(t *testing.T) {
+		l := h.New(t)
+		u, ok := l.(ports.Usage)
+		if !ok {
+			t.Skip("the limiter reads no usage (ports.Usage)")
+		}
+		testUsage(t, h, l, u)
+	})
 
 	t.Run("every key expires within two windows", func(t *testing.T) {
 		if h.TTLs == nil {

@@ -25,14 +25,16 @@ local function read(i, key)
     -- An expiry before the middle of this window is an earlier window's.
     if pttl == -2 or (pttl >= 0 and idiv(now, 1000) + pttl < start / 1000 + w / 2) then
       st.count, st.stale = 0, pttl >= 0
-    elseif pttl == -1 then
+    elseif pttl == -1 and not peek then
       redis.call('PEXPIREAT', key, st.until_ms)
     end
     return st
   end
   if pttl == -1 then
     pttl = w
-    redis.call('PEXPIRE', key, pttl)
+    if not peek then
+      redis.call('PEXPIRE', key, pttl)
+    end
   end
   if pttl < 0 then
     return {count = 0, left = -1}
@@ -73,4 +75,4 @@ local function spend(i, key, st, c)
   end
 end
 
-return run(S, read, decide, spend)
+return run(read, decide, spend)

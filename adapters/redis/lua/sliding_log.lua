@@ -9,8 +9,18 @@ local S = 3
 
 local function read(i, key, c)
   local limit, window = arg(S, i, 1), arg(S, i, 2)
+  local count
+  if peek then
+    -- Read only: the units still in the window, at most the newest limit.
+    count = math.min(redis.call('ZCOUNT', key, '(' .. string.format('%d', now - window), '+inf'), limit)
+    local st = {count = count, newest = 0, free = 0}
+    if count > 0 then
+      st.newest = now - tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    end
+    return st
+  end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
-  local count = redis.call('ZCARD', key)
+  count = redis.call('ZCARD', key)
   if count > limit then
     -- The limit shrank: only the newest limit units count.
     redis.call('ZREMRANGEBYRANK', key, 0, count - limit - 1)
@@ -59,4 +69,4 @@ local function spend(i, key, st, c)
   redis.call('PEXPIRE', key, arg(S, i, 3))
 end
 
-return run(S, read, decide, spend)
+return run(read, decide, spend)

@@ -65,4 +65,4 @@ local function spend(i, key, st, c)
   redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
 end
 
-return run(S, read, decide, spend)
+return run(read, decide, spend)

@@ -35,4 +35,4 @@ local function spend(i, key, st, c, r)
   redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
 end
 
-return run(S, read, decide, spend)
+return run(read, decide, spend)

@@ -19,6 +19,7 @@ import (
 type Watcher struct {
 	dir     string
 	sum     [sha256.Size]byte // of the files last loaded or rejected
+	broken  [sha256.Size]byte // of files rejected once, not reported yet
 	readErr string            // the last read error reported
 }
 
@@ -41,9 +42,11 @@ func NewWatcher(dir string) (*Watcher, *Config, error) {
 // Poll reads the directory again. It returns changed=false when its
 // files are what they were at the last load or rejection; else the new
 // configuration, or the error that rejects it (a [*FileError]: that
-// content is then not reported again until it changes). A file that
-// cannot be read (being swapped) is an error that the next Poll retries,
-// reported once until it changes.
+// content is then not reported again until it changes). Content that is
+// rejected is reported only when a second Poll finds it unchanged: a file
+// written in place may be read half written, and the next Poll reads it
+// whole. A file that cannot be read (being swapped) is an error that the
+// next Poll retries, reported once until it changes.
 func (w *Watcher) Poll() (c *Config, changed bool, err error) {
 	files, err := readDir(w.dir)
 	if err != nil {
@@ -58,8 +61,12 @@ func (w *Watcher) Poll() (c *Config, changed bool, err error) {
 	if sum == w.sum {
 		return nil, false, nil
 	}
-	w.sum = sum
 	c, err = Parse(files)
+	if err != nil && sum != w.broken {
+		w.broken = sum // perhaps half written: reported if it stays so
+		return nil, false, nil
+	}
+	w.sum, w.broken = sum, [sha256.Size]byte{}
 	return c, true, err
 }
 

@@ -23,6 +23,17 @@ func write(t *testing.T, path, data string) {
 	}
 }
 
+// replace writes data at path whole: into a temporary file renamed over
+// it, as editors and deployment tools do (a poll never reads it half
+// written).
+func replace(t *testing.T, path, data string) {
+	t.Helper()
+	write(t, path+".tmp", data)
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // rpu returns the requests per unit of domain's rule for key k, or -1.
 func rpu(c *rlsconf.Config, domain string) int {
 	r, _ := c.Match(domain, []rlsconf.Entry{{Key: "k", Value: "v"}})
@@ -66,6 +77,7 @@ func TestWatcherPoll(t *testing.T) {
 	write(t, filepath.Join(dir, "notes.txt"), "not: [yaml")
 	poll("a dotfile and another name", false, false)
 	write(t, filepath.Join(dir, "c.yaml"), "domain: c\nbogus_key: 1\n")
+	poll("a broken file, seen once (perhaps half written)", false, false)
 	_, _, err = w.Poll()
 	var fe *rlsconf.FileError
 	if !errors.As(err, &fe) || fe.Path != filepath.Join(dir, "c.yaml") || !errors.Is(err, rlsconf.ErrUnknownKey) {
@@ -137,7 +149,7 @@ func TestWatcherRun(t *testing.T) {
 		defer close(done)
 		w.Run(ctx, 10*time.Millisecond, func(c *rlsconf.Config) { applied <- c }, func(err error) { rejected <- err })
 	}()
-	write(t, filepath.Join(dir, "a.yaml"), domainFile("a", 5))
+	replace(t, filepath.Join(dir, "a.yaml"), domainFile("a", 5))
 	select {
 	case c := <-applied:
 		if rpu(c, "a") != 5 {
@@ -146,7 +158,7 @@ func TestWatcherRun(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no change applied within 5 s")
 	}
-	write(t, filepath.Join(dir, "a.yaml"), "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	replace(t, filepath.Join(dir, "a.yaml"), "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	select {
 	case err := <-rejected:
 		if !errors.Is(err, rlsconf.ErrBadUnit) {

@@ -1,0 +1,56 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+// Peek implements [ports.Usage]: each limit decided at cost 0 on its
+// state, or on a fresh one when the store holds none; nothing is created
+// or changed.
+func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verdict, error) {
+	if len(req.Limits) > maxLimits {
+		return domain.Verdict{}, errTooManyLimits
+	}
+	req.Cost, req.CountDenied = 0, false
+	decide := func(i int, _ int64) domain.Decision {
+		lim := req.Limits[i]
+		now, _ := l.clock.read()
+		v, ok := l.keys.Load(lim.Key)
+		if !ok {
+			var fresh limiterEntry[S]
+			return l.decide(&fresh, now, lim, 0)
+		}
+		e := v.(*limiterEntry[S])
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.swept {
+			var fresh limiterEntry[S]
+			return l.decide(&fresh, now, lim, 0)
+		}
+		return l.decide(e, now, lim, 0)
+	}
+	return domain.Settle(req, decide), nil
+}
+
+// Reset implements [ports.Usage]: every limit's key is dropped, so that
+// its next request starts afresh.
+func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
+	for _, lim := range req.Limits {
+		v, ok := l.keys.Load(lim.Key)
+		if !ok {
+			continue
+		}
+		e := v.(*limiterEntry[S])
+		e.mu.Lock()
+		if !e.swept {
+			e.swept = true
+			if l.keys.CompareAndDelete(lim.Key, e) {
+				l.n.Add(-1)
+			}
+		}
+		e.mu.Unlock()
+	}
+	return nil
+}

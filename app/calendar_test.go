@@ -1,0 +1,74 @@
+package app_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/app/apptest"
+)
+
+// TestCalendarQuota: a monthly quota with a billing date, end to end on
+// the memory store: RateLimit-Policy's w is the current period's real
+// length, the denial's Retry-After and X-RateLimit-Reset point at the
+// period's end, and a tenant's own billing date and limit override the
+// policy's.
+func TestCalendarQuota(t *testing.T) {
+	t.Parallel()
+	policy := writeFile(t, "policy.json", `{"limits": [
+	  {"name": "per-second", "limit": 100, "window": "1s"},
+	  {"name": "monthly", "limit": 3, "period": "month", "timezone": "UTC"}]}`)
+	tenants := writeFile(t, "tenants.json", `{"tenants": [
+	  {"id": "acme", "api_keys": ["k-acme"]},
+	  {"id": "globex", "api_keys": ["k-globex"], "limits": [{"name": "monthly", "limit": 2, "anchor_day": 17, "timezone": "America/New_York"}]}]}`)
+	g := apptest.Start(t, "TOLLGATE_POLICY_FILE="+policy, "TOLLGATE_TENANTS_FILE="+tenants, "TOLLGATE_ALGORITHM=token_bucket")
+
+	now := time.Now().UTC()
+	monthStart := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	monthEnd := monthStart.AddDate(0, 1, 0)
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := now.In(ny)
+	billStart := time.Date(local.Year(), local.Month(), 17, 0, 0, 0, 0, ny)
+	if local.Before(billStart) {
+		billStart = billStart.AddDate(0, -1, 0)
+	}
+	billEnd := time.Date(billStart.Year(), billStart.Month()+1, 17, 0, 0, 0, 0, ny)
+
+	for _, tt := range []struct {
+		key        string
+		limit      int
+		start, end time.Time
+	}{
+		{"k-acme", 3, monthStart, monthEnd},
+		{"k-globex", 2, billStart, billEnd},
+	} {
+		wantPolicy := `"per-second";q=100;w=1, "monthly";q=` + strconv.Itoa(tt.limit) + `;w=` + strconv.FormatInt(int64(tt.end.Sub(tt.start)/time.Second), 10)
+		for i := range tt.limit + 1 {
+			resp, _ := get(t, g.Public+"/", "X-API-Key", tt.key)
+			if got := strings.Join(resp.Header.Values("RateLimit-Policy"), ", "); got != wantPolicy {
+				t.Fatalf("%s request %d: RateLimit-Policy %q, want %q (the period's real length)", tt.key, i+1, got, wantPolicy)
+			}
+			if i < tt.limit {
+				if resp.StatusCode != 200 {
+					t.Fatalf("%s request %d: %d, want 200", tt.key, i+1, resp.StatusCode)
+				}
+				continue
+			}
+			if resp.StatusCode != 429 {
+				t.Fatalf("%s over the quota: %d, want 429", tt.key, resp.StatusCode)
+			}
+			retry, _ := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
+			if left := int64(time.Until(tt.end) / time.Second); retry < left-5 || retry > left+5 {
+				t.Errorf("%s: Retry-After %d s, want about %d s (the period's end, %v)", tt.key, retry, left, tt.end)
+			}
+			reset, _ := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64)
+			if reset < tt.end.Unix()-1 || reset > tt.end.Unix()+1 {
+				t.Errorf("%s: X-RateLimit-Reset %d, want the period's end %d", tt.key, reset, tt.end.Unix())
+			}
+		}
+	}
+}

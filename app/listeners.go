@@ -1,0 +1,137 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/check"
+	"github.com/tollgate/tollgate/faces/httpface"
+	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/metrics"
+)
+
+// listener is one of the gateway's listeners: the proxy, the check
+// endpoint, Envoy's rate limit service or the admin listener.
+type listener struct {
+	name string // as the start-up log names it: public, check, rls, admin
+	addr string // the host:port to listen on
+	srv  server
+	ln   net.Listener // set by listenAll
+}
+
+// server is what serves a listener: an *http.Server, or Envoy's rate
+// limit service's gRPC server (rlsServer).
+type server interface {
+	Serve(net.Listener) error
+	// Shutdown stops accepting, lets in-flight calls finish until ctx
+	// ends, then cuts the rest.
+	Shutdown(ctx context.Context) error
+}
+
+// listenerNames are the names of every listener the gateway may run, in
+// the order of the start-up log.
+var listenerNames = []string{"public", "check", "rls", "admin"}
+
+// faceListeners returns the listeners of the faces cfg turns on: the
+// proxy (TOLLGATE_LISTEN_ADDR, unless off) and the check endpoint
+// (TOLLGATE_CHECK_ADDR, when set). Both decide with eng, so they share
+// one store, breaker and deny cache: one budget per tenant.
+func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies, m *metrics.Metrics, log *slog.Logger) []*listener {
+	describer := httpface.Describer{TenantHeader: http.CanonicalHeaderKey(cfg.TenantHeader), Trusted: trusted}
+	var ls []*listener
+	if cfg.ListenAddr != ListenOff {
+		upstream := proxy.Echo()
+		if cfg.UpstreamURL != "" {
+			target, _ := url.Parse(cfg.UpstreamURL) // validated
+			upstream = proxy.NewUpstream(target, proxy.UpstreamOptions{
+				Timeout:     cfg.UpstreamTimeout,
+				Credentials: eng,
+				Trusted:     trusted,
+				Log:         log,
+			})
+		}
+		ls = append(ls, &listener{name: "public", addr: cfg.ListenAddr, srv: newHTTPServer(proxy.New(proxy.Options{
+			Engine:    eng,
+			Upstream:  upstream,
+			Describer: describer,
+			AccessLog: cfg.AccessLog,
+			Log:       log,
+			Metrics:   m,
+		}), log)})
+	}
+	if cfg.CheckAddr != "" {
+		ls = append(ls, &listener{name: "check", addr: cfg.CheckAddr, srv: newHTTPServer(check.New(check.Options{
+			Engine:     eng,
+			Describer:  describer,
+			DenyStatus: cfg.CheckDenyStatus,
+			AccessLog:  cfg.AccessLog,
+			Log:        log,
+			Metrics:    m,
+		}), log)})
+	}
+	return ls
+}
+
+// listenAll listens on the address of every listener of ls, in order.
+// On a failure it closes the listeners it opened and returns the error,
+// naming the listener.
+func listenAll(ls []*listener) error {
+	for i, l := range ls {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			for _, opened := range ls[:i] {
+				opened.ln.Close()
+			}
+			return fmt.Errorf("%s listener: %w", l.name, err)
+		}
+		l.ln = ln
+	}
+	return nil
+}
+
+// serveAll serves every listener of ls, opened by listenAll, in a
+// goroutine of its own; what each Serve returns is sent on the channel,
+// which has room for all.
+func serveAll(ls []*listener) <-chan error {
+	errc := make(chan error, len(ls))
+	for _, l := range ls {
+		go func() { errc <- l.srv.Serve(l.ln) }()
+	}
+	return errc
+}
+
+// shutdownAll closes every listener of ls at once, then lets in-flight
+// requests drain until they are done or ctx ends.
+func shutdownAll(ctx context.Context, ls []*listener) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ls))
+	for i, l := range ls {
+		wg.Go(func() { errs[i] = l.srv.Shutdown(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// listenerAttrs returns the start-up log's attributes for every listener
+// the gateway may run (listenerNames): its bound address, or "off".
+func listenerAttrs(ls []*listener) []any {
+	attrs := make([]any, 0, 2*len(listenerNames))
+	for _, name := range listenerNames {
+		addr := ListenOff
+		for _, l := range ls {
+			if l.name == name {
+				addr = l.ln.Addr().String()
+			}
+		}
+		attrs = append(attrs, name, addr)
+	}
+	return attrs
+}

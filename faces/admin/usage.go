@@ -1,0 +1,246 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/httpface"
+	"github.com/tollgate/tollgate/internal/throttle"
+)
+
+// UsageTimeout bounds one usage call's store work when
+// [UsageOptions].Timeout is zero.
+const UsageTimeout = 5 * time.Second
+
+// UsageOptions configure [WithUsage].
+type UsageOptions struct {
+	// Engine answers: [engine.Engine.Usage] and [engine.Engine.Reset].
+	// Required.
+	Engine *engine.Engine
+	// Token is the bearer token every call must present
+	// (TOLLGATE_ADMIN_TOKEN). Required: without one there is no API.
+	Token string
+	// Timeout bounds each call's store work. Zero means UsageTimeout.
+	Timeout time.Duration
+	// Log gets one line per reset (the audit trail) and at most one a
+	// second about calls refused for their token. May be nil.
+	Log *slog.Logger
+	// Count, if not nil, counts each call by action: usage, reset or
+	// unauthorized (tollgate_admin_actions_total).
+	Count func(action string)
+}
+
+// WithUsage returns admin with the usage API under /v1/tenants/:
+//
+//	GET  /v1/tenants/{id}/usage            every limit that applies to the tenant, as it stands
+//	POST /v1/tenants/{id}/reset[?limit=n]  its budgets (or limit n's) start afresh; the usage after
+//
+// Every call needs Authorization: Bearer <token>, compared in constant
+// time, or gets 401 with WWW-Authenticate: Bearer, before anything about
+// the tenant is looked at. Answers are JSON: the usage ([UsageBody]), or
+// {"error": "..."} with 400 for an invalid id or limit, 404 for a tenant
+// a tenants file does not hold, 503 (Retry-After: 1) when the store
+// fails. Reading never spends, never creates a key and never changes a
+// TTL.
+func WithUsage(admin http.Handler, opts UsageOptions) http.Handler {
+	if opts.Engine == nil || opts.Token == "" {
+		panic("admin: WithUsage needs an engine and a token")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = UsageTimeout
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Count == nil {
+		opts.Count = func(string) {}
+	}
+	u := &usageAPI{opts: opts, token: sha256.Sum256([]byte(opts.Token))}
+	u.refused.Interval = time.Second
+	r := chi.NewRouter()
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(u.authorize)
+		r.Get("/tenants/{id}/usage", u.usage)
+		r.Post("/tenants/{id}/reset", u.reset)
+		r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusNotFound, errorBody{"no such path: see GET /v1/tenants/{id}/usage and POST /v1/tenants/{id}/reset"})
+		})
+		r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{"method not allowed: GET /v1/tenants/{id}/usage, POST /v1/tenants/{id}/reset"})
+		})
+	})
+	r.NotFound(admin.ServeHTTP)
+	r.MethodNotAllowed(admin.ServeHTTP)
+	return r
+}
+
+// usageAPI serves the usage API.
+type usageAPI struct {
+	opts    UsageOptions
+	token   [sha256.Size]byte // of opts.Token: compared digests take the same time whatever is presented
+	refused throttle.Log
+}
+
+// UsageBody is the usage API's answer about one tenant.
+type UsageBody struct {
+	Tenant string      `json:"tenant"`
+	Limits []LimitBody `json:"limits"`
+}
+
+// LimitBody is one limit in a [UsageBody], in the route's cost units.
+type LimitBody struct {
+	// Name is the limit's name; Route the route whose own limit it is,
+	// "" for a global limit.
+	Name  string `json:"name"`
+	Route string `json:"route"`
+	// Algorithm is the algorithm that counts it (fixed_window for a
+	// calendar quota, whatever the store's algorithm).
+	Algorithm string `json:"algorithm"`
+	// Limit is the tenant's budget per window or period.
+	Limit int64 `json:"limit"`
+	// WindowSeconds is the window, or the current period's real length,
+	// in whole seconds (as RateLimit-Policy's w=).
+	WindowSeconds int64 `json:"window_seconds"`
+	// Period and Timezone are a calendar quota's unit (day, week, month,
+	// year) and zone; absent for a window.
+	Period   string `json:"period,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	// Used is what the window or period has spent: Limit − Remaining.
+	Used      int64 `json:"used"`
+	Remaining int64 `json:"remaining"`
+	// ResetSeconds is the time until the budget is whole again, rounded
+	// up (as RateLimit's t=).
+	ResetSeconds int64 `json:"reset_seconds"`
+	// Shadow is true for a limit in shadow mode: it never denies.
+	Shadow bool `json:"shadow"`
+}
+
+// errorBody is every refusal's body.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// authorize answers 401 to a call without the token.
+func (u *usageAPI) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		presented := sha256.Sum256([]byte(httpface.BearerToken(r.Header)))
+		if subtle.ConstantTimeCompare(presented[:], u.token[:]) != 1 {
+			u.opts.Count("unauthorized")
+			u.refused.Do(func(n int64) {
+				u.opts.Log.Warn("usage API: call refused: no or a wrong bearer token",
+					"client", peer(r), "path", r.URL.Path, "refused_since_last_line", n)
+			})
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
+			writeJSON(w, http.StatusUnauthorized, errorBody{"unauthorized: Authorization: Bearer <TOLLGATE_ADMIN_TOKEN> required"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// usage answers GET /v1/tenants/{id}/usage.
+func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
+	u.opts.Count("usage")
+	ctx, cancel := context.WithTimeout(r.Context(), u.opts.Timeout)
+	defer cancel()
+	id := domain.TenantID(chi.URLParam(r, "id"))
+	us, err := u.opts.Engine.Usage(ctx, id)
+	u.answer(w, id, us, err)
+}
+
+// reset answers POST /v1/tenants/{id}/reset[?limit=name].
+func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
+	u.opts.Count("reset")
+	limit := ""
+	if vs, ok := r.URL.Query()["limit"]; ok {
+		if len(vs) != 1 || !domain.ValidName(vs[0]) {
+			writeJSON(w, http.StatusBadRequest, errorBody{"limit: want one limit name of the policy, such as ?limit=per-minute"})
+			return
+		}
+		limit = vs[0]
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), u.opts.Timeout)
+	defer cancel()
+	id := domain.TenantID(chi.URLParam(r, "id"))
+	us, err := u.opts.Engine.Reset(ctx, id, limit)
+	if err == nil {
+		what := limit
+		if what == "" {
+			what = "all"
+		}
+		u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r))
+	}
+	u.answer(w, id, us, err)
+}
+
+// answer writes the usage us of tenant id, or err as its status.
+func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, us []engine.LimitUsage, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, domain.ErrInvalidTenant), errors.Is(err, engine.ErrNoLimit):
+		writeJSON(w, http.StatusBadRequest, errorBody{err.Error()})
+		return
+	case errors.Is(err, engine.ErrNoTenant):
+		writeJSON(w, http.StatusNotFound, errorBody{err.Error()})
+		return
+	default:
+		u.opts.Log.Error("usage API: the store failed", "tenant", string(id), "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{"store unavailable"})
+		return
+	}
+	body := UsageBody{Tenant: string(id), Limits: make([]LimitBody, len(us))}
+	for i, l := range us {
+		window := l.Limit.Rule.Window
+		b := LimitBody{
+			Name:         l.Limit.Name,
+			Route:        l.Route,
+			Algorithm:    l.Algorithm,
+			Limit:        l.Limit.Rule.Limit,
+			Used:         l.Used(),
+			Remaining:    max(l.Decision.Remaining, 0),
+			ResetSeconds: domain.CeilSeconds(l.Decision.ResetAfter),
+			Shadow:       l.Limit.Shadow,
+		}
+		if cal := l.Limit.Calendar; cal != nil {
+			window = l.Decision.Window
+			b.Period = cal.Unit.String()
+			b.Timezone = "UTC"
+			if cal.Location != nil {
+				b.Timezone = cal.Location.String()
+			}
+		}
+		b.WindowSeconds = max(domain.CeilSeconds(window), 1)
+		body.Limits[i] = b
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// writeJSON writes v as the JSON body of a status answer.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// peer is the caller's address, for the log: the connection's, never a
+// header's (the admin listener trusts no proxy).
+func peer(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

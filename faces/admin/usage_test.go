@@ -1,0 +1,256 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/admin"
+)
+
+const token = "s3cret-token-of-32-bytes-0123456"
+
+// fixture is the usage API over an engine on the memory store, with the
+// admin listener's own paths under it.
+type fixture struct {
+	h       http.Handler
+	eng     *engine.Engine
+	store   *memory.Limiter
+	log     *bytes.Buffer
+	mu      sync.Mutex
+	actions map[string]int
+}
+
+func newFixture(t *testing.T, tenants *engine.Directory, usage func(*memory.Limiter) engine.Options) *fixture {
+	t.Helper()
+	month := &domain.Calendar{Unit: domain.PeriodMonth}
+	p, err := domain.NewPolicy(
+		[]domain.PolicyLimit{
+			{Name: "per-minute", Rule: domain.Rule{Limit: 60, Window: time.Minute}},
+			{Name: "monthly", Rule: domain.Rule{Limit: 1000, Window: domain.NominalWindow(domain.PeriodMonth)}, Calendar: month},
+		},
+		[]domain.Route{{Name: "search", Path: "/search", Cost: 2, Limits: []domain.PolicyLimit{
+			{Name: "searches", Rule: domain.Rule{Limit: 10, Window: time.Hour}, Shadow: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := memory.New(domain.AlgorithmTokenBucket, memory.Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	opts := engine.Options{Limiter: store, Usage: store, Algorithm: domain.AlgorithmTokenBucket, KeyPrefix: "rl:"}
+	if usage != nil {
+		opts = usage(store)
+	}
+	f := &fixture{eng: engine.New(&engine.Snapshot{Policy: p, Tenants: tenants}, opts), store: store, log: new(bytes.Buffer), actions: map[string]int{}}
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("admin's own " + r.URL.Path)) })
+	f.h = admin.WithUsage(inner, admin.UsageOptions{
+		Engine: f.eng, Token: token,
+		Log: slog.New(slog.NewJSONHandler(f.log, nil)),
+		Count: func(a string) {
+			f.mu.Lock()
+			f.actions[a]++
+			f.mu.Unlock()
+		},
+	})
+	return f
+}
+
+// call sends method path with auth as the Authorization header.
+func (f *fixture) call(t *testing.T, method, path, auth string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, path, nil)
+	if auth != "" {
+		r.Header.Set("Authorization", auth)
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w
+}
+
+func (f *fixture) spend(t *testing.T, tenant, path string) {
+	t.Helper()
+	if _, err := f.eng.Decide(t.Context(), engine.Described{Method: "GET", Path: path, Credentials: engine.Credentials{Header: tenant, APIKey: "k-" + tenant}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func decode(t *testing.T, w *httptest.ResponseRecorder) admin.UsageBody {
+	t.Helper()
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	var b admin.UsageBody
+	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	return b
+}
+
+func TestUsageNeedsTheToken(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, nil)
+	for _, auth := range []string{"", "Bearer", "Bearer wrong", "Basic " + token, "Bearer " + token + "x", "Bearer " + token[:len(token)-1], token} {
+		for _, call := range [][2]string{{"GET", "/v1/tenants/acme/usage"}, {"POST", "/v1/tenants/acme/reset"}, {"GET", "/v1/nothing"}, {"DELETE", "/v1/tenants/acme/usage"}} {
+			w := f.call(t, call[0], call[1], auth)
+			if w.Code != http.StatusUnauthorized || !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s %s with %q: %d %v, want 401 with WWW-Authenticate: Bearer", call[0], call[1], auth, w.Code, w.Header())
+			}
+		}
+	}
+	if f.actions["unauthorized"] != 28 || f.actions["usage"]+f.actions["reset"] != 0 {
+		t.Errorf("actions counted %v, want 28 unauthorized and nothing else", f.actions)
+	}
+	if strings.Count(f.log.String(), "\n") != 1 || strings.Contains(f.log.String(), token) {
+		t.Errorf("log %q, want one line a second, without the token", f.log)
+	}
+	for _, auth := range []string{"Bearer " + token, "bearer " + token, "BEARER  " + token} {
+		if w := f.call(t, "GET", "/v1/tenants/acme/usage", auth); w.Code != http.StatusOK {
+			t.Errorf("%q: %d %s, want 200", auth, w.Code, w.Body)
+		}
+	}
+	if w := f.call(t, "GET", "/healthz", ""); w.Code != http.StatusOK || w.Body.String() != "admin's own /healthz" {
+		t.Errorf("admin's own path: %d %q, want it served as before, with no token", w.Code, w.Body)
+	}
+}
+
+func TestUsageBody(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, nil)
+	f.spend(t, "acme", "/search")
+	f.spend(t, "acme", "/search")
+	f.spend(t, "acme", "/other")
+	keys := f.store.Len()
+	w := f.call(t, "GET", "/v1/tenants/acme/usage", "Bearer "+token)
+	if w.Code != http.StatusOK || w.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("usage: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	b := decode(t, w)
+	if b.Tenant != "acme" || len(b.Limits) != 3 {
+		t.Fatalf("usage: %+v, want acme's three limits", b)
+	}
+	pm, mo, se := b.Limits[0], b.Limits[1], b.Limits[2]
+	if pm.Name != "per-minute" || pm.Route != "" || pm.Algorithm != "token_bucket" || pm.Limit != 60 || pm.WindowSeconds != 60 ||
+		pm.Used != 5 || pm.Remaining != 55 || pm.ResetSeconds < 1 || pm.ResetSeconds > 60 || pm.Shadow || pm.Period != "" {
+		t.Errorf("per-minute: %+v", pm)
+	}
+	if mo.Name != "monthly" || mo.Algorithm != "fixed_window" || mo.Period != "month" || mo.Timezone != "UTC" || mo.Used != 5 || mo.Remaining != 995 ||
+		mo.WindowSeconds < 28*86400 || mo.WindowSeconds > 31*86400 || mo.ResetSeconds > mo.WindowSeconds {
+		t.Errorf("monthly: %+v", mo)
+	}
+	if se.Name != "searches" || se.Route != "search" || !se.Shadow || se.Used != 4 || se.Remaining != 6 || se.WindowSeconds != 3600 {
+		t.Errorf("searches: %+v", se)
+	}
+	for _, field := range []string{`"name"`, `"route"`, `"algorithm"`, `"limit"`, `"window_seconds"`, `"used"`, `"remaining"`, `"reset_seconds"`, `"shadow"`} {
+		if !strings.Contains(w.Body.String(), field) {
+			t.Errorf("body lacks %s: %s", field, w.Body)
+		}
+	}
+	if f.store.Len() != keys {
+		t.Errorf("usage changed the store's keys: %d, was %d", f.store.Len(), keys)
+	}
+	if w := f.call(t, "GET", "/v1/tenants/nobody/usage", "Bearer "+token); w.Code != http.StatusOK || decode(t, w).Limits[0].Used != 0 {
+		t.Errorf("a tenant never seen: %d %s, want 200 with nothing used", w.Code, w.Body)
+	}
+	if f.store.Len() != keys {
+		t.Errorf("usage of a tenant never seen created keys: %d, was %d", f.store.Len(), keys)
+	}
+}
+
+func TestUsageReset(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, nil)
+	f.spend(t, "acme", "/search")
+	w := f.call(t, "POST", "/v1/tenants/acme/reset?limit=monthly", "Bearer "+token)
+	b := decode(t, w)
+	if w.Code != http.StatusOK || b.Limits[0].Used != 2 || b.Limits[1].Used != 0 || b.Limits[2].Used != 2 {
+		t.Errorf("reset of monthly: %d %+v, want monthly alone whole", w.Code, b)
+	}
+	w = f.call(t, "POST", "/v1/tenants/acme/reset", "Bearer "+token)
+	if b := decode(t, w); w.Code != http.StatusOK || b.Limits[0].Used+b.Limits[1].Used+b.Limits[2].Used != 0 {
+		t.Errorf("reset of all: %d %+v, want every limit whole", w.Code, b)
+	}
+	log := f.log.String()
+	if !strings.Contains(log, `"msg":"usage API: reset","tenant":"acme","limit":"monthly","client":"192.0.2.1"`) ||
+		!strings.Contains(log, `"limit":"all"`) {
+		t.Errorf("audit log %q, want a line per reset with tenant, limit and client", log)
+	}
+	if f.actions["reset"] != 2 {
+		t.Errorf("actions %v, want 2 resets", f.actions)
+	}
+	if w := f.call(t, "GET", "/v1/tenants/acme/reset", "Bearer "+token); w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("GET of reset: %d, want 405", w.Code)
+	}
+}
+
+func TestUsageBadRequests(t *testing.T) {
+	t.Parallel()
+	dir := engine.NewDirectory([]engine.Tenant{{ID: "acme"}}, [][]string{{"k-acme"}})
+	f := newFixture(t, dir, nil)
+	for _, tt := range []struct {
+		method, path string
+		code         int
+	}{
+		{"GET", "/v1/tenants/acme/usage", 200},
+		{"GET", "/v1/tenants/unknown/usage", 200},
+		{"GET", "/v1/tenants/globex/usage", 404},
+		{"POST", "/v1/tenants/globex/reset", 404},
+		{"GET", "/v1/tenants/a%20b/usage", 400},
+		{"GET", "/v1/tenants/a%2Fb/usage", 400},
+		{"GET", "/v1/tenants/" + strings.Repeat("a", 200) + "/usage", 400},
+		{"POST", "/v1/tenants/acme/reset?limit=nope", 400},
+		{"POST", "/v1/tenants/acme/reset?limit=", 400},
+		{"POST", "/v1/tenants/acme/reset?limit=monthly&limit=per-minute", 400},
+		{"POST", "/v1/tenants/acme/reset?limit=Bad_Name", 400},
+		{"GET", "/v1/tenants/acme", 404},
+		{"GET", "/v1/", 404},
+	} {
+		w := f.call(t, tt.method, tt.path, "Bearer "+token)
+		if w.Code != tt.code {
+			t.Errorf("%s %s: %d %s, want %d", tt.method, tt.path, w.Code, w.Body, tt.code)
+		}
+		var e struct{ Error string }
+		if tt.code != 200 && (json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error == "") {
+			t.Errorf("%s %s: body %q, want a JSON error", tt.method, tt.path, w.Body)
+		}
+	}
+	if f.store.Len() != 0 {
+		t.Errorf("bad requests created %d keys", f.store.Len())
+	}
+}
+
+// failing is a store whose usage calls fail.
+type failing struct{ *memory.Limiter }
+
+func (failing) Peek(context.Context, domain.Request) (domain.Verdict, error) {
+	return domain.Verdict{}, errors.New("connection refused")
+}
+func (failing) Reset(context.Context, domain.Request) error { return errors.New("connection refused") }
+
+func TestUsageStoreFails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, func(m *memory.Limiter) engine.Options {
+		return engine.Options{Limiter: m, Usage: failing{m}}
+	})
+	for _, call := range [][2]string{{"GET", "/v1/tenants/acme/usage"}, {"POST", "/v1/tenants/acme/reset"}} {
+		w := f.call(t, call[0], call[1], "Bearer "+token)
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+			t.Errorf("%s %s on a failing store: %d %v, want 503 with Retry-After: 1", call[0], call[1], w.Code, w.Header())
+		}
+	}
+	if strings.Contains(f.log.String(), "usage API: reset") {
+		t.Errorf("a failed reset was logged as done: %s", f.log)
+	}
+}

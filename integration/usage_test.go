@@ -1,0 +1,231 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/admin"
+)
+
+const usageToken = "usage-token-0123456789abcdef"
+
+// usagePolicy writes a policy of a per-minute limit, a monthly quota
+// and a route with a limit of its own.
+func usagePolicy(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "policy.json")
+	err := os.WriteFile(p, []byte(`{"limits": [
+	  {"name": "per-minute", "limit": 1000, "window": "1m"},
+	  {"name": "monthly", "limit": 3, "period": "month", "timezone": "Europe/Paris"}],
+	 "routes": [{"name": "search", "path": "/search", "limits": [{"name": "searches", "limit": 50, "window": "1h"}]}]}`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// adminCall sends method path to g's admin listener with the usage
+// token and decodes the usage it answers.
+func adminCall(t *testing.T, g *apptest.Gateway, method, path string) (int, admin.UsageBody) {
+	t.Helper()
+	req, err := http.NewRequest(method, g.Admin+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+usageToken)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var b admin.UsageBody
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+	return resp.StatusCode, b
+}
+
+func TestRedisUsageAPI(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	usageAPI(t, srv.Client, srv.URL)
+}
+
+func TestClusterUsageAPI(t *testing.T) {
+	t.Parallel()
+	c := sharedClusterFor(t)
+	usageAPI(t, c.Client, c.Seed, "TOLLGATE_REDIS_MODE=cluster")
+}
+
+// usageAPI: on a shared store, a usage read is one store command on the
+// tenant's master, creates no key and leaves every TTL as it was; a
+// reset on one replica reaches the other's deny cache within a second.
+func usageAPI(t *testing.T, rdb goredis.UniversalClient, url string, environ ...string) {
+	prefix := uniquePrefix(t)
+	env := append([]string{"TOLLGATE_KEY_PREFIX=" + prefix, "TOLLGATE_POLICY_FILE=" + usagePolicy(t),
+		"TOLLGATE_ADMIN_TOKEN=" + usageToken, "TOLLGATE_ALGORITHM=sliding_log"}, environ...)
+	a, b := startReplica(t, url, env...), startReplica(t, url, env...)
+	ctx := context.Background()
+
+	// Reading a tenant never seen: nothing used, no key written.
+	if code, u := adminCall(t, a, "GET", "/v1/tenants/fresh/usage"); code != 200 || len(u.Limits) != 3 || u.Limits[0].Used+u.Limits[1].Used+u.Limits[2].Used != 0 {
+		t.Fatalf("usage of a tenant never seen: %d %+v", code, u)
+	}
+	if keys := scanKeys(t, rdb, prefix+"{fresh}*"); len(keys) != 0 {
+		t.Errorf("reading a tenant never seen wrote keys %v", keys)
+	}
+
+	// acme spends its monthly quota through b, which then caches denials.
+	for range 3 {
+		if code, _ := get(t, b, "acme"); code != 200 {
+			t.Fatalf("acme within its quota: %d", code)
+		}
+	}
+	for range 3 {
+		if code, _ := get(t, b, "acme"); code != 429 {
+			t.Fatalf("acme over its quota: %d, want 429", code)
+		}
+	}
+	if cached := metric(t, b, `tollgate_decisions_total{algorithm="sliding_log",outcome="cached_denied"}`); cached < 1 {
+		t.Fatalf("b cached no denial of acme (%v): the reset below would prove nothing", cached)
+	}
+
+	// One read is one command, and moves no TTL.
+	keys := scanKeys(t, rdb, prefix+"{acme}*")
+	ttls := map[string]time.Duration{}
+	for _, k := range keys {
+		ttls[k] = rdb.PTTL(ctx, k).Val()
+	}
+	resetStats(t, rdb)
+	code, u := adminCall(t, a, "GET", "/v1/tenants/acme/usage")
+	calls := commandCalls(t, rdb)
+	if code != 200 || u.Limits[0].Used != 3 || u.Limits[1].Name != "monthly" || u.Limits[1].Used != 3 || u.Limits[1].Timezone != "Europe/Paris" {
+		t.Errorf("acme's usage: %d %+v, want 3 used of per-minute and monthly", code, u)
+	}
+	if n := calls["evalsha"] + calls["eval"]; n != 1 {
+		t.Errorf("one usage read ran %v, want one script call", calls)
+	}
+	for _, w := range []string{"set", "del", "incr", "incrby", "pexpire", "expire", "pexpireat", "zadd", "zremrangebyscore", "zremrangebyrank", "hset", "hincrby"} {
+		if calls[w] != 0 {
+			t.Errorf("a usage read wrote: %v", calls)
+		}
+	}
+	for _, k := range keys {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl > ttls[k] || ttl <= 0 {
+			t.Errorf("key %s: TTL %v after the read, was %v", k, ttl, ttls[k])
+		}
+	}
+	if after := scanKeys(t, rdb, prefix+"{acme}*"); len(after) != len(keys) {
+		t.Errorf("keys after the read %v, before %v", after, keys)
+	}
+
+	// A reset on a: b admits acme again within a second.
+	code, u = adminCall(t, a, "POST", "/v1/tenants/acme/reset?limit=monthly")
+	reset := time.Now()
+	if code != 200 || u.Limits[1].Used != 0 || u.Limits[0].Used != 3 {
+		t.Fatalf("reset of monthly: %d %+v, want monthly whole and per-minute as it was", code, u)
+	}
+	// a announces the reset and b forgets at once; had b not heard it, a
+	// request sent a second on is still decided afresh (the cache's own
+	// bound). (Each 429 meanwhile is b's cache: the store's budget is
+	// whole.)
+	admitted := time.Duration(-1)
+	for time.Since(reset) < time.Second {
+		if code, _ := get(t, b, "acme"); code == 200 {
+			admitted = time.Since(reset)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if admitted < 0 {
+		if code, _ := get(t, b, "acme"); code != 200 {
+			t.Fatalf("b still denies acme (%d) a second after the reset on a, want it decided afresh", code)
+		}
+		admitted = time.Since(reset)
+	}
+	t.Logf("b admitted acme %v after the reset on a", admitted)
+	if code, u := adminCall(t, b, "GET", "/v1/tenants/acme/usage"); code != 200 || u.Limits[1].Used != 1 {
+		t.Errorf("acme's usage on b after one request: %d %+v, want monthly used 1", code, u)
+	}
+}
+
+func TestRedisResetsReachEveryReplica(t *testing.T) {
+	t.Parallel()
+	resetsReachEveryReplica(t, startRedis(t).Client)
+}
+
+func TestClusterResetsReachEveryReplica(t *testing.T) {
+	t.Parallel()
+	resetsReachEveryReplica(t, sharedClusterFor(t).Client)
+}
+
+// resetsReachEveryReplica: a reset announced through one client is
+// heard by every client listening under the prefix, on a cluster
+// whichever node each subscribed to; a message that is no tenant id is
+// ignored; Close is idempotent and ends the calls.
+func resetsReachEveryReplica(t *testing.T, rdb goredis.UniversalClient) {
+	prefix := uniquePrefix(t)
+	heard := make(chan domain.TenantID, 16)
+	var listeners []*redis.Resets
+	for range 3 {
+		l := redis.ListenResets(redis.NewClient(rdb), prefix, func(id domain.TenantID) { heard <- id })
+		listeners = append(listeners, l)
+		defer l.Close()
+	}
+	ctx := context.Background()
+	// A subscription is made in the background: announce until all three
+	// listen (PUBLISH answers how many clients received it).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := rdb.Publish(ctx, listeners[0].Channel(), "not a tenant id!").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 listeners subscribed after 5 s", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := listeners[1].Announce(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		select {
+		case id := <-heard:
+			if id != "acme" {
+				t.Fatalf("heard %q, want acme (and never the invalid messages)", id)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a listener did not hear the reset within 5 s")
+		}
+	}
+	for _, l := range listeners {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		l.Close()
+	}
+	if err := listeners[0].Announce(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-heard:
+		t.Errorf("heard %q after Close", id)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
