@@ -194,7 +194,7 @@ func TestRedisFixedWindowWrapsErrors(t *testing.T) {
 }
 
 // TestRedisCalendarQuota: a calendar limit on Redis and on a Redis
-// Cluster: its key is the period's ("…:p<start>"), expires within a day
+// Cluster: its key is the period's ("…@<start>"), expires within a day
 // of the period's end (a minute after it), its window is the period's
 // real length, and every algorithm counts it as a fixed window.
 func TestRedisCalendarQuota(t *testing.T) {
