@@ -160,6 +160,8 @@ func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engi
 	if e.Limit != nil || e.Window != nil {
 		if def, ok := policy.Limit(domain.DefaultLimit); !ok {
 			errs = append(errs, fmt.Errorf("limit and window override the limit %q, which the policy file does not have: name a limit in \"limits\"", domain.DefaultLimit))
+		} else if def.Calendar != nil && e.Window != nil {
+			errs = append(errs, fmt.Errorf("window: the limit %q is a calendar limit: it has a period, not a window", domain.DefaultLimit))
 		} else if rule, err := overrideRule(e.Limit, e.Window, def.Rule); err != nil {
 			errs = append(errs, err)
 		} else if err := policy.CheckOverride(domain.DefaultLimit, rule); err != nil {

@@ -97,8 +97,9 @@ func AppendDescriptorKey(dst []byte, prefix, rlsDomain, algorithm string, window
 
 // PeriodKey returns the key of a calendar limit's period that starts at
 // start: base (the limit's [Key] under the fixed window's shape, whatever
-// the algorithm) and the start in Unix seconds, "<base>:p<seconds>". A
-// finished period's key is never read again: the next period has its own.
+// the algorithm) and the start in Unix seconds, "<base>@<seconds>". No
+// name holds '@', so no other limit's key is a period's. A finished
+// period's key is never read again: the next period has its own.
 func PeriodKey(base string, start time.Time) string {
-	return base + ":p" + strconv.FormatInt(start.Unix(), 10)
+	return base + "@" + strconv.FormatInt(start.Unix(), 10)
 }

@@ -96,6 +96,7 @@ type announcer struct {
 	mu        sync.Mutex
 	alive     map[string]bool
 	forged    map[string]int64 // members written by someone else, with their expiry
+	expires   map[string]int64 // each announcing member's expiry, set when it announces
 	down      bool
 	err       error // returned by every Announce when set
 	announces int
@@ -112,10 +113,13 @@ func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) ([
 	}
 	a.announces++
 	a.alive[id] = true
-	now := time.Now().UnixMilli()
+	if a.expires == nil {
+		a.expires = map[string]int64{}
+	}
+	a.expires[id] = time.Now().UnixMilli() + ttl.Milliseconds() // each member's own, as the store keeps it
 	var out []ports.Announcement
 	for m := range a.alive {
-		out = append(out, ports.Announcement{ID: m, Expires: now + ttl.Milliseconds()})
+		out = append(out, ports.Announcement{ID: m, Expires: a.expires[m]})
 	}
 	for m, exp := range a.forged {
 		out = append(out, ports.Announcement{ID: m, Expires: exp})
@@ -255,6 +259,28 @@ func (upPinger) Ping(context.Context) error { return nil }
 // or forged) never count, so adding members cannot shrink every
 // replica's local budget; a key of another type is reported once, not
 // every interval, and the count keeps its last good value.
+// TestReplicaCountLateReplica: a replica that announces at half the
+// pace (so that another announces twice between two of its own) counts
+// all along, once seen renewing.
+func TestReplicaCountLateReplica(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := &announcer{alive: map[string]bool{}}
+		ra := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "a"})
+		defer ra.Close()
+		rb := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "b", Interval: 2 * layers.DefaultAnnounceInterval, TTL: 5 * layers.DefaultAnnounceInterval})
+		defer rb.Close()
+		time.Sleep(5 * layers.DefaultAnnounceInterval)
+		for i := range 20 {
+			time.Sleep(layers.DefaultAnnounceInterval / 2)
+			synctest.Wait()
+			if ra.N() != 2 {
+				t.Fatalf("step %d: N = %d with b renewing every other interval, want 2", i, ra.N())
+			}
+		}
+	})
+}
+
 func TestReplicaCountBelievesOnlyRenewals(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -81,11 +81,11 @@ func newPeriods(cal domain.Calendar, now time.Time) *periods {
 // whose key is base (domain.PeriodKey), in one allocation.
 func (p *periods) keys(base string) (prev, cur, next string) {
 	var sb strings.Builder
-	sb.Grow(3*(len(base)+2) + len(p.starts[0]) + len(p.starts[1]) + len(p.starts[2]))
+	sb.Grow(3*(len(base)+1) + len(p.starts[0]) + len(p.starts[1]) + len(p.starts[2]))
 	var ends [3]int
 	for i, s := range p.starts {
 		sb.WriteString(base)
-		sb.WriteString(":p")
+		sb.WriteByte('@')
 		sb.WriteString(s)
 		ends[i] = sb.Len()
 	}

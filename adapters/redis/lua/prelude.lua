@@ -80,7 +80,7 @@ end
 -- periods on either side; Redis's clock picks one, so every replica
 -- counts in the same period at a boundary. The key carries the period's
 -- start and expires a minute after its end: a finished period is never
--- read again.
+-- read again. (PEXPIREAT … NX: Redis 7, Valkey 7.2.)
 local cal_read, cal_decide, cal_spend
 do
   local now_ms = math.floor(now / 1000)
@@ -122,9 +122,9 @@ do
       return
     end
     redis.call('INCRBY', st.key, c)
-    if st.count == 0 then
-      redis.call('PEXPIREAT', st.key, st.e + 60000)
-    end
+    -- NX: the period's first spend sets the TTL; a key found without one
+    -- (written by something else) gets it too, so none counts forever.
+    redis.call('PEXPIREAT', st.key, st.e + 60000, 'NX')
   end
 end
 
