@@ -3,6 +3,7 @@ package layers
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,10 +53,13 @@ type DenyCacheOptions struct {
 //
 // A cached answer is the first denial's decisions with their times
 // counted down, and outcome [domain.OutcomeCachedDenied]. It is served
-// only to a request with the same cost and limits (names, rules and
-// keys) as the one denied: a budget changed by a reload, or another
+// only to a request with the same costs and limits (names, rules, keys
+// and modes) as the one denied: a budget changed by a reload, or another
 // cost, goes to the limiter at once. Time runs from before the first
 // denial's call, so a cached denial never outlasts the limiter's own.
+// A denial that counts ([domain.Request].CountDenied) is cached only when
+// every limit denied it: answering from memory spends nothing, and a
+// limit that admitted would have counted.
 //
 // The cache is sharded and bounded (see [DenyCacheOptions].Capacity).
 // It is safe for concurrent use by multiple goroutines.
@@ -126,6 +130,7 @@ type denyKey struct {
 type denial struct {
 	key       denyKey
 	cost      int64
+	costs     []int64           // a copy of the denied request's
 	limits    []domain.Limit    // a copy of the denied request's
 	decisions []domain.Decision // as the limiter gave them at at
 	at, until int64             // nanos since the origin: when decided, when it ends
@@ -164,7 +169,7 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 	}
 	v, err := c.next.Allow(ctx, req)
 	retry := v.RetryAfter()
-	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 {
+	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 || (req.CountDenied && countsSome(req, v)) {
 		if stale != nil {
 			sh.remove(stale) // the limiter no longer denies (a reset, a raised limit), or could not say
 		}
@@ -173,6 +178,7 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 	sh.put(&denial{
 		key:       k,
 		cost:      req.Cost,
+		costs:     slices.Clone(req.Costs),
 		limits:    append([]domain.Limit(nil), req.Limits...),
 		decisions: append([]domain.Decision(nil), v.Decisions...),
 		at:        now,
@@ -195,9 +201,20 @@ func (k denyKey) shard() int {
 	return int(h & (denyCacheShards - 1))
 }
 
-// matches reports whether req is what d denied: the same cost and limits.
+// countsSome reports whether a limit of req admitted it under v, and so
+// counts the cost it was asked for.
+func countsSome(req domain.Request, v domain.Verdict) bool {
+	for i, d := range v.Decisions {
+		if d.Allowed && req.CostOf(i) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether req is what d denied: the same costs and limits.
 func (d *denial) matches(req domain.Request) bool {
-	if req.Cost != d.cost || len(req.Limits) != len(d.limits) {
+	if req.Cost != d.cost || len(req.Limits) != len(d.limits) || !slices.Equal(req.Costs, d.costs) {
 		return false
 	}
 	for i, l := range req.Limits {

@@ -242,6 +242,7 @@ func TestStackContract(t *testing.T) {
 						layers.FailLocal(layers.LocalOptions{Limiter: local}),
 						b.Layer())
 				},
+				Now:       clk.Now,
 				Clock:     clk,
 				Window:    time.Minute,
 				Algorithm: a.Name,
