@@ -167,9 +167,11 @@ func TestReplicaCount(t *testing.T) {
 		}
 		a.set(func(a *announcer) { a.down = false })
 		rb := newCount("b")
-		// A replica counts another once it has seen it renew: both
-		// announce every interval, and three see each other renew.
-		time.Sleep(3 * layers.DefaultAnnounceInterval)
+		// A replica counts another once it has seen its expiry move
+		// between two announcements of its own: both announce every
+		// interval, and as their turns fall (the first after the other's
+		// first, or before) that takes up to four.
+		time.Sleep(4 * layers.DefaultAnnounceInterval)
 		synctest.Wait()
 		if ra.N() != 2 || rb.N() != 2 {
 			t.Errorf("N = %d and %d with two replicas, want 2", ra.N(), rb.N())
