@@ -3,7 +3,7 @@
 # images it needs, vets, runs every test (integration against real Redis
 # containers and a Redis Cluster included), the integration package again
 # on Valkey 8, then the docker-compose smoke tests (one Redis; a 3-master
-# cluster), and always removes the test containers. The real-proxy tests
+# cluster; Envoy's rate limit service), and always removes the test containers. The real-proxy tests
 # (integration/edge) need nginx and caddy: scripts/edge-tools.sh installs
 # them from Debian when missing.
 
@@ -29,7 +29,7 @@ BENCH ?= .
 BENCH_COUNT ?= 5
 BENCH_PKGS ?= ./integration/
 
-.PHONY: test unit vet bench bench-integration bench-gateway bench-edge image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test clean
+.PHONY: test unit vet bench bench-integration bench-gateway bench-edge image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test compose-rls-up compose-rls-down compose-rls-test clean
 
 ## test: images, go vet, all tests with -race, the integration tests again
 ## on Valkey, compose smoke tests; cleanup always
@@ -42,7 +42,8 @@ test:
 	  go test -count=1 -run 'TestBurstUnderCPUHog' ./integration/ && \
 	  TOLLGATE_TEST_REDIS_IMAGE=$(VALKEY_IMAGE) go test -race -shuffle=on -count=1 ./integration/... && \
 	  scripts/compose-test.sh && \
-	  scripts/compose-cluster-test.sh; } || status=$$?; \
+	  scripts/compose-cluster-test.sh && \
+	  scripts/compose-rls-test.sh; } || status=$$?; \
 	scripts/cleanup-containers.sh; \
 	exit $$status
 
@@ -108,6 +109,17 @@ compose-cluster-down:
 compose-cluster-test:
 	scripts/compose-cluster-test.sh
 
+## compose-rls-up: Envoy's rate limit service on two gateways and one Redis (docker-compose.rls.yml)
+compose-rls-up: image
+	scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml down --remove-orphans
+	scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml up -d
+
+compose-rls-down:
+	scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml down -v --remove-orphans
+
+compose-rls-test:
+	scripts/compose-rls-test.sh
+
 ## clean: remove this project's test containers (any run), compose stacks and local images
 clean:
 	TOLLGATE_TEST_RUN= scripts/cleanup-containers.sh
@@ -115,5 +127,7 @@ clean:
 	-scripts/compose.sh -p tollgate-ci -f docker-compose.yml down -v --remove-orphans 2>/dev/null
 	-scripts/compose.sh -p tollgate-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
 	-scripts/compose.sh -p tollgate-ci-cluster -f docker-compose.cluster.yml down -v --remove-orphans 2>/dev/null
+	-scripts/compose.sh -p tollgate-rls -f docker-compose.rls.yml down -v --remove-orphans 2>/dev/null
+	-scripts/compose.sh -p tollgate-rls-ci -f docker-compose.rls.yml down -v --remove-orphans 2>/dev/null
 	-docker image rm tollgate.local/redis:7 $(VALKEY_IMAGE) tollgate.local/tollgate:dev 2>/dev/null
 	go clean -testcache

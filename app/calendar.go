@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	_ "time/tzdata" // the time-zone database in the binary: calendar limits work in a container without one
 
@@ -42,7 +43,7 @@ func (f calendarFields) calendar(base *domain.Calendar) (*domain.Calendar, error
 		cal.Unit = u
 	}
 	if f.Timezone != nil {
-		loc, err := time.LoadLocation(*f.Timezone)
+		loc, err := loadZone(*f.Timezone)
 		switch {
 		case *f.Timezone == "" || *f.Timezone == "Local":
 			errs = append(errs, fmt.Errorf("timezone %q: want an IANA zone such as \"Europe/Berlin\" or \"UTC\"", *f.Timezone))
@@ -73,4 +74,22 @@ func (f calendarFields) calendar(base *domain.Calendar) (*domain.Calendar, error
 		return nil, errors.Join(errs...)
 	}
 	return &cal, nil
+}
+
+// zones holds the zones loaded, by name: a tenants file whose every
+// tenant names a zone shares one *time.Location per zone (each is
+// kilobytes of rules), and stores that cache by calendar see one.
+var zones sync.Map // string → *time.Location
+
+// loadZone is time.LoadLocation through zones.
+func loadZone(name string) (*time.Location, error) {
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := zones.LoadOrStore(name, loc)
+	return actual.(*time.Location), nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 )
 
@@ -69,6 +70,37 @@ func TestCalendarQuota(t *testing.T) {
 			if reset < tt.end.Unix()-1 || reset > tt.end.Unix()+1 {
 				t.Errorf("%s: X-RateLimit-Reset %d, want the period's end %d", tt.key, reset, tt.end.Unix())
 			}
+		}
+	}
+}
+
+// TestTenantsCalendarOverridesBad: what a tenant's entry cannot say of
+// a calendar limit stops the start-up, naming the file, the tenant and
+// the limit.
+func TestTenantsCalendarOverridesBad(t *testing.T) {
+	t.Parallel()
+	policy, err := app.LoadPolicyFile(writeFile(t, "policy.json", `{"limits": [
+	  {"name": "default", "limit": 100, "period": "day"},
+	  {"name": "monthly", "limit": 1000, "period": "month"},
+	  {"name": "per-second", "limit": 10, "window": "1s"}]}`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ entry, want string }{
+		{`"window": "1h"`, `window: the limit "default" is a calendar limit: it has a period, not a window`},
+		{`"limits": [{"name": "monthly", "window": "1h"}]`, `limits[0] (name "monthly"): a calendar limit has a period, not a window`},
+		{`"limits": [{"name": "per-second", "timezone": "UTC"}]`, `limits[0] (name "per-second"): "timezone", "anchor_day" and "anchor_month" override a calendar limit's`},
+		{`"limits": [{"name": "monthly", "timezone": "Mars/Olympus_Mons"}]`, `timezone "Mars/Olympus_Mons": not in the time-zone database`},
+		{`"limits": [{"name": "monthly", "timezone": "Local"}]`, `timezone "Local": want an IANA zone`},
+		{`"limits": [{"name": "monthly", "anchor_day": 32}]`, `anchor_day=32, want 1 to 31`},
+		{`"limits": [{"name": "monthly", "anchor_month": 3}]`, `anchor_month=3 on a month period`},
+		{`"limits": [{"name": "default", "anchor_day": 3}]`, `anchor_day=3 on a day period`},
+		{`"limits": [{"name": "monthly", "period": "year"}]`, `unknown field "period"`},
+	} {
+		content := `{"tenants": [{"id": "acme", "api_keys": ["k"], ` + tt.entry + `}]}`
+		_, err := app.LoadTenantsFile(writeFile(t, "tenants.json", content), policy)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "TOLLGATE_TENANTS_FILE") || !strings.Contains(err.Error(), "tenants[0]") {
+			t.Errorf("tenant %s: error %v, want one naming TOLLGATE_TENANTS_FILE, the tenant and %q", tt.entry, err, tt.want)
 		}
 	}
 }

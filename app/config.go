@@ -135,12 +135,24 @@ type Config struct {
 	// the process's internals, and the admin listener may be reachable
 	// by more than its operators.
 	Pprof bool `env:"PPROF" envDefault:"false"`
+	// RLSAddr is the gRPC listener of Envoy's rate limit service; empty
+	// means off.
+	RLSAddr string `env:"RLS_ADDR"`
+	// RLSConfig is the directory of envoyproxy/ratelimit YAML files the
+	// rate limit service decides with (required with RLSAddr).
+	RLSConfig string `env:"RLS_CONFIG"`
+	// RLSCountDenied counts every descriptor's hits whatever the verdict,
+	// as envoyproxy/ratelimit does; false is all or nothing.
+	RLSCountDenied bool `env:"RLS_COUNT_DENIED" envDefault:"false"`
+	// RLSResponseHeaders adds RateLimit-Limit/-Remaining/-Reset to the
+	// rate limit service's answers.
+	RLSResponseHeaders bool `env:"RLS_RESPONSE_HEADERS" envDefault:"false"`
 }
 
 // accepted says, per variable (without the prefix), what values it
 // accepts. Error messages quote it.
 var accepted = map[string]string{
-	"LISTEN_ADDR":       "a host:port listen address, or off (no proxy listener: with TOLLGATE_CHECK_ADDR set, a gateway that only answers checks)",
+	"LISTEN_ADDR":       "a host:port listen address, or off (no proxy listener: with TOLLGATE_CHECK_ADDR or TOLLGATE_RLS_ADDR set, a gateway that only answers checks or Envoy's rate limit service)",
 	"CHECK_ADDR":        "empty (off), or a host:port listen address",
 	"CHECK_DENY_STATUS": "429, or 403 (for nginx auth_request)",
 	"ADMIN_ADDR":        "a host:port listen address",
@@ -265,9 +277,9 @@ func (c Config) Validate() error {
 	check(c.CheckAddr == "" || validAddr(c.CheckAddr), "CHECK_ADDR", c.CheckAddr)
 	check(c.CheckDenyStatus == http.StatusTooManyRequests || c.CheckDenyStatus == http.StatusForbidden,
 		"CHECK_DENY_STATUS", strconv.Itoa(c.CheckDenyStatus))
-	if c.ListenAddr == ListenOff && c.CheckAddr == "" {
+	if c.ListenAddr == ListenOff && c.CheckAddr == "" && c.RLSAddr == "" {
 		errs = append(errs, &ConfigError{Var: EnvPrefix + "LISTEN_ADDR", Value: ListenOff,
-			Want: "a host:port listen address, or off only with TOLLGATE_CHECK_ADDR set: with every listener but the admin one off, nothing would be rate-limited"})
+			Want: "a host:port listen address, or off only with TOLLGATE_CHECK_ADDR or TOLLGATE_RLS_ADDR set: with every listener but the admin one off, nothing would be rate-limited"})
 	}
 	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
 	check(c.AdminToken == "" || validAdminToken(c.AdminToken), "ADMIN_TOKEN", c.AdminToken)
@@ -294,6 +306,8 @@ func (c Config) Validate() error {
 	check(c.Lease >= domain.MinLease && c.Lease <= domain.MaxLease, "LEASE", dur(c.Lease))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
+	check(c.RLSAddr == "" || validAddr(c.RLSAddr), "RLS_ADDR", c.RLSAddr)
+	check(c.RLSAddr == "" || c.RLSConfig != "", "RLS_CONFIG", c.RLSConfig)
 	return errors.Join(errs...)
 }
 

@@ -20,18 +20,27 @@ import (
 	"github.com/tollgate/tollgate/metrics"
 )
 
-// listener is one of the gateway's HTTP listeners: the proxy, the check
-// endpoint or the admin listener.
+// listener is one of the gateway's listeners: the proxy, the check
+// endpoint, Envoy's rate limit service or the admin listener.
 type listener struct {
-	name string // as the start-up log names it: public, check, admin
+	name string // as the start-up log names it: public, check, rls, admin
 	addr string // the host:port to listen on
-	srv  *http.Server
+	srv  server
 	ln   net.Listener // set by listenAll
+}
+
+// server is what serves a listener: an *http.Server, or Envoy's rate
+// limit service's gRPC server (rlsServer).
+type server interface {
+	Serve(net.Listener) error
+	// Shutdown stops accepting, lets in-flight calls finish until ctx
+	// ends, then cuts the rest.
+	Shutdown(ctx context.Context) error
 }
 
 // listenerNames are the names of every listener the gateway may run, in
 // the order of the start-up log.
-var listenerNames = []string{"public", "check", "admin"}
+var listenerNames = []string{"public", "check", "rls", "admin"}
 
 // faceListeners returns the listeners of the faces cfg turns on: the
 // proxy (TOLLGATE_LISTEN_ADDR, unless off) and the check endpoint

@@ -84,6 +84,10 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
 	}
+	rlsCfg, err := loadRLS(cfg)
+	if err != nil {
+		return err
+	}
 	// Notify before serving, with or without a file: from here on SIGHUP
 	// reloads, or is logged and ignored, and never kills the process
 	// (its default action).
@@ -120,6 +124,8 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	m.Routes(snap.Policy)
 
 	ls := faceListeners(cfg, eng, trusted, m, log)
+	ls, stopRLS := withRLS(ctx, ls, cfg, rlsCfg, eng, be.pinger, m, log)
+	defer stopRLS()
 	adminHandler := admin.New(be.pinger, cfg.RedisTimeout, reg)
 	if cfg.AdminToken != "" {
 		adminHandler = admin.WithUsage(adminHandler, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
@@ -242,7 +248,7 @@ func printUsage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %s%-17s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
+		fmt.Fprintf(w, "  %s%-20s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
 	}
 	fmt.Fprintln(w, "Algorithms (TOLLGATE_ALGORITHM), each on every store:")
 	for _, a := range domain.Algorithms {

@@ -122,11 +122,11 @@ var badTenantsFiles = []struct {
 	name, content, want string
 }{
 	{"empty file", ``, "empty file"},
-	{"syntax error", "{\"tenants\": [\n  {\"id\": \"acme\" \"api_keys\": [\"SECRET1\"]}\n]}", `2:17: invalid character '"' after object key:value pair`},
-	{"truncated", "{\"tenants\": [\n  {\"id\": \"acme\"", "2:15: unexpected end of file"},
-	{"type error", "{\"tenants\": [\n  {\"id\": \"acme\", \"api_keys\": [\"SECRET1\"], \"limit\": \"10\"}]}", `2:55: tenants.limit: got a JSON string, want an integer`},
-	{"unknown field", "{\"tenants\": [\n  {\"id\": \"acme\", \"api_keys\": [\"SECRET1\"],\n   \"limt\": 10}]}", `3:4: json: unknown field "limt"`},
-	{"trailing data", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}]} {}`, "1:56: unexpected data after the top-level object"},
+	{"syntax error", "{\"tenants\": [\n  {\"id\": \"acme\" \"api_keys\": [\"SECRET1\"]}\n]}", `2:17: tenants[0]: invalid character '"' after object value (expecting ',' or '}')`},
+	{"truncated", "{\"tenants\": [\n  {\"id\": \"acme\"", "2:16: unexpected end of file"},
+	{"type error", "{\"tenants\": [\n  {\"id\": \"acme\", \"api_keys\": [\"SECRET1\"], \"limit\": \"10\"}]}", `2:52: tenants[0].limit: got a JSON string, want an integer`},
+	{"unknown field", "{\"tenants\": [\n  {\"id\": \"acme\", \"api_keys\": [\"SECRET1\"],\n   \"limt\": 10}]}", `3:4: tenants[0].limt: unknown field "limt"`},
+	{"trailing data", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}]} {}`, "1:56: invalid character '{' after top-level value"},
 	{"not an object", `[]`, "got a JSON array, want an object"},
 	{"tenants twice", "{\"tenants\": [{\"id\": \"acme\", \"api_keys\": [\"SECRET1\"]}],\n \"tenants\": [{\"id\": \"globex\", \"api_keys\": [\"SECRET2\"]}]}",
 		`2:2: tenants: repeated member "tenants"`},
@@ -161,7 +161,7 @@ var badTenantsFiles = []struct {
 	{"unparsable window", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "window": "soon"}]}`, `window "soon": want a Go duration from 1ms to 8784h0m0s`},
 	{"window too short", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "window": "500us"}]}`, `window "500us": want a Go duration from 1ms to 8784h0m0s`},
 	{"rate too high", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "limit": 2000, "window": "1ms"}]}`, "more than one request per 1µs"},
-	{"window as a number", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "window": 60}]}`, "tenants.window: got a JSON number, want a string"},
+	{"window as a number", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "window": 60}]}`, "tenants[0].window: got a JSON number, want a string"},
 	{"every problem reported", `{"tenants": [{"id": "unknown", "api_keys": ["SECRET1"]}, {"id": "b", "api_keys": ["SECRET2"], "limit": 0}]}`,
 		`tenants[0] (id "unknown"): id "unknown" is reserved for unresolved traffic; tenants[1] (id "b"): limit 0`},
 }

@@ -165,6 +165,8 @@ func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engi
 			errs = append(errs, fmt.Errorf("limit and window override the limit %q, which the policy file does not have: name a limit in \"limits\"", domain.DefaultLimit))
 		} else if def.Concurrency {
 			errs = append(errs, fmt.Errorf("limit and window override the limit %q, a concurrency limit: override its \"concurrency\" in \"limits\"", domain.DefaultLimit))
+		} else if def.Calendar != nil && e.Window != nil {
+			errs = append(errs, fmt.Errorf("window: the limit %q is a calendar limit: it has a period, not a window", domain.DefaultLimit))
 		} else if rule, err := overrideRule(e.Limit, e.Window, def.Rule); err != nil {
 			errs = append(errs, err)
 		} else if err := policy.CheckOverride(domain.DefaultLimit, rule); err != nil {

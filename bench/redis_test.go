@@ -101,13 +101,19 @@ func threeLimits(t domain.TenantID, algo string) []domain.Limit {
 	return ls
 }
 
-// monthly is one calendar quota, a month in Europe/Paris: a fixed window
-// over the period, whatever the algorithm.
-func monthly(t domain.TenantID, _ string) []domain.Limit {
-	paris, err := time.LoadLocation("Europe/Paris")
+// paris is the zone of the monthly quota, loaded once as the gateway
+// loads each zone once.
+var paris = func() *time.Location {
+	loc, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
 		panic(err)
 	}
+	return loc
+}()
+
+// monthly is one calendar quota, a month in Europe/Paris: a fixed window
+// over the period, whatever the algorithm.
+func monthly(t domain.TenantID, _ string) []domain.Limit {
 	return []domain.Limit{{Name: "monthly", Rule: domain.Rule{Limit: 1 << 40, Window: domain.NominalWindow(domain.PeriodMonth)},
 		Calendar: &domain.Calendar{Unit: domain.PeriodMonth, Location: paris},
 		Key:      domain.Key("bench:", t, domain.AlgorithmFixedWindow, "", "monthly")}}

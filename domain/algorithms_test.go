@@ -204,9 +204,21 @@ type state interface {
 	Spend(now time.Time, rule domain.Rule, cost int64)
 }
 
+// fixedWindow is a FixedWindow deciding by its rule alone: windows that
+// start with their first request.
+type fixedWindow struct{ w domain.FixedWindow }
+
+func (f *fixedWindow) Decide(now time.Time, rule domain.Rule, cost int64) domain.Decision {
+	return f.w.Decide(now, domain.Limit{Rule: rule}, cost)
+}
+
+func (f *fixedWindow) Spend(now time.Time, rule domain.Rule, cost int64) {
+	f.w.Spend(now, domain.Limit{Rule: rule}, cost)
+}
+
 func newStates() map[string]func() state {
 	return map[string]func() state{
-		"fixed_window":   func() state { return new(domain.FixedWindow) },
+		"fixed_window":   func() state { return new(fixedWindow) },
 		"sliding_log":    func() state { return new(domain.SlidingLog) },
 		"sliding_window": func() state { return new(domain.SlidingWindow) },
 		"token_bucket":   func() state { return new(domain.TokenBucket) },

@@ -20,6 +20,9 @@ type Decision struct {
 	// Shadow reports whether the limit is in shadow mode: a denial here
 	// denies nothing ([Settle] sets it).
 	Shadow bool
+	// Quota reports whether the limit is in quota mode: its denial denies
+	// only with every other quota limit's ([Settle] sets it).
+	Quota bool
 	// Window is the length of the window the decision counted in, when
 	// it is not the rule's: a calendar limit's current period (23 h to
 	// 25 h for a day, 28 to 31 days for a month). Zero means the rule's.

@@ -4,9 +4,11 @@ import "time"
 
 // FixedWindow is one key's state under the fixed-window policy: the
 // count of the current window and the instant it ends. A window starts
-// with its first spend and lasts the rule's window; a request of cost
-// units is admitted when the window's count plus the cost is at most the
-// limit.
+// with its first spend and lasts the rule's window, or, for a limit
+// aligned to the epoch ([Limit].Epoch), is the multiple of the window
+// that holds now ([now − now mod window, … + window)), as
+// envoyproxy/ratelimit's are. A request of cost units is admitted when
+// the window's count plus the cost is at most the limit.
 //
 // Fixed window admits up to twice the limit across a window boundary; the
 // other algorithms exist for that.
@@ -18,20 +20,24 @@ type FixedWindow struct {
 	count int64
 }
 
-// Decide decides a request of cost units arriving at now under rule,
-// without counting it: [FixedWindow.Spend] does, once every limit of the
-// request admitted it (or, for a request that counts denials, always).
-// A denied request reports what is left (Remaining = limit − count) and
-// RetryAfter the end of the window; a cost above the limit is never
-// admitted, and waits for the end of the window it would start. It does
-// not allocate.
-func (f *FixedWindow) Decide(now time.Time, rule Rule, cost int64) Decision {
-	count, left := f.count, time.Duration(f.end-now.UnixNano())
-	if left <= 0 {
+// Decide decides a request of cost units arriving at now under lim's
+// rule, without counting it: [FixedWindow.Spend] does, once every limit
+// of the request admitted it (or, for a request that counts denials,
+// always). A denied request reports what is left (Remaining = limit −
+// count) and RetryAfter the end of the window; a cost above the limit is
+// never admitted, and waits for the end of the window it would start.
+// ResetAfter is the time to the window's end; with no window running, 0
+// for a check (cost 0) of a window that starts with its first request.
+// It does not allocate.
+func (f *FixedWindow) Decide(now time.Time, lim Limit, cost int64) Decision {
+	rule := lim.Rule
+	count, end := f.window(now.UnixNano(), lim)
+	left := time.Duration(end - now.UnixNano())
+	if end == 0 {
 		if cost == 0 {
 			return Decision{Allowed: true, Limit: rule.Limit, Remaining: rule.Limit}
 		}
-		count, left = 0, rule.Window
+		left = rule.Window
 	}
 	d := Decision{Limit: rule.Limit, Remaining: max(rule.Limit-count, 0), ResetAfter: left}
 	if count+cost <= rule.Limit {
@@ -43,9 +49,31 @@ func (f *FixedWindow) Decide(now time.Time, rule Rule, cost int64) Decision {
 }
 
 // Spend counts cost units at now, starting a window if none is running.
-func (f *FixedWindow) Spend(now time.Time, rule Rule, cost int64) {
-	if t := now.UnixNano(); t >= f.end {
-		f.end, f.count = t+int64(rule.Window), 0
+func (f *FixedWindow) Spend(now time.Time, lim Limit, cost int64) {
+	t := now.UnixNano()
+	count, end := f.window(t, lim)
+	if end == 0 {
+		end = t + int64(lim.Rule.Window)
 	}
-	f.count += cost
+	f.end, f.count = end, count+cost
+}
+
+// window returns the count and end of the window that holds t (Unix
+// nanoseconds) for lim: the state's, while it runs; else a count of 0
+// and, aligned to the epoch, that window's end, or 0 for a window that
+// starts with its first spend. A clock that stepped back stays in the
+// stored window (a later end than the aligned one), so it never counts
+// afresh early.
+func (f *FixedWindow) window(t int64, lim Limit) (count, end int64) {
+	if !lim.Epoch {
+		if t < f.end {
+			return f.count, f.end
+		}
+		return 0, 0
+	}
+	w := int64(lim.Rule.Window)
+	if aligned := t - mod(t, w) + w; f.end < aligned {
+		return 0, aligned
+	}
+	return f.count, f.end
 }

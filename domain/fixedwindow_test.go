@@ -9,7 +9,7 @@ import (
 
 func TestFixedWindowAdmit(t *testing.T) {
 	t.Parallel()
-	var f domain.FixedWindow
+	var f fixedWindow
 	rule := domain.Rule{Limit: 3, Window: time.Minute}
 	runAdmit(t, "Admit", admitter(&f), rule, []admitStep{
 		// The first request starts the window: it ends at t0+60s.
@@ -32,13 +32,14 @@ func TestFixedWindowCountDenied(t *testing.T) {
 	t.Parallel()
 	var f domain.FixedWindow
 	rule := domain.Rule{Limit: 2, Window: time.Minute}
-	req := domain.Request{Limits: []domain.Limit{{Name: "default", Rule: rule}}, Cost: 1, CountDenied: true}
+	lim := domain.Limit{Name: "default", Rule: rule}
+	req := domain.Request{Limits: []domain.Limit{lim}, Cost: 1, CountDenied: true}
 	want := []domain.Decision{allowed(2, 1, 60*s), allowed(2, 0, 60*s), denied(2, 60*s, 60*s), denied(2, 60*s, 60*s)}
 	for i, w := range want {
-		v := domain.Settle(req, func(_ int, cost int64) domain.Decision { return f.Decide(t0, rule, cost) })
+		v := domain.Settle(req, func(_ int, cost int64) domain.Decision { return f.Decide(t0, lim, cost) })
 		for j := range req.Limits {
 			if domain.Spends(req, v, j) {
-				f.Spend(t0, rule, req.Cost)
+				f.Spend(t0, lim, req.Cost)
 			}
 		}
 		if got := v.Decisions[0]; got != w {
@@ -46,12 +47,62 @@ func TestFixedWindowCountDenied(t *testing.T) {
 		}
 	}
 	// Four counted: a cheaper request still finds nothing left.
-	if d := f.Decide(t0, rule, 0); d.Remaining != 0 {
+	if d := f.Decide(t0, lim, 0); d.Remaining != 0 {
 		t.Errorf("after 4 counted requests: %+v, want remaining 0", d)
 	}
-	if d := f.Decide(t0.Add(time.Minute), rule, 1); !d.Allowed || d.Remaining != 1 {
+	if d := f.Decide(t0.Add(time.Minute), lim, 1); !d.Allowed || d.Remaining != 1 {
 		t.Errorf("next window: %+v, want allowed, remaining 1", d)
 	}
+}
+
+// TestFixedWindowEpoch: a limit aligned to the epoch counts in the
+// multiple of its window that holds now, whenever its first request came,
+// and reports the time to that window's end even for a check (cost 0) on
+// a fresh state; its count starts again at the next multiple.
+func TestFixedWindowEpoch(t *testing.T) {
+	t.Parallel()
+	lim := domain.Limit{Rule: domain.Rule{Limit: 3, Window: time.Minute}, Epoch: true}
+	var f domain.FixedWindow
+	// t0 is on a minute: the windows are [t0, t0+60s), [t0+60s, t0+120s), ...
+	steps := []struct {
+		at   time.Duration
+		cost int64
+		want domain.Decision
+	}{
+		{at: 10 * s, cost: 0, want: allowed(3, 3, 50*s)}, // a check on a fresh state: the window's end
+		{at: 10 * s, cost: 1, want: allowed(3, 2, 50*s)},
+		{at: 40 * s, cost: 2, want: allowed(3, 0, 20*s)},
+		{at: 59*s + 999*ms, cost: 1, want: denied(3, 1*ms, 1*ms)},
+		{at: 59*s + 999*ms, cost: 0, want: allowed(3, 0, 1*ms)},
+		// The window ends at t0+60s, not 60 s after its first request.
+		{at: 60 * s, cost: 1, want: allowed(3, 2, 60*s)},
+		{at: 61 * s, cost: 5, want: decision(false, 3, 2, 59*s, 59*s)},
+		// A clock that steps back stays in the stored window.
+		{at: 59 * s, cost: 0, want: allowed(3, 2, 61*s)},
+		// Skipping windows starts afresh.
+		{at: 10*time.Minute + 30*s, cost: 3, want: allowed(3, 0, 30*s)},
+	}
+	for i, st := range steps {
+		now := t0.Add(st.at)
+		got := f.Decide(now, lim, st.cost)
+		if got != st.want {
+			t.Errorf("step %d: Decide(t0+%v, cost %d) = %+v, want %+v", i, st.at, st.cost, got, st.want)
+		}
+		if got.Allowed && st.cost > 0 {
+			f.Spend(now, lim, st.cost)
+		}
+	}
+	// Not aligned, the same first request at t0+10s ends its window at t0+70s.
+	var g domain.FixedWindow
+	first := domain.Limit{Rule: lim.Rule}
+	g.Spend(t0.Add(10*s), first, 1)
+	if d := g.Decide(t0.Add(60*s), first, 1); d != allowed(3, 1, 10*s) {
+		t.Errorf("first-request window at t0+60s: %+v, want allowed, remaining 1, reset 10s", d)
+	}
+}
+
+func decision(ok bool, limit, remaining int64, reset, retry time.Duration) domain.Decision {
+	return domain.Decision{Allowed: ok, Limit: limit, Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
 }
 
 func TestCeilSeconds(t *testing.T) {
@@ -102,7 +153,7 @@ func TestRuleValidate(t *testing.T) {
 }
 
 func BenchmarkFixedWindowDecide(b *testing.B) {
-	rule := domain.Rule{Limit: 100, Window: time.Minute}
+	lim := domain.Limit{Rule: domain.Rule{Limit: 100, Window: time.Minute}}
 	b.ReportAllocs()
 	var (
 		f domain.FixedWindow
@@ -111,8 +162,8 @@ func BenchmarkFixedWindowDecide(b *testing.B) {
 	now := t0
 	for b.Loop() {
 		now = now.Add(time.Millisecond)
-		d = f.Decide(now, rule, 1)
-		f.Spend(now, rule, 1)
+		d = f.Decide(now, lim, 1)
+		f.Spend(now, lim, 1)
 	}
 	_ = d
 }

@@ -57,10 +57,61 @@ func Key(prefix string, t TenantID, algorithm, route, limit string) string {
 // its keys.
 const KeyInFlight = "in_flight"
 
+// AppendDescriptorKey appends to dst the storage key of a counter of
+// Envoy's rate limit service: one rate limit descriptor of rlsDomain
+// (Envoy's domain), counted per window by algorithm, under prefix:
+//
+//	<prefix>{rls:<domain>}:<algorithm>:<window>:<counter>
+//
+// counter is what envoyproxy/ratelimit counts the descriptor under, less
+// its domain: each entry's key, '_', value and '_' (rlsconf's
+// AppendCounterKey without its leading "<domain>_"), so two descriptors
+// share a key exactly when envoyproxy/ratelimit adds their hits to one
+// counter in every window: the same entries (or the same pattern, for a
+// shared wildcard), in the same domain, with windows of the same length.
+// The window is in whole seconds ("60s"), or milliseconds ("1500ms").
+//
+// The hash tag is the domain, so every key of one request of Envoy's
+// (which names one domain) lives in one Redis Cluster slot: one script
+// decides the whole request, atomically. '%' and '}' in the domain are
+// escaped (%25, %7D), so the tag ends where it should and distinct
+// domains never share a key. The tag starts with "rls:", which neither a
+// tenant id (no ':') nor an address subject ("ip:…", [AnonymousSubject])
+// starts with, so no descriptor key ever is a tenant's or a client's;
+// and the algorithm is always there, so no two algorithms share a key.
+// It does not allocate when dst has room.
+func AppendDescriptorKey(dst []byte, prefix, rlsDomain, algorithm string, window time.Duration, counter []byte) []byte {
+	dst = append(dst, prefix...)
+	dst = append(dst, "{rls:"...)
+	for i := 0; i < len(rlsDomain); i++ {
+		switch c := rlsDomain[i]; c {
+		case '%':
+			dst = append(dst, "%25"...)
+		case '}':
+			dst = append(dst, "%7D"...)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	dst = append(dst, "}:"...)
+	dst = append(dst, algorithm...)
+	dst = append(dst, ':')
+	if window%time.Second == 0 {
+		dst = strconv.AppendInt(dst, int64(window/time.Second), 10)
+		dst = append(dst, 's')
+	} else {
+		dst = strconv.AppendInt(dst, int64(window/time.Millisecond), 10)
+		dst = append(dst, "ms"...)
+	}
+	dst = append(dst, ':')
+	return append(dst, counter...)
+}
+
 // PeriodKey returns the key of a calendar limit's period that starts at
 // start: base (the limit's [Key] under the fixed window's shape, whatever
-// the algorithm) and the start in Unix seconds, "<base>:p<seconds>". A
-// finished period's key is never read again: the next period has its own.
+// the algorithm) and the start in Unix seconds, "<base>@<seconds>". No
+// name holds '@', so no other limit's key is a period's. A finished
+// period's key is never read again: the next period has its own.
 func PeriodKey(base string, start time.Time) string {
-	return base + ":p" + strconv.FormatInt(start.Unix(), 10)
+	return base + "@" + strconv.FormatInt(start.Unix(), 10)
 }

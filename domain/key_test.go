@@ -1,7 +1,9 @@
 package domain_test
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/domain"
 )
@@ -53,6 +55,65 @@ func TestKeysNeverCollide(t *testing.T) {
 					t.Errorf("%s and %s share key %q", who, other, k)
 				}
 				seen[k] = who
+			}
+		}
+	}
+}
+
+func TestAppendDescriptorKey(t *testing.T) {
+	tests := []struct {
+		domain, algorithm string
+		window            time.Duration
+		counter           string
+		want              string
+	}{
+		{"test-domain", domain.AlgorithmFixedWindow, time.Minute, "key2_value2_", "rl:{rls:test-domain}:fixed_window:60s:key2_value2_"},
+		{"test-domain", domain.AlgorithmTokenBucket, time.Second, "k_v_sub_x_", "rl:{rls:test-domain}:token_bucket:1s:k_v_sub_x_"},
+		{"a}b%c", domain.AlgorithmFixedWindow, 1500 * time.Millisecond, "k_v_", "rl:{rls:a%7Db%25c}:fixed_window:1500ms:k_v_"},
+	}
+	for _, tt := range tests {
+		got := string(domain.AppendDescriptorKey(nil, "rl:", tt.domain, tt.algorithm, tt.window, []byte(tt.counter)))
+		if got != tt.want {
+			t.Errorf("AppendDescriptorKey(%q, %s, %v, %q) = %q, want %q", tt.domain, tt.algorithm, tt.window, tt.counter, got, tt.want)
+		}
+	}
+	buf := make([]byte, 0, 128)
+	if n := testing.AllocsPerRun(100, func() {
+		domain.AppendDescriptorKey(buf[:0], "rl:", "d", domain.AlgorithmFixedWindow, time.Hour, []byte("k_v_"))
+	}); n != 0 {
+		t.Errorf("AppendDescriptorKey with room allocates %v times, want 0", n)
+	}
+}
+
+// TestDescriptorKeysNeverCollide: descriptor keys differ from every
+// tenant's and client's key (their hash tags differ), from one another's
+// across domains whose names differ only by an escaped byte, across
+// algorithms and window lengths; and each holds its domain as the hash
+// tag, so one request's keys share a slot.
+func TestDescriptorKeysNeverCollide(t *testing.T) {
+	t.Parallel()
+	seen := map[string]string{}
+	add := func(k, who string) {
+		t.Helper()
+		if other, ok := seen[k]; ok {
+			t.Errorf("%s and %s share key %q", who, other, k)
+		}
+		seen[k] = who
+	}
+	for _, tenant := range []domain.TenantID{"rls", "acme", domain.Unknown, "ip:203.0.113.7"} {
+		for _, a := range domain.AlgorithmNames() {
+			add(domain.Key("rl:", tenant, a, "", domain.DefaultLimit), "tenant "+string(tenant)+" "+a)
+			add(domain.Key("rl:", tenant, a, "r", "l"), "tenant route "+string(tenant)+" "+a)
+		}
+	}
+	for _, d := range []string{"acme", "rls", "a}", "a%7D", "a}:fixed_window:60s:x_y_", "a"} {
+		for _, a := range domain.AlgorithmNames() {
+			for _, w := range []time.Duration{time.Second, time.Minute, 60 * time.Millisecond} {
+				k := string(domain.AppendDescriptorKey(nil, "rl:", d, a, w, []byte("x_y_")))
+				add(k, "descriptor "+d+" "+a+" "+w.String())
+				if tag := k[strings.IndexByte(k, '{')+1 : strings.IndexByte(k, '}')]; !strings.HasPrefix(tag, "rls:") {
+					t.Errorf("key %q: hash tag %q is not the domain's", k, tag)
+				}
 			}
 		}
 	}

@@ -55,7 +55,7 @@ func TestPeriodWindow(t *testing.T) {
 func TestPeriodKey(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC)
-	if got, want := domain.PeriodKey("rl:{acme}:monthly", start), "rl:{acme}:monthly:p1801440000"; got != want {
+	if got, want := domain.PeriodKey("rl:{acme}:monthly", start), "rl:{acme}:monthly@1801440000"; got != want {
 		t.Errorf("PeriodKey = %q, want %q", got, want)
 	}
 }

@@ -17,6 +17,16 @@ type Limit struct {
 	// and spent like any other, but its denial does not deny the request
 	// (see [Settle] for what it spends).
 	Shadow bool
+	// Quota reports whether the limit is in quota mode (Envoy's
+	// quota_mode): its denial denies the request only when every quota
+	// limit of the request denies it. A quota limit also in shadow mode
+	// never denies, and so keeps the others from denying together.
+	Quota bool
+	// Epoch aligns the limit's windows to the Unix epoch: a window starts
+	// at a multiple of the rule's window (now − now mod window) instead
+	// of with its first request, as envoyproxy/ratelimit's windows do.
+	// Fixed window only; the other algorithms ignore it.
+	Epoch bool
 	// Calendar, when set, makes the limit a calendar quota: Rule.Limit
 	// per period of the calendar, counted as a fixed window over the
 	// period ([PeriodWindow]) whatever the store's algorithm, on the
@@ -47,6 +57,17 @@ type Request struct {
 	// Cost is what the request spends from each limit, at least 1. A
 	// request of cost 0 is not metered, and is never put to a limiter.
 	Cost int64
+	// Costs, if not nil, holds what each limit spends instead (Costs[i]
+	// for Limits[i]; Cost is then ignored), each 0 to [MaxCostUnits]: a
+	// limit of cost 0 is decided without spending anything, a check
+	// (Envoy's per-descriptor hits_addend). Nil: every limit spends Cost.
+	Costs []int64
+	// CountOver makes an admitted request spend from every one of its
+	// limits, also from a shadow or quota limit that would deny it, as
+	// envoyproxy/ratelimit counts every hit of a request it admits.
+	// Without it such a limit spends nothing (see [Settle]). It changes
+	// nothing for a denied request. Every algorithm honours it.
+	CountOver bool
 	// CountDenied makes every limit spend Cost whatever the verdict, as
 	// a counter that increments before it decides does: a denied request
 	// is counted too, and each limit decides on its own (no limit's
@@ -63,6 +84,34 @@ type Request struct {
 	// verdict past its request copies the Decisions. Nil: the limiter
 	// allocates them.
 	Decisions []Decision
+}
+
+// MaxCostUnits bounds what one limit of a request may spend
+// ([Request.Costs]): above any limit (and any Envoy requests_per_unit,
+// a uint32), so a larger cost is denied all the same, and far from
+// overflowing a count.
+const MaxCostUnits = 1 << 32
+
+// CostOf returns what limit i of r spends: Costs[i], or Cost.
+func (r Request) CostOf(i int) int64 {
+	if r.Costs != nil {
+		return r.Costs[i]
+	}
+	return r.Cost
+}
+
+// ahead returns what the limits of r before i that share limit i's key
+// spend: a key's limits are decided in order, each after the costs of
+// the ones before it, as one counter that several limits increment.
+func (r Request) ahead(i int) int64 {
+	var sum int64
+	key := r.Limits[i].Key
+	for j := range i {
+		if r.Limits[j].Key == key {
+			sum += r.CostOf(j)
+		}
+	}
+	return sum
 }
 
 // Outcome is how a request was decided, as the decisions metric labels
@@ -153,58 +202,106 @@ func (v Verdict) Tightest() int {
 	return best
 }
 
-// RetryAfter returns how long until every limit that denied v would
-// admit: the longest RetryAfter of its decisions, shadow limits left out
-// (they deny nothing). It is zero when v is allowed.
+// RetryAfter returns how long until a request that v denied would be
+// admitted: until every enforced limit that denied it admits (the
+// longest of their RetryAfter) and, when it was denied because every
+// quota limit denied it, until one of them admits (the shortest of
+// theirs). Shadow limits are left out (they deny nothing). It is zero
+// when v is allowed.
 func (v Verdict) RetryAfter() time.Duration {
-	var r time.Duration
+	var r, quota time.Duration
+	quotas, quotaDenied := 0, 0
 	for _, d := range v.Decisions {
-		if !d.Allowed && !d.Shadow {
+		switch {
+		case d.Quota:
+			quotas++
+			if !d.Allowed && !d.Shadow {
+				if quotaDenied == 0 || d.RetryAfter < quota {
+					quota = d.RetryAfter
+				}
+				quotaDenied++
+			}
+		case !d.Allowed && !d.Shadow:
 			r = max(r, d.RetryAfter)
 		}
+	}
+	if quotas > 0 && quotaDenied == quotas {
+		r = max(r, quota)
 	}
 	return r
 }
 
+// Admits reports whether decisions, one per limit of a request with
+// their limits' Shadow and Quota, admit it: every enforced limit (in
+// neither mode) admits it, and if it has quota limits, one of them admits
+// it or is in shadow mode (Envoy's quota_mode: the quota limits deny only
+// together). Shadow limits never deny. It is [Settle]'s rule, and every
+// store's.
+func Admits(decisions []Decision) bool {
+	quotas, quotaDenied := 0, 0
+	for _, d := range decisions {
+		if d.Quota {
+			quotas++
+		}
+		switch {
+		case d.Allowed, d.Shadow:
+		case d.Quota:
+			quotaDenied++
+		default:
+			return false
+		}
+	}
+	return quotas == 0 || quotaDenied < quotas
+}
+
 // Settle makes the verdict of req, each of whose limits is decided by
-// decide(i, cost): the request is admitted when every limit not in
-// shadow mode admits it at req.Cost. decide must not change state: the
-// caller spends afterwards, by one rule that every store follows
+// decide(i, cost), cost being what limit i spends ([Request.CostOf]) plus
+// what the limits before it with the same key spend (one state, counted
+// in order). The request is admitted when every enforced limit (not in
+// shadow or quota mode) admits it and, if it has quota limits, one of
+// them admits it or is in shadow mode. decide must not change state:
+// the caller spends afterwards, by one rule that every store follows
 // ([Spends]):
 //
-//	limit i spends req.Cost  ⇔  v.Allowed && v.Decisions[i].Allowed
+//	limit i spends CostOf(i)  ⇔  v.Allowed && (v.Decisions[i].Allowed || req.CountOver)
 //
-// So a request that an enforced limit denies spends nothing anywhere,
-// and each limit that would have admitted it is decided again at cost 0,
-// which reports what it has left untouched. A shadow limit that would
-// deny an admitted request does not deny it (the verdict's outcome is
+// So a request that the limits deny spends nothing anywhere, and each
+// limit that would have admitted it is decided again at cost 0, which
+// reports what it has left untouched. A shadow limit that would deny an
+// admitted request does not deny it (the verdict's outcome is
 // [OutcomeShadowDenied]) and spends nothing from itself: it keeps
 // exactly the state it would have if it were enforced, so its would-be
-// denials are what enforcing it would deny. Every decision of a shadow
-// limit has Shadow set. The verdict's decisions are written to
-// req.Decisions when it has room for them, and else are Settle's one
-// allocation.
+// denials are what enforcing it would deny; with req.CountOver it
+// spends (and reports nothing left), as a counter does. Every decision
+// carries its limit's Shadow and Quota. The verdict's decisions are
+// written to req.Decisions when it has room for them, and else are
+// Settle's one allocation.
 func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 	n := len(req.Limits)
 	dst := req.Decisions
 	if cap(dst) < n {
 		dst = make([]Decision, 0, n)
 	}
-	v := Verdict{Allowed: true, Decisions: dst[:0]}
+	v := Verdict{Decisions: dst[:0]}
 	shadowDenied := false
 	for i := range n {
-		d := decide(i, req.Cost)
-		if req.Limits[i].Shadow {
-			d.Shadow = true
-			shadowDenied = shadowDenied || !d.Allowed
-		} else {
-			v.Allowed = v.Allowed && d.Allowed
-		}
+		lim := req.Limits[i]
+		d := decide(i, req.ahead(i)+req.CostOf(i))
+		d.Shadow, d.Quota = lim.Shadow, lim.Quota
+		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
 		v.Decisions = append(v.Decisions, d)
 	}
+	v.Allowed = Admits(v.Decisions)
 	if v.Allowed {
 		if shadowDenied {
 			v.Outcome = OutcomeShadowDenied
+		}
+		if req.CountOver {
+			for i := range v.Decisions {
+				if !v.Decisions[i].Allowed && !req.Limits[i].Concurrency {
+					v.Decisions[i].Remaining = 0 // counted: nothing is left
+				}
+			}
 		}
 		return v
 	}
@@ -218,18 +315,22 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 		}
 		if d.Allowed {
 			v.Decisions[i] = decide(i, 0)
-			v.Decisions[i].Shadow = d.Shadow
+			v.Decisions[i].Shadow, v.Decisions[i].Quota = d.Shadow, d.Quota
 		}
 	}
 	return v
 }
 
-// Spends reports whether limit i of req spends req.Cost under v, the
-// verdict [Settle] made: when v admits the request and limit i admits it
-// (a shadow limit that would deny spends nothing), or always with
-// req.CountDenied. A concurrency limit spends (takes a slot) only when v
-// admits the request and it admits it, whatever req.CountDenied says: a
-// denied request holds nothing it would have to give back.
+// Spends reports whether limit i of req spends req.CostOf(i) under v,
+// the verdict [Settle] made: when v admits the request and limit i
+// admits it (a shadow limit that would deny spends nothing) or
+// req.CountOver; always with req.CountDenied. A concurrency limit spends
+// (takes a slot) only when v admits the request and it admits it,
+// whatever req.CountDenied or req.CountOver say (and a limit of cost 0,
+// a check, takes none): a request holds no slot it would not give back.
 func Spends(req Request, v Verdict, i int) bool {
-	return (req.CountDenied && !req.Limits[i].Concurrency) || (v.Allowed && v.Decisions[i].Allowed)
+	if req.Limits[i].Concurrency {
+		return v.Allowed && v.Decisions[i].Allowed && req.CostOf(i) > 0
+	}
+	return req.CountDenied || (v.Allowed && (req.CountOver || v.Decisions[i].Allowed))
 }

@@ -89,3 +89,147 @@ func TestTightestIgnoresShadow(t *testing.T) {
 		}
 	}
 }
+
+// counters decides limits on shared counters, as a store would:
+// counts[key] units spent so far, limit per key in limits.
+type counters struct {
+	count map[string]int64
+	limit map[string]int64
+}
+
+func (c counters) decide(req domain.Request) func(i int, cost int64) domain.Decision {
+	return func(i int, cost int64) domain.Decision {
+		key := req.Limits[i].Key
+		n, l := c.count[key], c.limit[key]
+		if n+cost <= l {
+			return domain.Decision{Allowed: true, Limit: l, Remaining: l - n - cost}
+		}
+		return domain.Decision{Limit: l, Remaining: max(l-n, 0), RetryAfter: time.Duration(l) * time.Second}
+	}
+}
+
+// settle settles req on c and spends by Spends, returning the verdict.
+func (c counters) settle(req domain.Request) domain.Verdict {
+	v := domain.Settle(req, c.decide(req))
+	for i, lim := range req.Limits {
+		if domain.Spends(req, v, i) {
+			c.count[lim.Key] += req.CostOf(i)
+		}
+	}
+	return v
+}
+
+// TestSettleCostsAndSharedKeys: each limit spends its own cost (0 is a
+// check), and limits that share a key are decided one after the other,
+// as envoyproxy/ratelimit's INCRBY of one counter twice.
+func TestSettleCostsAndSharedKeys(t *testing.T) {
+	t.Parallel()
+	c := counters{count: map[string]int64{"a": 17}, limit: map[string]int64{"a": 20, "b": 5}}
+	lims := []domain.Limit{{Key: "a"}, {Key: "b"}, {Key: "a"}}
+	// a: 17 + 2 = 19 (remaining 1), then + 1 = 20 (remaining 0); b checked.
+	req := domain.Request{Limits: lims, Costs: []int64{2, 0, 1}}
+	v := c.settle(req)
+	if !v.Allowed || v.Decisions[0].Remaining != 1 || v.Decisions[1].Remaining != 5 || v.Decisions[2].Remaining != 0 {
+		t.Fatalf("costs 2, 0, 1: %+v, want allowed with remaining 1, 5, 0", v)
+	}
+	if c.count["a"] != 20 || c.count["b"] != 0 {
+		t.Errorf("after costs 2, 0, 1: counts %v, want a=20 b=0", c.count)
+	}
+	// One more on a denies the second use of a; nothing is spent.
+	req.Costs = []int64{0, 1, 1}
+	if v := c.settle(req); v.Allowed || !v.Decisions[0].Allowed || v.Decisions[2].Allowed || v.Decisions[1].Remaining != 5 {
+		t.Errorf("a full, cost 1 on its second use: %+v, want denied by limit 2 only, b untouched (5)", v)
+	}
+	if c.count["a"] != 20 || c.count["b"] != 0 {
+		t.Errorf("after a denied request: counts %v, want a=20 b=0", c.count)
+	}
+	// Counting denials, each use of a counts, and decides after the one before.
+	c.count["a"] = 18
+	req = domain.Request{Limits: lims, Cost: 2, CountDenied: true}
+	v = c.settle(req)
+	if v.Allowed || !v.Decisions[0].Allowed || v.Decisions[0].Remaining != 0 || v.Decisions[2].Allowed || v.Decisions[2].Remaining != 0 {
+		t.Errorf("count denied, a at 18, cost 2 twice: %+v, want the first use allowed (0 left), the second denied", v)
+	}
+	if c.count["a"] != 22 || c.count["b"] != 2 {
+		t.Errorf("count denied: counts %v, want a=22 b=2", c.count)
+	}
+}
+
+// TestSettleQuota: quota limits deny the request only together; a shadow
+// quota limit never denies, so it keeps the others from denying.
+func TestSettleQuota(t *testing.T) {
+	t.Parallel()
+	type lim struct {
+		quota, shadow, admits bool
+	}
+	q, qs, e := lim{quota: true}, lim{quota: true, shadow: true}, lim{}
+	ok := func(l lim) lim { l.admits = true; return l }
+	tests := []struct {
+		name    string
+		limits  []lim
+		allowed bool
+		retry   time.Duration
+	}{
+		{"the only quota over", []lim{q}, false, 1 * time.Second},
+		{"one quota of two over", []lim{q, ok(q)}, true, 0},
+		{"both quotas over: the first to admit", []lim{q, q}, false, 1 * time.Second},
+		{"quotas over beside an enforced within", []lim{q, ok(e)}, false, 1 * time.Second},
+		{"quota within beside an enforced over", []lim{ok(q), e}, false, 2 * time.Second},
+		{"a shadow quota keeps the quota from denying", []lim{qs, q}, true, 0},
+		{"quota and enforced over: the longer", []lim{q, e, q}, false, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		var req domain.Request
+		for _, l := range tt.limits {
+			req.Limits = append(req.Limits, domain.Limit{Quota: l.quota, Shadow: l.shadow})
+		}
+		req.Cost = 1
+		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
+			if cost == 0 || tt.limits[i].admits {
+				return domain.Decision{Allowed: true}
+			}
+			return domain.Decision{RetryAfter: time.Duration(i+1) * time.Second}
+		})
+		if v.Allowed != tt.allowed || v.RetryAfter() != tt.retry {
+			t.Errorf("%s: allowed %v, RetryAfter %v; want %v, %v", tt.name, v.Allowed, v.RetryAfter(), tt.allowed, tt.retry)
+		}
+		for i, d := range v.Decisions {
+			if d.Quota != tt.limits[i].quota || d.Shadow != tt.limits[i].shadow {
+				t.Errorf("%s: decision %d flags quota=%v shadow=%v, want its limit's", tt.name, i, d.Quota, d.Shadow)
+			}
+		}
+	}
+}
+
+// TestSettleCountOver: with CountOver an admitted request spends from a
+// shadow or quota limit that would deny it too (reporting nothing left);
+// a denied request still spends nothing.
+func TestSettleCountOver(t *testing.T) {
+	t.Parallel()
+	c := counters{count: map[string]int64{"s": 20}, limit: map[string]int64{"s": 20, "e": 30, "q": 1, "r": 5}}
+	lims := []domain.Limit{{Key: "s", Shadow: true}, {Key: "e"}}
+	req := domain.Request{Limits: lims, Cost: 1, CountOver: true}
+	v := c.settle(req)
+	if !v.Allowed || v.Outcome != domain.OutcomeShadowDenied || v.Decisions[0].Remaining != 0 || v.Decisions[1].Remaining != 29 {
+		t.Errorf("shadow over beside enforced within: %+v, want admitted (shadow denied), remaining 0 and 29", v)
+	}
+	if c.count["s"] != 21 || c.count["e"] != 1 {
+		t.Errorf("CountOver: counts %v, want s=21 e=1", c.count)
+	}
+	req.CountOver = false
+	c.settle(req)
+	if c.count["s"] != 21 || c.count["e"] != 2 {
+		t.Errorf("without CountOver: counts %v, want s=21 (unspent), e=2", c.count)
+	}
+	// A quota limit over beside one within: admitted, both counted.
+	c.count["q"] = 1
+	req = domain.Request{Limits: []domain.Limit{{Key: "q", Quota: true}, {Key: "r", Quota: true}}, Cost: 1, CountOver: true}
+	if v := c.settle(req); !v.Allowed || c.count["q"] != 2 || c.count["r"] != 1 {
+		t.Errorf("one quota of two over, CountOver: %+v, counts %v; want admitted, q=2 r=1", v, c.count)
+	}
+	// Denied (the only quota over): nothing spent, even with CountOver.
+	req = domain.Request{Limits: []domain.Limit{{Key: "q", Quota: true}, {Key: "e"}}, Cost: 1, CountOver: true}
+	if v := c.settle(req); v.Allowed || c.count["q"] != 2 || c.count["e"] != 2 {
+		t.Errorf("quota over alone, CountOver: %+v, counts %v; want denied, nothing spent", v, c.count)
+	}
+}

@@ -35,8 +35,9 @@ func (l *SlidingLog) Decide(now time.Time, rule Rule, cost int64) Decision {
 	return decideSlidingLog(int64(l.n), free, newest, cost, rule)
 }
 
-// Spend logs cost admitted units at now. It requires a Decide at now
-// that admitted them.
+// Spend logs cost admitted units at now, after a Decide at now that
+// admitted them. Spent without one (counting every limit of an admitted
+// request, [Request].CountOver), it fills the log at most.
 func (l *SlidingLog) Spend(now time.Time, rule Rule, cost int64) {
 	t := now.UnixNano()
 	for range min(cost, rule.Limit-int64(l.n)) {

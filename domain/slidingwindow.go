@@ -34,11 +34,12 @@ func (s *SlidingWindow) Decide(now time.Time, rule Rule, cost int64) Decision {
 	return decideSlidingWindow(s.prev, s.curr, time.Duration(max(t-s.start, 0)), cost, rule)
 }
 
-// Spend counts cost admitted units at now. It requires a Decide at now
-// that admitted them.
+// Spend counts cost admitted units at now, after a Decide at now that
+// admitted them. Spent without one (counting every limit of an admitted
+// request, [Request].CountOver), it fills the current window at most.
 func (s *SlidingWindow) Spend(now time.Time, rule Rule, cost int64) {
 	s.roll(now, rule)
-	s.curr += cost
+	s.curr = min(s.curr+cost, max(rule.Limit, s.curr))
 }
 
 // roll moves the state to the window of now, which changes no decision,

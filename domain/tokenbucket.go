@@ -31,11 +31,14 @@ func (b *TokenBucket) Decide(now time.Time, rule Rule, cost int64) Decision {
 	return decideTokenBucket(time.Duration(max(b.tat-now.UnixNano(), 0)), TokenInterval(rule), cost, rule)
 }
 
-// Spend takes cost tokens at now. It requires a Decide at now that
-// admitted them.
+// Spend takes cost tokens at now, after a Decide at now that admitted
+// them. Spent without one (counting every limit of an admitted request,
+// [Request].CountOver), it empties the bucket at most.
 func (b *TokenBucket) Spend(now time.Time, rule Rule, cost int64) {
 	t := now.UnixNano()
-	b.tat = max(b.tat, t) + cost*int64(TokenInterval(rule))
+	interval := int64(TokenInterval(rule))
+	b.tat = max(b.tat, t) + min(cost, rule.Limit)*interval
+	b.tat = min(b.tat, t+rule.Limit*interval)
 }
 
 // decideTokenBucket is GCRA on a snapshot: the bucket's TAT is ahead of

@@ -38,6 +38,7 @@ const (
 // methods must be cheap and safe for concurrent use.
 type Observer interface {
 	// Decided records a verdict on route, and how long the limiter took.
+	// route is nil for a request a face planned ([Engine.DecidePlanned]).
 	Decided(route *domain.Route, v domain.Verdict, took time.Duration)
 	// StoreFull records a request a full store refused, decided as the
 	// shared unknown tenant instead.

@@ -194,7 +194,7 @@ func TestRedisFixedWindowWrapsErrors(t *testing.T) {
 }
 
 // TestRedisCalendarQuota: a calendar limit on Redis and on a Redis
-// Cluster: its key is the period's ("…:p<start>"), expires within a day
+// Cluster: its key is the period's ("…@<start>"), expires within a day
 // of the period's end (a minute after it), its window is the period's
 // real length, and every algorithm counts it as a fixed window.
 func TestRedisCalendarQuota(t *testing.T) {
@@ -228,6 +228,18 @@ func TestRedisCalendarQuota(t *testing.T) {
 			ttl := target.rdb.PTTL(t.Context(), key).Val()
 			if n := target.rdb.Get(t.Context(), key).Val(); n != "4" || ttl < time.Until(end) || ttl > time.Until(end)+time.Minute+time.Second {
 				t.Errorf("%s %s: key %s holds %q with TTL %v, want 4 and the period's end plus a minute (%v)", target.name, a.Name, key, n, ttl, time.Until(end))
+			}
+			// A period's key found without a TTL (written by something
+			// else) gets one at the next spend: none counts forever.
+			if err := target.rdb.Persist(t.Context(), key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			req.Cost = 1
+			if v, err := lim.Allow(t.Context(), req); err != nil || !v.Allowed {
+				t.Fatalf("%s %s: the last unit: %+v, %v", target.name, a.Name, v, err)
+			}
+			if ttl := target.rdb.PTTL(t.Context(), key).Val(); ttl < time.Until(end) || ttl > time.Until(end)+time.Minute+time.Second {
+				t.Errorf("%s %s: key %s without a TTL, after a spend: TTL %v, want the period's end plus a minute", target.name, a.Name, key, ttl)
 			}
 		}
 	}

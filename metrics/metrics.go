@@ -38,6 +38,8 @@ type Metrics struct {
 	routes         sync.Map                 // *domain.Route → *routeMetrics
 	inFlight       *prometheus.GaugeVec     // limit
 	inFlightOf     sync.Map                 // limit name → prometheus.Gauge
+
+	rls *rlsMetrics // Envoy's rate limit service
 }
 
 // Per-limit outcomes of tollgate_limit_decisions_total: what each limit
@@ -120,14 +122,16 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	for _, a := range AdminActions {
 		adminActions.WithLabelValues(a)
 	}
+	rls := newRLSMetrics()
 	inFlight := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tollgate_in_flight",
 		Help: "Slots of each concurrency limit that this replica's requests hold (on the store, or in its memory under the local fail mode), by limit name.",
 	}, []string{"limit"})
-	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime, adminActions, inFlight,
+	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime, adminActions,
+		rls.requests, rls.descriptors, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{storeErrors: storeErrors, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
-		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, inFlight: inFlight}
+		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls, inFlight: inFlight}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
@@ -135,7 +139,9 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 }
 
 // Decided records one decision on route: its outcome, how long it took,
-// and what each limit answered. It implements engine.Observer.
+// and what each limit answered (not for a nil route: a request of
+// Envoy's rate limit service, whose limits tollgate_rls_* counts). It
+// implements engine.Observer.
 func (m *Metrics) Decided(r *domain.Route, v domain.Verdict, took time.Duration) {
 	if m == nil {
 		return
@@ -144,7 +150,9 @@ func (m *Metrics) Decided(r *domain.Route, v domain.Verdict, took time.Duration)
 		m.decisions[o].Inc()
 	}
 	m.duration.Observe(took.Seconds())
-	m.observeLimits(r, v)
+	if r != nil {
+		m.observeLimits(r, v)
+	}
 }
 
 // StoreFull counts a request a full store refused, decided as the shared

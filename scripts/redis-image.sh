@@ -13,6 +13,7 @@
 # rewriting the name. No "# syntax=" line and no FROM of a real image, so
 # nothing is ever pulled.
 set -euo pipefail
+. "$(dirname "$0")/scratch-image-lib.sh"
 
 REPO="${REDIS_IMAGE_REPO:-tollgate.local/redis}"
 IMAGE="${REPO}:7"
@@ -42,35 +43,9 @@ if [[ ! -x "$SRC_BIN" || ! -x "$CLI_BIN" ]]; then
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends redis-tools >/dev/null
 fi
 
-ctx="$(mktemp -d "${TMPDIR:-/tmp}/tollgate-redis-image.XXXXXX")"
+ctx="$(scratch_rootfs "$SRC_BIN" "$CLI_BIN" redis)"
 trap 'rm -rf "$ctx"' EXIT
 root="$ctx/rootfs"
-mkdir -p "$root/usr/bin" "$root/data"
-install -d -m 1777 "$root/tmp"
-
-# Redis picks its personality from argv[0]: the file must be named redis-server.
-cp -L "$SRC_BIN" "$root/usr/bin/redis-server"
-chmod 0755 "$root/usr/bin/redis-server"
-cp -L "$CLI_BIN" "$root/usr/bin/redis-cli"
-chmod 0755 "$root/usr/bin/redis-cli"
-
-# Every library ldd lists, plus the loader, at the exact paths the loader
-# expects (symlinks resolved: cp -L copies the target's content).
-copy_lib() {
-  local p="$1"
-  [[ "$p" == /* ]] || return 0
-  mkdir -p "$root$(dirname "$p")"
-  cp -L "$p" "$root$p"
-}
-nlibs=0
-while read -r path; do
-  copy_lib "$path"
-  nlibs=$((nlibs + 1))
-done < <({ ldd "$SRC_BIN"; ldd "$CLI_BIN"; } | awk '
-  $2 == "=>" && $3 ~ /^\// { print $3; next }   # libfoo.so => /path (0x..)
-  $1 ~ /^\//               { print $1 }         # /lib64/ld-linux-x86-64.so.2 (0x..)
-' | sort -u)
-log "copied $nlibs libraries (incl. loader)"
 
 # Version straight from the binary we ship (e.g. 7.0.15).
 version="$("$root/usr/bin/redis-server" --version | sed -n 's/.* v=\([0-9][0-9.]*\).*/\1/p')"
@@ -80,21 +55,7 @@ case "$version" in
   *) log "expected Redis 7.x, got $version"; exit 1 ;;
 esac
 
-cat > "$ctx/Dockerfile" <<DOCKERFILE
-FROM scratch
-COPY rootfs/ /
-LABEL tollgate.redis.contents=$CONTENTS
-EXPOSE 6379
-ENTRYPOINT ["/usr/bin/redis-server"]
-CMD ["--protected-mode", "no", "--bind", "* -::*", "--save", "", "--appendonly", "no", "--dir", "/data"]
-DOCKERFILE
-
 log "building $IMAGE and $REPO:$version"
-# Classic builder on purpose: this docker CLI has no buildx plugin (with
-# BuildKit on it errors out "buildx component is missing"), and the classic
-# builder never fetches a frontend image. FROM scratch needs no pull.
-# Each metadata instruction costs ~1 s in the classic builder: keep them few
-# (no WORKDIR/LABEL; --dir /data sets the working directory).
-DOCKER_BUILDKIT=0 docker build -t "$IMAGE" -t "$REPO:$version" "$ctx" >&2
+scratch_build "$ctx" "$IMAGE" "$REPO" "$version" tollgate.redis.contents "$CONTENTS"
 
 echo "$IMAGE"

@@ -21,7 +21,8 @@
 # It starts redis-server (Debian's redis-server package) on loopback ports
 # REF_REDIS_PORT (16379) and SUT_REDIS_PORT (16380), envoyproxy/ratelimit on
 # 127.0.0.1:18081 (HTTP 18080, debug 16070), the server under test on
-# 127.0.0.1:18082, and stops them all, by pid, when it ends. ORACLE_BIN is a
+# 127.0.0.1:18082 (tollgate's admin listener on 19090; PORT_BASE, 18080,
+# moves them all), and stops them all, by pid, when it ends. ORACLE_BIN is a
 # prebuilt rlsoracle; by default it is built from bench/; ORACLE_FLAGS adds
 # flags to it (e.g. "-v -run override"). Logs go to
 # $WORK (a temporary directory, kept when something fails).
@@ -37,8 +38,15 @@ command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
 
 REF_REDIS_PORT=${REF_REDIS_PORT:-16379}
 SUT_REDIS_PORT=${SUT_REDIS_PORT:-16380}
-REF_GRPC=127.0.0.1:18081
-SUT_GRPC=127.0.0.1:18082
+# PORT_BASE moves every other port: PORT_BASE+1 and +2 the two gRPC
+# listeners, +0 and +10 envoyproxy/ratelimit's HTTP, +90 and +91 their
+# debug listeners, +1010 tollgate's admin listener.
+PORT_BASE=${PORT_BASE:-18080}
+REF_GRPC=127.0.0.1:$((PORT_BASE + 1))
+SUT_GRPC=127.0.0.1:$((PORT_BASE + 2))
+REF_HTTP=$PORT_BASE SUT_HTTP=$((PORT_BASE + 10))
+REF_DEBUG=$((PORT_BASE - 2010)) SUT_DEBUG=$((PORT_BASE - 2009))
+SUT_ADMIN=127.0.0.1:$((PORT_BASE + 1010))
 RELOAD_WAIT=${RELOAD_WAIT:-3}
 
 if [[ -n ${TOLLGATE_BIN:-} ]]; then
@@ -152,13 +160,13 @@ pass() {
 	local suite=$1 count_denied=$2 mode=$3 name ref sut_pid=
 	name=$(basename "$suite")
 	flush "127.0.0.1:$REF_REDIS_PORT"
-	envoy_rl "ref-$name" "$suite" "$REF_REDIS_PORT" "$REF_GRPC" 18080 16070 || return 1
+	envoy_rl "ref-$name" "$suite" "$REF_REDIS_PORT" "$REF_GRPC" "$REF_HTTP" "$REF_DEBUG" || return 1
 	ref=$started
 	case $sut in
 	tollgate)
 		flush "127.0.0.1:$SUT_REDIS_PORT"
-		free "$SUT_GRPC" tollgate && free 127.0.0.1:19090 tollgate || { stop "$ref"; return 1; }
-		start "tollgate-$name-$count_denied" env TOLLGATE_LISTEN_ADDR=off TOLLGATE_ADMIN_ADDR=127.0.0.1:19090 \
+		free "$SUT_GRPC" tollgate && free "$SUT_ADMIN" tollgate || { stop "$ref"; return 1; }
+		start "tollgate-$name-$count_denied" env TOLLGATE_LISTEN_ADDR=off TOLLGATE_ADMIN_ADDR="$SUT_ADMIN" \
 			TOLLGATE_RLS_ADDR="$SUT_GRPC" TOLLGATE_RLS_CONFIG="$suite/config" \
 			TOLLGATE_RLS_COUNT_DENIED="$count_denied" TOLLGATE_ALGORITHM=fixed_window \
 			TOLLGATE_STORE=redis TOLLGATE_REDIS_URL="redis://127.0.0.1:$SUT_REDIS_PORT/0" "$TOLLGATE_BIN"
@@ -168,7 +176,7 @@ pass() {
 	self)
 		flush "127.0.0.1:$SUT_REDIS_PORT"
 		# shellcheck disable=SC2086 # SELF_CHECK_ENV is a list of VAR=VALUE
-		envoy_rl "sut-$name" "$suite" "$SUT_REDIS_PORT" "$SUT_GRPC" 18090 16071 ${SELF_CHECK_ENV:-} ||
+		envoy_rl "sut-$name" "$suite" "$SUT_REDIS_PORT" "$SUT_GRPC" "$SUT_HTTP" "$SUT_DEBUG" ${SELF_CHECK_ENV:-} ||
 			{ stop "$ref"; return 1; }
 		sut_pid=$started
 		;;

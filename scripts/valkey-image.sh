@@ -23,6 +23,7 @@
 # packaged valkey-server service: it is stopped and disabled again, since
 # only the containers are wanted.
 set -euo pipefail
+. "$(dirname "$0")/scratch-image-lib.sh"
 
 REPO="${VALKEY_IMAGE_REPO:-tollgate.local/valkey}"
 IMAGE="${REPO}:8"
@@ -87,29 +88,9 @@ if [[ ! -x "$SRC_BIN" || ! -x "$CLI_BIN" ]]; then
   stop_packaged_service
 fi
 
-ctx="$(mktemp -d "${TMPDIR:-/tmp}/tollgate-valkey-image.XXXXXX")"
+ctx="$(scratch_rootfs "$SRC_BIN" "$CLI_BIN" valkey)"
 trap 'rm -rf "$ctx"' EXIT
 root="$ctx/rootfs"
-mkdir -p "$root/usr/bin" "$root/data"
-install -d -m 1777 "$root/tmp"
-
-cp -L "$SRC_BIN" "$root/usr/bin/redis-server"
-chmod 0755 "$root/usr/bin/redis-server"
-cp -L "$CLI_BIN" "$root/usr/bin/redis-cli"
-chmod 0755 "$root/usr/bin/redis-cli"
-
-# Every library ldd lists, plus the loader, at the exact paths the loader
-# expects (symlinks resolved: cp -L copies the target's content).
-nlibs=0
-while read -r path; do
-  mkdir -p "$root$(dirname "$path")"
-  cp -L "$path" "$root$path"
-  nlibs=$((nlibs + 1))
-done < <({ ldd "$SRC_BIN"; ldd "$CLI_BIN"; } | awk '
-  $2 == "=>" && $3 ~ /^\// { print $3; next }   # libfoo.so => /path (0x..)
-  $1 ~ /^\//               { print $1 }         # /lib64/ld-linux-x86-64.so.2 (0x..)
-' | sort -u)
-log "copied $nlibs libraries (incl. loader)"
 
 # Version straight from the binary we ship, under the name it will run
 # as ("Valkey server v=8.0.1 ..."): this also proves the server
@@ -121,18 +102,7 @@ case "$version" in
   *) log "expected Valkey 8.x, got $version"; exit 1 ;;
 esac
 
-cat > "$ctx/Dockerfile" <<DOCKERFILE
-FROM scratch
-COPY rootfs/ /
-LABEL tollgate.valkey.contents="$(contents)"
-EXPOSE 6379
-ENTRYPOINT ["/usr/bin/redis-server"]
-CMD ["--protected-mode", "no", "--bind", "* -::*", "--save", "", "--appendonly", "no", "--dir", "/data"]
-DOCKERFILE
-
 log "building $IMAGE and $REPO:$version"
-# Classic builder, as in scripts/redis-image.sh: no buildx plugin here,
-# and FROM scratch needs no pull.
-DOCKER_BUILDKIT=0 docker build -t "$IMAGE" -t "$REPO:$version" "$ctx" >&2
+scratch_build "$ctx" "$IMAGE" "$REPO" "$version" tollgate.valkey.contents "$(contents)"
 
 echo "$IMAGE"

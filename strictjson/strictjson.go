@@ -1,14 +1,15 @@
 // Package strictjson decodes the JSON files an operator writes (the
-// tenants file, the policy file) strictly: encoding/json's
-// DisallowUnknownFields is not enough, as repeated members and field
-// names in another case slip through it. Errors name the variable, the
-// file, the line:column and the field path, and never hold a value (a
-// file may carry secrets such as API keys).
+// tenants file, the policy file) strictly, with
+// github.com/go-json-experiment/json: no member name repeated in an
+// object, no unknown field, no field name in another case, nothing after
+// the top-level value, no invalid UTF-8. Errors name the variable, the
+// file, the line:column and the field path (a JSON pointer, as
+// tenants[0].id), and never quote a string of the file (it may carry
+// secrets such as API keys).
 package strictjson
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // FileError is a file named by a variable (the tenants file, the policy
@@ -45,9 +49,8 @@ func (e *FileError) Error() string {
 func (e *FileError) Unwrap() error { return e.Err }
 
 // ReadFile reads the file at path, named by variable varName, into v (a
-// pointer to a struct) strictly ([decode]). what says what
-// the top-level object holds, for the message about an empty file. The
-// error is a *FileError.
+// pointer to a struct) strictly. what says what the top-level object
+// holds, for the message about an empty file. The error is a *FileError.
 func ReadFile(varName, path string, v any, what string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -58,72 +61,77 @@ func ReadFile(varName, path string, v any, what string) error {
 		}
 		return &FileError{Var: varName, Path: path, Err: err}
 	}
-	if off, err := decode(data, v, what); err != nil {
-		e := &FileError{Var: varName, Path: path, Err: err}
-		if off >= 0 {
-			e.Line, e.Column = position(data, off)
-		}
-		return e
+	// Duplicate names are rejected by default, and names match exactly.
+	err = json.Unmarshal(data, v, json.RejectUnknownMembers(true))
+	if err == nil {
+		return nil
 	}
-	return nil
+	if len(bytes.TrimLeft(data, " \t\r\n")) == 0 {
+		err = fmt.Errorf("empty file: want a JSON object with %s", what)
+		return &FileError{Var: varName, Path: path, Err: err}
+	}
+	off, err := describe(err)
+	e := &FileError{Var: varName, Path: path, Err: err}
+	e.Line, e.Column = position(data, off)
+	return e
 }
 
-// decode parses data into v strictly: no unknown field, no member
-// repeated in an object, no field name in another case
-// ([checkStrictJSON]), nothing after the object. On error it also
-// returns the byte offset the error is at, or -1.
-func decode(data []byte, v any, what string) (int64, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+// describe rewrites an error of json.Unmarshal in our words, without the
+// values the library may quote (part of a string with a bad escape could
+// be an API key), and returns the byte offset it is at.
+func describe(err error) (int64, error) {
 	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
+		sem *json.SemanticError
+		syn *jsontext.SyntacticError
 	)
 	switch {
-	case err == nil:
-		if dec.More() {
-			off := dec.InputOffset()
-			off += int64(len(data[off:]) - len(bytes.TrimLeft(data[off:], " \t\r\n")))
-			return off + 1, errors.New("unexpected data after the top-level object")
+	case errors.As(err, &sem) && sem.Err == json.ErrUnknownName:
+		name := sem.JSONPointer.LastToken()
+		msg := fmt.Sprintf("unknown field %q", name)
+		if want := foldMatch(sem.GoType, name); want != "" {
+			msg += fmt.Sprintf(" (field names are case-sensitive: want %q)", want)
 		}
-		// encoding/json keeps the last of repeated members and matches
-		// names case-insensitively; the file must say what it means.
-		if err := checkStrictJSON(data, reflect.TypeOf(v)); err != nil {
-			return strictOffset(err), err
+		return sem.ByteOffset, fmt.Errorf("%s%s", where(sem.JSONPointer), msg)
+	case errors.As(err, &sem):
+		got := kindName[sem.JSONKind]
+		if sem.JSONKind == '0' && len(sem.JSONValue) > 0 { // a number is no secret
+			got += " " + string(sem.JSONValue)
 		}
-		return -1, nil
-	case errors.Is(err, io.EOF):
-		return -1, fmt.Errorf("empty file: want a JSON object with %s", what)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return int64(len(data)), errors.New("unexpected end of file")
-	case errors.As(err, &syntax):
-		return syntax.Offset, err
-	case errors.As(err, &typ):
-		return typ.Offset, fmt.Errorf("%s: got a JSON %s, want %s", typ.Field, typ.Value, jsonKind(typ.Type))
+		return sem.ByteOffset, fmt.Errorf("%sgot a JSON %s, want %s", where(sem.JSONPointer), got, jsonKind(sem.GoType))
+	case errors.As(err, &syn) && syn.Err == jsontext.ErrDuplicateName:
+		name := syn.JSONPointer.LastToken()
+		return syn.ByteOffset, fmt.Errorf("%srepeated member %q: each name may appear once per object", where(syn.JSONPointer), name)
+	case errors.As(err, &syn) && errors.Is(syn.Err, io.ErrUnexpectedEOF):
+		return syn.ByteOffset, errors.New("unexpected end of file")
+	case errors.As(err, &syn):
+		msg, _, _ := strings.Cut(syn.Err.Error(), " `") // drop the quoted input
+		return syn.ByteOffset, fmt.Errorf("%s%s", where(syn.JSONPointer), msg)
 	}
-	return unknownFieldOffset(data, err), err
+	return -1, err
 }
 
-// unknownFieldOffset returns the offset just past the first object key
-// that err, an unknown-field error of encoding/json, names, or -1. The
-// decoder reports no position for that error, and a line:column is what
-// an operator needs to find the typo.
-func unknownFieldOffset(data []byte, err error) int64 {
-	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
-	if !ok {
-		return -1
-	}
-	for i := 0; ; {
-		j := bytes.Index(data[i:], []byte(name))
-		if j < 0 {
-			return -1
+// where returns p as a field path such as "tenants[1].id: ", or "" at the top.
+func where(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil {
+			b.WriteString("[" + tok + "]")
+			continue
 		}
-		i += j + len(name)
-		if rest := bytes.TrimLeft(data[i:], " \t\r\n"); len(rest) > 0 && rest[0] == ':' {
-			return int64(i - len(name) + 1)
+		if b.Len() > 0 {
+			b.WriteByte('.')
 		}
+		b.WriteString(tok)
 	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return b.String() + ": "
+}
+
+// kindName names the kinds of JSON value a wrong one can be.
+var kindName = map[jsontext.Kind]string{
+	'"': "string", '0': "number", '{': "object", '[': "array", 't': "boolean", 'f': "boolean", 'n': "null",
 }
 
 // jsonKind names what a JSON value decoding into t must be.
@@ -146,186 +154,38 @@ func jsonKind(t reflect.Type) string {
 	return t.String()
 }
 
-// position converts a byte offset into data to a 1-based line and column.
-// encoding/json's offsets point just past the offending byte.
-func position(data []byte, off int64) (line, col int) {
-	off = min(max(off, 1), int64(len(data)))
-	before := data[:off]
-	line = 1 + bytes.Count(before, []byte("\n"))
-	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1)
-	return line, max(col, 1)
-}
-
-// strictJSONError is a JSON document that encoding/json would accept but
-// a strict reading rejects: a member name repeated in one object, or one
-// that is not exactly a field name of the type it decodes into.
-type strictJSONError struct {
-	Offset int64  // just past the opening quote of the offending member name
-	Path   string // of the member, such as tenants[1].id
-	Msg    string
-}
-
-func (e *strictJSONError) Error() string { return e.Path + ": " + e.Msg }
-
-// checkStrictJSON walks data's tokens alongside t, the Go type data is
-// decoded into, and rejects what encoding/json lets through silently:
-//
-//   - a member name that appears twice in one object, at any depth
-//     (encoding/json keeps the last, so {"id":"a","id":"b"} is "b");
-//   - a member of a struct-typed object that is not exactly one of the
-//     struct's json field names: encoding/json matches names
-//     case-insensitively, so "ID" would fill "id", and
-//     DisallowUnknownFields does not object.
-//
-// Objects decoded into maps or interfaces are checked for repeats only.
-// Values of the wrong kind are left for the decoder to report. The error
-// is a *strictJSONError with the member's offset and path; a syntax error
-// is the decoder's *json.SyntaxError, so checkStrictJSON may run before
-// or after decoding. Member values never appear in the error (they may be
-// secrets such as API keys); member names do.
-//
-// It is the shared strict reading of every file the gateway loads (the
-// tenants file and the policy file).
-func checkStrictJSON(data []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // numbers are not decoded, only skipped
-	w := &jsonWalker{dec: dec, data: data}
-	return w.value(t, "")
-}
-
-// jsonWalker is one walk of checkStrictJSON.
-type jsonWalker struct {
-	dec  *json.Decoder
-	data []byte
-}
-
-// nameOffset returns the offset just past the opening quote of the member
-// name that follows from, the decoder's offset before reading the name.
-func (w *jsonWalker) nameOffset(from int64) int64 {
-	for from < int64(len(w.data)) && strings.IndexByte(" \t\r\n,", w.data[from]) >= 0 {
-		from++
-	}
-	return from + 1
-}
-
-// value checks the next value, to be decoded into t (nil: anything),
-// found at path.
-func (w *jsonWalker) value(t reflect.Type, path string) error {
-	dec := w.dec
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
+// foldMatch returns the json name of a field of struct t that equals
+// name but for case, or "".
+func foldMatch(t reflect.Type, name string) string {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch tok {
-	case json.Delim('{'):
-		return w.object(t, path)
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for i := 0; dec.More(); i++ {
-			if err := w.value(elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token() // ']'
-		return err
+	if t == nil || t.Kind() != reflect.Struct {
+		return ""
 	}
-	return nil // a scalar
-}
-
-// object checks the members of an object whose '{' was just read.
-func (w *jsonWalker) object(t reflect.Type, path string) error {
-	dec := w.dec
-	var fields map[string]reflect.Type
-	var elem reflect.Type // of a map's values
-	switch {
-	case t != nil && t.Kind() == reflect.Struct:
-		fields = jsonFields(t)
-	case t != nil && t.Kind() == reflect.Map:
-		elem = t.Elem()
-	}
-	seen := make(map[string]bool)
-	for dec.More() {
-		at := w.nameOffset(dec.InputOffset())
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		name, _ := tok.(string)
-		member := name
-		if path != "" {
-			member = path + "." + name
-		}
-		if seen[name] {
-			return &strictJSONError{Offset: at, Path: member,
-				Msg: fmt.Sprintf("repeated member %q: each name may appear once per object", name)}
-		}
-		seen[name] = true
-		vt := elem
-		if fields != nil {
-			ft, ok := fields[name]
-			if !ok {
-				msg := fmt.Sprintf("unknown field %q", name)
-				if want := foldMatch(fields, name); want != "" {
-					msg += fmt.Sprintf(" (field names are case-sensitive: want %q)", want)
-				}
-				return &strictJSONError{Offset: at, Path: member, Msg: msg}
-			}
-			vt = ft
-		}
-		if err := w.value(vt, member); err != nil {
-			return err
-		}
-	}
-	_, err := dec.Token() // '}'
-	return err
-}
-
-// jsonFields returns the json member names of struct t and their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := make(map[string]reflect.Type, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
+	for f := range t.Fields() {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || tag == "-":
 			continue
+		case tag == "":
+			tag = f.Name
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch name {
-		case "-":
-			continue
-		case "":
-			name = f.Name
-		}
-		fields[name] = f.Type
-	}
-	return fields
-}
-
-// foldMatch returns the field name that equals name but for case, or "".
-func foldMatch(fields map[string]reflect.Type, name string) string {
-	for f := range fields {
-		if strings.EqualFold(f, name) {
-			return f
+		if strings.EqualFold(tag, name) {
+			return tag
 		}
 	}
 	return ""
 }
 
-// strictOffset returns the offset of err, a strictJSONError or a
-// *json.SyntaxError, or -1.
-func strictOffset(err error) int64 {
-	var se *strictJSONError
-	var syn *json.SyntaxError
-	switch {
-	case errors.As(err, &se):
-		return se.Offset
-	case errors.As(err, &syn):
-		return syn.Offset
+// position converts a 0-based byte offset into data to a 1-based line and
+// column; 0, 0 for a negative offset.
+func position(data []byte, off int64) (line, col int) {
+	if off < 0 {
+		return 0, 0
 	}
-	return -1
+	before := data[:min(off, int64(len(data)))]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	col = len(before) - bytes.LastIndexByte(before, '\n')
+	return line, col
 }

@@ -3,7 +3,9 @@ package layers
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -30,11 +32,12 @@ type DenyCacheOptions struct {
 	// so a flood of distinct denied tenants never grows it. Zero means
 	// DefaultDenyCacheCapacity.
 	Capacity int
-	// MaxAge bounds how long one denial is served: after it, the next
-	// request asks the limiter again (and a denial is cached afresh), so
-	// that what changed the budget elsewhere (a reset on another
-	// replica, a raised limit) is seen within MaxAge. Zero means
-	// DefaultDenyCacheMaxAge.
+	// MaxAge bounds how long one denial is served alone: after it, one
+	// request asks the limiter again (the others keep the denial for
+	// that round trip), and its answer replaces the denial or ends it,
+	// so that what changed the budget elsewhere (a reset on another
+	// replica, a raised limit) is seen within MaxAge and a round trip.
+	// Zero means DefaultDenyCacheMaxAge.
 	MaxAge time.Duration
 	// Now returns the current time. If nil, the process's monotonic clock
 	// is used. Tests inject a fake clock here.
@@ -45,18 +48,21 @@ type DenyCacheOptions struct {
 // tenant's request on a route (with decisions: a store, memory or local
 // denial, not the closed fail mode's), the tenant's next requests on
 // that route are denied from memory, without a call to the limiter,
-// until the Retry-After that denial gave has passed or MaxAge has, the
-// sooner. It never admits.
+// until the Retry-After that denial gave has passed; every MaxAge one of
+// them asks the limiter again. It never admits.
 // A denial for want of a concurrency slot is not remembered (a slot may
 // come back at any moment); one that a rate limit made is, for as long as
 // the rate limits deny.
 //
 // A cached answer is the first denial's decisions with their times
 // counted down, and outcome [domain.OutcomeCachedDenied]. It is served
-// only to a request with the same cost and limits (names, rules and
-// keys) as the one denied: a budget changed by a reload, or another
+// only to a request with the same costs and limits (names, rules, keys
+// and modes) as the one denied: a budget changed by a reload, or another
 // cost, goes to the limiter at once. Time runs from before the first
 // denial's call, so a cached denial never outlasts the limiter's own.
+// A denial that counts ([domain.Request].CountDenied) is cached only when
+// every limit denied it: answering from memory spends nothing, and a
+// limit that admitted would have counted.
 //
 // The cache is sharded and bounded (see [DenyCacheOptions].Capacity).
 // It is safe for concurrent use by multiple goroutines.
@@ -127,10 +133,14 @@ type denyKey struct {
 type denial struct {
 	key       denyKey
 	cost      int64
+	costs     []int64           // a copy of the denied request's
 	limits    []domain.Limit    // a copy of the denied request's
 	decisions []domain.Decision // as the limiter gave them at at
 	at, until int64             // nanos since the origin: when decided, when it ends
-	index     int
+	fresh     int64             // at + MaxAge: from then on one request asks the limiter again
+	// refreshing is set by the request that asks the limiter again.
+	refreshing atomic.Bool
+	index      int
 }
 
 // denyShard is one locked part of the cache: a map for lookups and a heap
@@ -150,23 +160,34 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 	sh.mu.RLock()
 	d := sh.m[k]
 	sh.mu.RUnlock()
+	var stale *denial // a denial this request asks the limiter about again
 	if d != nil && now < d.until && d.matches(req) {
-		return d.verdict(now), nil
+		// Past MaxAge one request asks the limiter again; the others
+		// keep the denial meanwhile (a flood costs the store one call a
+		// second, not one per request in flight).
+		if now < d.fresh || !d.refreshing.CompareAndSwap(false, true) {
+			return d.verdict(now), nil
+		}
+		stale = d
 	}
 	v, err := c.next.Allow(ctx, req)
-	if err != nil || v.Allowed || v.Decisions == nil {
+	retry := rateRetry(req, v)
+	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 || (req.CountDenied && countsSome(req, v)) {
+		if stale != nil {
+			sh.remove(stale) // the limiter no longer denies (a reset, a raised limit), or could not say
+		}
 		return v, err
 	}
-	if retry := rateRetry(req, v); retry > 0 {
-		sh.put(&denial{
-			key:       k,
-			cost:      req.Cost,
-			limits:    append([]domain.Limit(nil), req.Limits...),
-			decisions: append([]domain.Decision(nil), v.Decisions...),
-			at:        now,
-			until:     now + min(int64(retry), c.maxAge),
-		}, now)
-	}
+	sh.put(&denial{
+		key:       k,
+		cost:      req.Cost,
+		costs:     slices.Clone(req.Costs),
+		limits:    append([]domain.Limit(nil), req.Limits...),
+		decisions: append([]domain.Decision(nil), v.Decisions...),
+		at:        now,
+		fresh:     now + c.maxAge,
+		until:     now + int64(retry),
+	}, now)
 	return v, nil
 }
 
@@ -175,6 +196,9 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 // denial for want of a slot is never cached: a slot may come back at any
 // moment, and the next request must find it.
 func rateRetry(req domain.Request, v domain.Verdict) time.Duration {
+	if !slices.ContainsFunc(req.Limits, func(l domain.Limit) bool { return l.Concurrency }) {
+		return v.RetryAfter() // quota limits' rule included
+	}
 	var r time.Duration
 	for i, d := range v.Decisions {
 		if !d.Allowed && !d.Shadow && !req.Limits[i].Concurrency {
@@ -197,9 +221,20 @@ func (k denyKey) shard() int {
 	return int(h & (denyCacheShards - 1))
 }
 
-// matches reports whether req is what d denied: the same cost and limits.
+// countsSome reports whether a limit of req admitted it under v, and so
+// counts the cost it was asked for.
+func countsSome(req domain.Request, v domain.Verdict) bool {
+	for i, d := range v.Decisions {
+		if d.Allowed && req.CostOf(i) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether req is what d denied: the same costs and limits.
 func (d *denial) matches(req domain.Request) bool {
-	if req.Cost != d.cost || len(req.Limits) != len(d.limits) {
+	if req.Cost != d.cost || len(req.Limits) != len(d.limits) || !slices.Equal(req.Costs, d.costs) {
 		return false
 	}
 	for i, l := range req.Limits {
@@ -244,6 +279,16 @@ func (s *denyShard) put(d *denial, now int64) {
 	}
 	heap.Push(&s.byEnd, d)
 	s.m[d.key] = d
+}
+
+// remove drops d, unless another denial replaced it meanwhile.
+func (s *denyShard) remove(d *denial) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[d.key] == d {
+		heap.Remove(&s.byEnd, d.index)
+		delete(s.m, d.key)
+	}
 }
 
 // denialHeap orders denials by their end, soonest first

@@ -185,6 +185,49 @@ func TestDenyCacheMaxAge(t *testing.T) {
 	}
 }
 
+// TestDenyCacheRefreshesOnce: past MaxAge, one request asks the limiter
+// again while the others are still answered from the denial; when the
+// limiter then admits (a reset elsewhere), the denial is gone for all.
+func TestDenyCacheRefreshesOnce(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	const hour = time.Hour
+	store := &scripted{answer: deny(domain.OutcomeDenied, hour, hour)}
+	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
+	req := request()
+	l.Allow(t.Context(), req)
+	clk.Advance(layers.DefaultDenyCacheMaxAge)
+
+	release := make(chan struct{})
+	store.set(func(r domain.Request) (domain.Verdict, error) {
+		<-release // the refresh's round trip
+		return admit(r)
+	})
+	refreshed := make(chan domain.Verdict)
+	go func() {
+		v, _ := l.Allow(t.Context(), req)
+		refreshed <- v
+	}()
+	for store.calls.Load() != 2 {
+		time.Sleep(time.Millisecond) // until the refresh is with the limiter
+	}
+	for range 20 {
+		if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied {
+			t.Fatalf("during the refresh: %v, want cached_denied", v.Outcome)
+		}
+	}
+	if n := store.calls.Load(); n != 2 {
+		t.Errorf("limiter called %d times during one refresh, want 2 (the first denial, the refresh)", n)
+	}
+	close(release)
+	if v := <-refreshed; !v.Allowed {
+		t.Fatalf("the refresh: %+v, want the limiter's admission", v)
+	}
+	if v, _ := l.Allow(t.Context(), req); !v.Allowed || store.calls.Load() != 3 {
+		t.Errorf("after the limiter admitted: %v after %d calls, want the limiter's admission (the denial gone)", v.Outcome, store.calls.Load())
+	}
+}
+
 // TestDenyCacheForget: Forget drops a tenant's denials on every route,
 // and no other tenant's.
 func TestDenyCacheForget(t *testing.T) {

@@ -125,11 +125,13 @@ type ReplicaCountOptions struct {
 // withdraws the announcement.
 //
 // The count believes only what renews: a replica counts (besides this
-// one) once it has been seen twice with its expiry moved forward on the
-// store's clock, as a live replica's is every Interval. A member written
-// once by something else (a stale or forged entry) never counts, so no
-// one can shrink every replica's local budget by adding members; the
-// store drops claims that outlast any announcement. A key of another
+// one) once its expiry has been seen to move forward on the store's
+// clock, as a live replica's does every Interval, and for as long as its
+// announcement is alive after that (two replicas' announcements need not
+// alternate: one may announce twice while the other is late). A member
+// written once by something else (a stale or forged entry) never counts,
+// so no one can shrink every replica's local budget by adding members;
+// the store drops claims that outlast any announcement. A key of another
 // type (ports.ErrKeyType) is reported once, not every Interval, and the
 // count keeps its last good value. Whoever can write the store at will
 // can still steer the count: the store is trusted (docs/redis.md).
@@ -137,12 +139,18 @@ type ReplicaCountOptions struct {
 // ReplicaCount is safe for concurrent use by multiple goroutines.
 type ReplicaCount struct {
 	opts ReplicaCountOptions
-	n    atomic.Int64     // 0: never counted
-	seen map[string]int64 // expiry of each member at the last announcement; the run goroutine's
-	bad  bool             // the last announcement met a key of another type; the run goroutine's
+	n    atomic.Int64      // 0: never counted
+	seen map[string]member // each member at the last announcement; the run goroutine's
+	bad  bool              // the last announcement met a key of another type; the run goroutine's
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+}
+
+// member is another replica's announcement, as this one saw it.
+type member struct {
+	expires int64 // on the store's clock
+	renewed bool  // its expiry moved forward between two announcements of this replica's, once at least
 }
 
 // NewReplicaCount starts announcing at once.
@@ -159,7 +167,7 @@ func NewReplicaCount(opts ReplicaCountOptions) *ReplicaCount {
 	if opts.Timeout <= 0 {
 		opts.Timeout = opts.Interval
 	}
-	r := &ReplicaCount{opts: opts, seen: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &ReplicaCount{opts: opts, seen: map[string]member{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
 	return r
 }
@@ -198,11 +206,13 @@ func (r *ReplicaCount) announce() {
 	}
 	r.bad = false
 	n := 1 // this replica
-	seen := make(map[string]int64, len(alive))
+	seen := make(map[string]member, len(alive))
 	for _, a := range alive {
-		seen[a.ID] = a.Expires
-		if prev, ok := r.seen[a.ID]; ok && a.Expires > prev && a.ID != r.opts.ID {
-			n++ // renewed since the last announcement: alive
+		prev, ok := r.seen[a.ID]
+		m := member{expires: a.Expires, renewed: ok && (prev.renewed || a.Expires > prev.expires)}
+		seen[a.ID] = m
+		if m.renewed && a.ID != r.opts.ID {
+			n++ // it renews, and its announcement is alive
 		}
 	}
 	r.seen = seen

@@ -123,6 +123,7 @@ type announcer struct {
 	mu        sync.Mutex
 	alive     map[string]bool
 	forged    map[string]int64 // members written by someone else, with their expiry
+	expires   map[string]int64 // each announcing member's expiry, set when it announces
 	down      bool
 	err       error // returned by every Announce when set
 	announces int
@@ -139,10 +140,13 @@ func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) ([
 	}
 	a.announces++
 	a.alive[id] = true
-	now := time.Now().UnixMilli()
+	if a.expires == nil {
+		a.expires = map[string]int64{}
+	}
+	a.expires[id] = time.Now().UnixMilli() + ttl.Milliseconds() // each member's own, as the store keeps it
 	var out []ports.Announcement
 	for m := range a.alive {
-		out = append(out, ports.Announcement{ID: m, Expires: now + ttl.Milliseconds()})
+		out = append(out, ports.Announcement{ID: m, Expires: a.expires[m]})
 	}
 	for m, exp := range a.forged {
 		out = append(out, ports.Announcement{ID: m, Expires: exp})
@@ -190,9 +194,11 @@ func TestReplicaCount(t *testing.T) {
 		}
 		a.set(func(a *announcer) { a.down = false })
 		rb := newCount("b")
-		// A replica counts another once it has seen it renew: both
-		// announce every interval, and three see each other renew.
-		time.Sleep(3 * layers.DefaultAnnounceInterval)
+		// A replica counts another once it has seen its expiry move
+		// between two announcements of its own: both announce every
+		// interval, and as their turns fall (the first after the other's
+		// first, or before) that takes up to four.
+		time.Sleep(4 * layers.DefaultAnnounceInterval)
 		synctest.Wait()
 		if ra.N() != 2 || rb.N() != 2 {
 			t.Errorf("N = %d and %d with two replicas, want 2", ra.N(), rb.N())
@@ -265,6 +271,7 @@ func TestStackContract(t *testing.T) {
 						layers.FailLocal(layers.LocalOptions{Limiter: local}),
 						b.Layer())
 				},
+				Now:       clk.Now,
 				Clock:     clk,
 				Window:    time.Minute,
 				Algorithm: a.Name,
@@ -281,6 +288,28 @@ func (upPinger) Ping(context.Context) error { return nil }
 // or forged) never count, so adding members cannot shrink every
 // replica's local budget; a key of another type is reported once, not
 // every interval, and the count keeps its last good value.
+// TestReplicaCountLateReplica: a replica that announces at half the
+// pace (so that another announces twice between two of its own) counts
+// all along, once seen renewing.
+func TestReplicaCountLateReplica(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := &announcer{alive: map[string]bool{}}
+		ra := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "a"})
+		defer ra.Close()
+		rb := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "b", Interval: 2 * layers.DefaultAnnounceInterval, TTL: 5 * layers.DefaultAnnounceInterval})
+		defer rb.Close()
+		time.Sleep(5 * layers.DefaultAnnounceInterval)
+		for i := range 20 {
+			time.Sleep(layers.DefaultAnnounceInterval / 2)
+			synctest.Wait()
+			if ra.N() != 2 {
+				t.Fatalf("step %d: N = %d with b renewing every other interval, want 2", i, ra.N())
+			}
+		}
+	})
+}
+
 func TestReplicaCountBelievesOnlyRenewals(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -52,11 +51,13 @@ var (
 // gateway replica (several replicas need a shared store, or each hands
 // out the whole budget). Each key is one domain policy's state under its
 // own mutex: a request of several limits locks their keys in key order
-// (so two requests never wait on each other in a cycle), decides every
-// limit, and spends by [domain.Spends]: all or nothing. A concurrency
-// limit ([domain.Limit.Concurrency]) is a count of the slots its admitted
-// requests hold in this process ([domain.Slots]), given back by the
-// verdict's Release; no lease is needed, since a crash frees them all.
+// (so two requests never wait on each other in a cycle; limits that share
+// a key share its lock and state, decided one after the other), decides
+// every limit, and spends by [domain.Spends]: all or nothing. A
+// concurrency limit ([domain.Limit.Concurrency]) is a count of the slots
+// its admitted requests hold in this process ([domain.Slots]), given back
+// by the verdict's Release; no lease is needed, since a crash frees them
+// all.
 //
 // Limiter is safe for concurrent use by multiple goroutines. Allow of
 // keys it already holds allocates nothing but the verdict's decisions
@@ -82,9 +83,9 @@ var algorithms = map[string]func(Options) store{
 		l.countsDenied = true
 		return l
 	},
-	domain.AlgorithmSlidingLog:    func(o Options) store { return newLimiter[domain.SlidingLog](o) },
-	domain.AlgorithmSlidingWindow: func(o Options) store { return newLimiter[domain.SlidingWindow](o) },
-	domain.AlgorithmTokenBucket:   func(o Options) store { return newLimiter[domain.TokenBucket](o) },
+	domain.AlgorithmSlidingLog:    func(o Options) store { return newLimiter[byRule[domain.SlidingLog, *domain.SlidingLog]](o) },
+	domain.AlgorithmSlidingWindow: func(o Options) store { return newLimiter[byRule[domain.SlidingWindow, *domain.SlidingWindow]](o) },
+	domain.AlgorithmTokenBucket:   func(o Options) store { return newLimiter[byRule[domain.TokenBucket, *domain.TokenBucket]](o) },
 }
 
 // New returns the limiter of algorithm ([domain.Algorithms]) and starts
@@ -97,24 +98,42 @@ func New(algorithm string, opts Options) (*Limiter, error) {
 	return &Limiter{build(opts)}, nil
 }
 
-// state is one key's state under a domain policy: *domain.FixedWindow,
-// *domain.SlidingLog, *domain.SlidingWindow or *domain.TokenBucket.
+// state is one key's state under a domain policy, deciding the limit
+// the limiter passes it: *domain.FixedWindow, or *byRule of
+// domain.SlidingLog, domain.SlidingWindow or domain.TokenBucket.
 type state[S any] interface {
+	*S
+	Decide(now time.Time, lim domain.Limit, cost int64) domain.Decision
+	Spend(now time.Time, lim domain.Limit, cost int64)
+}
+
+// ruleState is a domain policy that decides by a limit's rule alone.
+type ruleState[S any] interface {
 	*S
 	Decide(now time.Time, rule domain.Rule, cost int64) domain.Decision
 	Spend(now time.Time, rule domain.Rule, cost int64)
 }
 
-// maxLimits is how many limits a request may carry here; a policy has a
-// handful, and the entries of one request are locked together.
-const maxLimits = 16
+// byRule is the state of a policy that reads nothing of a limit but its
+// rule (the fixed window alone reads more: [domain.Limit].Epoch).
+type byRule[S any, P ruleState[S]] struct{ s S }
 
-// errTooManyLimits and errDuplicateKey are requests the limiter cannot
-// decide: a caller's bug, reported rather than deadlocking.
-var (
-	errTooManyLimits = fmt.Errorf("memory: more than %d limits in one request", maxLimits)
-	errDuplicateKey  = errors.New("memory: two limits of one request share a key")
-)
+func (b *byRule[S, P]) Decide(now time.Time, lim domain.Limit, cost int64) domain.Decision {
+	return P(&b.s).Decide(now, lim.Rule, cost)
+}
+
+func (b *byRule[S, P]) Spend(now time.Time, lim domain.Limit, cost int64) {
+	P(&b.s).Spend(now, lim.Rule, cost)
+}
+
+// maxLimits is how many limits a request may carry here: a policy has a
+// handful, Envoy's rate limit service a few descriptors; the entries of
+// one request are locked together.
+const maxLimits = 64
+
+// errTooManyLimits is a request the limiter cannot decide: a caller's
+// bug, reported rather than deciding part of it.
+var errTooManyLimits = fmt.Errorf("memory: more than %d limits in one request", maxLimits)
 
 // limiter is the Limiter of one algorithm: a map of keys, each a domain
 // policy's state under its own mutex, and a sweeper.
@@ -140,8 +159,8 @@ type limiterEntry[S any] struct {
 	swept  bool  // removed from the map: Allow retries on a fresh entry
 }
 
-// held is the idleAt of an entry whose slots are held: never idle.
-const held = math.MaxInt64
+// neverIdle is the idleAt of an entry whose slots are held.
+const neverIdle = math.MaxInt64
 
 // decide is lim's decision at cost on e, without spending.
 func (*limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
@@ -151,7 +170,7 @@ func (*limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit
 	if cal := lim.Calendar; cal != nil {
 		return e.period.Decide(now, *cal, lim.Rule.Limit, cost)
 	}
-	return P(&e.state).Decide(now, lim.Rule, cost)
+	return P(&e.state).Decide(now, lim, cost)
 }
 
 func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
@@ -164,7 +183,7 @@ func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
 }
 
 // Allow implements [ports.Limiter]. It fails only on a malformed request
-// (more than 16 limits, or two with one key) and with [ErrFull].
+// (more than 64 limits) and with [ErrFull].
 func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
 	n := len(req.Limits)
 	if n > maxLimits {
@@ -183,29 +202,33 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 			order[j], order[j-1] = order[j-1], order[j]
 		}
 	}
-	for i := 1; i < n; i++ {
-		if req.Limits[order[i]].Key == req.Limits[order[i-1]].Key {
-			return domain.Verdict{}, errDuplicateKey
+	// held[:m] are the distinct entries locked, in key order; limits that
+	// share a key share one entry, locked once.
+	var held [maxLimits]*limiterEntry[S]
+	unlock := func(m int) {
+		for _, e := range held[:m] {
+			e.mu.Unlock()
 		}
 	}
 	for {
-		retry := false
+		retry, m := false, 0
 		for k := range n {
 			i := order[k]
+			if k > 0 && req.Limits[i].Key == req.Limits[order[k-1]].Key {
+				entries[i] = entries[order[k-1]]
+				continue
+			}
 			e, err := l.entry(req.Limits[i], req.Tenant)
 			if err != nil {
-				for _, j := range order[:k] {
-					entries[j].mu.Unlock()
-				}
+				unlock(m)
 				return domain.Verdict{}, err
 			}
 			e.mu.Lock()
-			entries[i] = e
+			entries[i], held[m] = e, e
+			m++
 			if e.swept {
 				retry = true
-				for _, j := range order[:k+1] {
-					entries[j].mu.Unlock()
-				}
+				unlock(m)
 				if l.keys.CompareAndDelete(req.Limits[i].Key, e) {
 					l.n.Add(-1)
 				}
@@ -224,28 +247,26 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		var r *release[S]
 		for i := range n {
 			e := entries[i]
-			spends := domain.Spends(req, v, i)
+			c := req.CostOf(i)
 			switch {
+			case c == 0 || !domain.Spends(req, v, i):
 			case req.Limits[i].Concurrency:
-				if spends {
-					e.slots.Acquire()
-					if r == nil {
-						r = &release[S]{clock: l.clock}
-					}
-					r.entries = append(r.entries, e)
+				e.slots.Acquire()
+				if r == nil {
+					r = &release[S]{clock: l.clock}
 				}
-			case !spends:
+				r.entries = append(r.entries, e)
 			case req.Limits[i].Calendar != nil:
-				e.period.Spend(now, *req.Limits[i].Calendar, req.Cost)
+				e.period.Spend(now, *req.Limits[i].Calendar, c)
 			default:
-				P(&e.state).Spend(now, req.Limits[i].Rule, req.Cost)
+				P(&e.state).Spend(now, req.Limits[i], c)
 			}
 			e.idleAt = nanos + int64(max(v.Decisions[i].ResetAfter, v.Decisions[i].RetryAfter))
 			if e.slots.Held() > 0 {
-				e.idleAt = held
+				e.idleAt = neverIdle
 			}
-			e.mu.Unlock()
 		}
+		unlock(m)
 		if r != nil {
 			v.Release = r.release
 		}

@@ -338,6 +338,7 @@ func memoryHarness(a algorithm) portstest.LimiterHarness {
 			return l
 		},
 		Clock:     clk,
+		Now:       clk.Now,
 		Window:    time.Minute,
 		Algorithm: a.name,
 	}

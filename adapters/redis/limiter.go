@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -54,7 +55,7 @@ type spec struct {
 	script *script
 	// stride is how many arguments a limit gives; args appends them.
 	stride int
-	args   func(a []any, rule domain.Rule) []any
+	args   func(a []any, lim domain.Limit) []any
 	// countsDenied: the script honours Request.CountDenied.
 	countsDenied bool
 }
@@ -63,23 +64,25 @@ type spec struct {
 // row of domain.Algorithms has one (TestEveryAlgorithm).
 var specs = map[string]*spec{
 	domain.AlgorithmFixedWindow: {
-		script: newScript(domain.AlgorithmFixedWindow, true), stride: 2, countsDenied: true,
-		args: func(a []any, r domain.Rule) []any { return append(a, r.Limit, windowMillis(r.Window)) },
+		script: newScript(domain.AlgorithmFixedWindow, true), stride: 3, countsDenied: true,
+		args: func(a []any, l domain.Limit) []any {
+			return append(a, l.Rule.Limit, windowMillis(l.Rule.Window), epochArgs[b2i(l.Epoch)])
+		},
 	},
 	domain.AlgorithmSlidingLog: {
 		script: newScript(domain.AlgorithmSlidingLog, true), stride: 3,
-		args: func(a []any, r domain.Rule) []any {
-			return append(a, r.Limit, micros(r.Window), windowMillis(r.Window))
+		args: func(a []any, l domain.Limit) []any {
+			return append(a, l.Rule.Limit, micros(l.Rule.Window), windowMillis(l.Rule.Window))
 		},
 	},
 	domain.AlgorithmSlidingWindow: {
 		script: newScript(domain.AlgorithmSlidingWindow, true), stride: 2,
-		args: func(a []any, r domain.Rule) []any { return append(a, r.Limit, micros(r.Window)) },
+		args: func(a []any, l domain.Limit) []any { return append(a, l.Rule.Limit, micros(l.Rule.Window)) },
 	},
 	domain.AlgorithmTokenBucket: {
 		script: newScript(domain.AlgorithmTokenBucket, true), stride: 3,
-		args: func(a []any, r domain.Rule) []any {
-			return append(a, r.Limit, max(micros(r.Window)/r.Limit, 1), micros(r.Window))
+		args: func(a []any, l domain.Limit) []any {
+			return append(a, l.Rule.Limit, max(micros(l.Rule.Window)/l.Rule.Limit, 1), micros(l.Rule.Window))
 		},
 	},
 }
@@ -119,11 +122,32 @@ var _ ports.Usage = (*Limiter)(nil)
 // ([Leases]) in the same script: an admitted verdict's Release gives the
 // request's slots back.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
-	mode := "0"
-	if req.CountDenied && l.spec.countsDenied {
-		mode = "1"
+	return l.run(ctx, req, countingArgs[b2i(req.CountDenied && l.spec.countsDenied)+2*b2i(req.CountOver)])
+}
+
+// countingArgs are the scripts' ARGV[3] for a decision, by counting
+// mode: bit 0 counts denied requests, bit 1 an admitted request's every
+// limit.
+var countingArgs = [4]string{"0", "1", "2", "3"}
+
+// epochArgs are the fixed window's third argument: 1 aligned to the
+// epoch, boxed once.
+var epochArgs = [2]any{int64(0), int64(1)}
+
+// costArg is the scripts' ARGV[1]: the request's cost, or with
+// per-limit costs each limit's, comma-separated.
+func costArg(req domain.Request) any {
+	if req.Costs == nil {
+		return req.Cost
 	}
-	return l.run(ctx, req, mode)
+	b := make([]byte, 0, 4*len(req.Costs))
+	for i, c := range req.Costs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, c, 10)
+	}
+	return string(b)
 }
 
 // Peek implements [ports.Usage]: the script in peek mode, one round trip
@@ -156,9 +180,8 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 			keys = append(keys, lim.Key)
 			continue
 		}
-		for _, p := range calendarPeriods(*lim.Calendar, now) {
-			keys = append(keys, domain.PeriodKey(lim.Key, p[0]))
-		}
+		prev, cur, next := periodsAround(*lim.Calendar, now).keys(lim.Key)
+		keys = append(keys, prev, cur, next)
 	}
 	if len(keys) == 0 {
 		return nil
@@ -172,8 +195,8 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 // modePeek is the script's ARGV[3] of a peek.
 const modePeek = "p"
 
-// run runs the algorithm's script on req in mode (ARGV[3]: "0", "1" to
-// count denials, "p" to peek), within the per-decision timeout.
+// run runs the algorithm's script on req in mode (ARGV[3]: "0" to "3",
+// the counting mode, or "p" to peek), within the per-decision timeout.
 func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -206,24 +229,25 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 	for _, lim := range req.Limits {
 		a = append(a, lim.Key)
 	}
-	var flags [2 * 16]byte
-	shadow, kinds := flags[:0:16], flags[16:16]
-	var periods [][3][2]time.Time
+	var buf2 [2 * 16]byte
+	flags, kinds := buf2[:0:16], buf2[16:16]
+	var buf [4]*periods
+	pers := buf[:0] // of each calendar limit, in order
 	if calendars > 0 {
-		periods = make([][3][2]time.Time, 0, calendars)
 		now := time.Now()
 		for i, lim := range req.Limits {
 			if lim.Calendar == nil {
 				continue
 			}
-			p := calendarPeriods(*lim.Calendar, now)
-			periods = append(periods, p)
-			a[3+i] = domain.PeriodKey(lim.Key, p[1][0])
-			a = append(a, domain.PeriodKey(lim.Key, p[0][0]), domain.PeriodKey(lim.Key, p[2][0]))
+			p := periodsAround(*lim.Calendar, now)
+			pers = append(pers, p)
+			prev, cur, next := p.keys(lim.Key)
+			a[3+i] = cur
+			a = append(a, prev, next)
 		}
 	}
 	for _, lim := range req.Limits {
-		shadow = append(shadow, '0'+b2i(lim.Shadow))
+		flags = append(flags, '0'+b2i(lim.Shadow)+2*b2i(lim.Quota))
 		kind := byte('r')
 		switch {
 		case lim.Concurrency:
@@ -233,7 +257,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 		}
 		kinds = append(kinds, kind)
 	}
-	a = append(a, req.Cost, string(shadow), mode, string(kinds), stride)
+	a = append(a, costArg(req), string(flags), mode, string(kinds), stride)
 	c := 0
 	var released []any   // after every limit's arguments: the holders to remove first
 	argv := 5 + stride*n // ARGV's length before them
@@ -253,11 +277,11 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 			}
 			a = append(a, lim.Rule.Limit, leaseMs, holder, first, count)
 		case lim.Calendar != nil:
-			p := periods[c]
+			p := pers[c]
 			c++
-			a = append(a, lim.Rule.Limit, p[0][0].UnixMilli(), p[1][0].UnixMilli(), p[2][0].UnixMilli(), p[2][1].UnixMilli())
+			a = append(a, lim.Rule.Limit, p.args[0], p.args[1], p.args[2], p.args[3])
 		default:
-			a = sp.args(a, lim.Rule)
+			a = sp.args(a, lim)
 		}
 		for len(a)-start < stride {
 			a = append(a, 0)
@@ -279,7 +303,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 	case err != nil:
 		l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
 	case v.Allowed:
-		if keys := slotKeys(req, func(i int) bool { return v.Decisions[i].Allowed }); len(keys) > 0 {
+		if keys := slotKeys(req, func(i int) bool { return domain.Spends(req, v, i) }); len(keys) > 0 {
 			h := &holding{leases: l.opts.Leases, keys: keys, holder: holder}
 			h.leases.hold(keys, holder)
 			v.Release = h.release
@@ -315,15 +339,6 @@ func (h *holding) release() {
 	}
 }
 
-// calendarPeriods returns the period of cal around now, and the periods
-// before and after it: {start, end} each.
-func calendarPeriods(cal domain.Calendar, now time.Time) [3][2]time.Time {
-	s1, e1 := cal.Period(now)
-	s0, _ := cal.Period(s1.Add(-time.Nanosecond))
-	_, e2 := cal.Period(e1)
-	return [3][2]time.Time{{s0, s1}, {s1, e1}, {e1, e2}}
-}
-
 // verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
 // request was admitted, then per limit ok, remaining, reset and retry
 // (µs). A reply whose verdict disagrees with its own decisions is a
@@ -335,7 +350,7 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 		dst = make([]domain.Decision, 0, n)
 	}
 	v := domain.Verdict{Allowed: r[0] == 1, Decisions: dst[:0]}
-	enforcedOK, shadowDenied := true, false
+	shadowDenied := false
 	for i, lim := range req.Limits {
 		x := r[1+replyStride*i:]
 		d := domain.Decision{
@@ -346,16 +361,13 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 			RetryAfter: usDur(x[3]),
 			Window:     usDur(x[4]),
 			Shadow:     lim.Shadow,
+			Quota:      lim.Quota,
 		}
-		if lim.Shadow {
-			shadowDenied = shadowDenied || !d.Allowed
-		} else {
-			enforcedOK = enforcedOK && d.Allowed
-		}
+		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
 		v.Decisions = append(v.Decisions, d)
 	}
 	switch {
-	case v.Allowed != enforcedOK:
+	case v.Allowed != domain.Admits(v.Decisions):
 		return domain.Verdict{}, fmt.Errorf("redis: %q: the script's verdict %v disagrees with its decisions %v", req.Limits[0].Key, v.Allowed, r)
 	case !v.Allowed:
 		v.Outcome = domain.OutcomeDenied

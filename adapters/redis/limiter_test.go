@@ -76,7 +76,7 @@ func TestEveryAlgorithm(t *testing.T) {
 func request(cost int64, rules ...domain.Rule) domain.Request {
 	req := domain.Request{Tenant: "acme", Route: "default", Cost: cost}
 	for i, r := range rules {
-		name := []string{"default", "per-day"}[i]
+		name := []string{"default", "per-day", "third"}[i]
 		req.Limits = append(req.Limits, domain.Limit{Name: name, Rule: r, Key: domain.Key("rl:", "acme", "x", "", name)})
 	}
 	return req
@@ -103,7 +103,7 @@ func TestLimiterArgs(t *testing.T) {
 		algo string
 		want []any
 	}{
-		{"fixed_window", []any{int64(3), "01", "1", "rr", 2, int64(10), int64(60e3), int64(100), int64(3600e3)}},
+		{"fixed_window", []any{int64(3), "01", "1", "rr", 3, int64(10), int64(60e3), int64(0), int64(100), int64(3600e3), int64(0)}},
 		{"sliding_log", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(60e6), int64(60e3), int64(100), int64(3600e6), int64(3600e3)}},
 		{"sliding_window", []any{int64(3), "01", "0", "rr", 2, int64(10), int64(60e6), int64(100), int64(3600e6)}},
 		{"token_bucket", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(6e6), int64(60e6), int64(100), int64(36e6), int64(3600e6)}},
@@ -122,6 +122,27 @@ func TestLimiterArgs(t *testing.T) {
 		if !equalArgs(f.args, tt.want) {
 			t.Errorf("%s: args %v, want %v", tt.algo, f.args, tt.want)
 		}
+	}
+}
+
+// TestLimiterArgsEnvoy checks what a request of Envoy's rate limit
+// service adds: each limit's cost, the quota flags, counting an admitted
+// request's every limit, and the fixed window's alignment to the epoch.
+func TestLimiterArgsEnvoy(t *testing.T) {
+	t.Parallel()
+	rule := domain.Rule{Limit: 10, Window: time.Minute}
+	f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0}, [4]int64{1, 9, 60e6, 0})}
+	req := request(1, rule, rule, rule)
+	req.Limits[0].Quota, req.Limits[0].Epoch = true, true
+	req.Limits[1].Quota, req.Limits[1].Shadow = true, true
+	req.Costs = []int64{3, 0, 12}
+	req.CountOver = true
+	if _, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	want := []any{"3,0,12", "230", "2", "rrr", 3, int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(0), int64(10), int64(60e3), int64(0)}
+	if !equalArgs(f.args, want) {
+		t.Errorf("args %v, want %v", f.args, want)
 	}
 }
 
@@ -294,7 +315,7 @@ func TestLimiterSlotArgs(t *testing.T) {
 		t.Fatalf("args %v", f.args)
 	}
 	holder, _ := f.args[12].(string)
-	want := []any{int64(3), "00", "0", "rn", 5, int64(10), int64(60e3), 0, 0, 0, int64(5), int64(3000), holder, 0, 0}
+	want := []any{int64(3), "00", "0", "rn", 5, int64(10), int64(60e3), int64(0), 0, 0, int64(5), int64(3000), holder, 0, 0}
 	if !equalArgs(f.args, want) || !strings.HasPrefix(holder, "r1:") {
 		t.Errorf("args %v, want %v with a holder r1:…", f.args, want)
 	}

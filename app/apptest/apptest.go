@@ -22,6 +22,9 @@ type Gateway struct {
 	// http://127.0.0.1:41234; Public and Check are empty for a listener
 	// that is off (TOLLGATE_LISTEN_ADDR=off; TOLLGATE_CHECK_ADDR unset).
 	Public, Check, Admin string
+	// RLS is the address (host:port) of Envoy's rate limit service, ""
+	// when it is off (TOLLGATE_RLS_ADDR unset).
+	RLS string
 
 	logs *logBuffer
 	stop context.CancelFunc
@@ -49,16 +52,16 @@ func Start(t testing.TB, environ ...string) *Gateway {
 		g.done <- err
 	}()
 
-	addrs := make(chan [3]string, 1)
+	addrs := make(chan [4]string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
 			g.logs.add(line)
-			var m struct{ Msg, Public, Check, Admin string }
+			var m struct{ Msg, Public, Check, Admin, RLS string }
 			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "tollgate listening" {
-				addrs <- [3]string{m.Public, m.Check, m.Admin}
+				addrs <- [4]string{m.Public, m.Check, m.Admin, m.RLS}
 			}
 		}
 		io.Copy(io.Discard, pr)
@@ -67,6 +70,9 @@ func Start(t testing.TB, environ ...string) *Gateway {
 	select {
 	case a := <-addrs:
 		g.Public, g.Check, g.Admin = baseURL(a[0]), baseURL(a[1]), baseURL(a[2])
+		if a[3] != app.ListenOff {
+			g.RLS = a[3]
+		}
 	case err := <-g.done:
 		cancel()
 		t.Fatalf("apptest: Run returned before listening: %v\nlogs:\n%s", err, g.Logs())

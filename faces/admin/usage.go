@@ -6,9 +6,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -76,7 +79,12 @@ func WithUsage(admin http.Handler, opts UsageOptions) http.Handler {
 		r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusNotFound, errorBody{"no such path: see GET /v1/tenants/{id}/usage and POST /v1/tenants/{id}/reset"})
 		})
-		r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+			allow := http.MethodGet
+			if strings.HasSuffix(r.URL.Path, "/reset") {
+				allow = http.MethodPost
+			}
+			w.Header().Set("Allow", allow)
 			writeJSON(w, http.StatusMethodNotAllowed, errorBody{"method not allowed: GET /v1/tenants/{id}/usage, POST /v1/tenants/{id}/reset"})
 		})
 	})
@@ -159,7 +167,7 @@ func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	id := domain.TenantID(chi.URLParam(r, "id"))
 	us, err := u.opts.Engine.Usage(ctx, id)
-	u.answer(w, id, us, err)
+	u.answer(w, id, "", us, err)
 }
 
 // reset answers POST /v1/tenants/{id}/reset[?limit=name].
@@ -184,18 +192,21 @@ func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 		}
 		u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r))
 	}
-	u.answer(w, id, us, err)
+	u.answer(w, id, limit, us, err)
 }
 
 // answer writes the usage us of tenant id, or err as its status.
-func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, us []engine.LimitUsage, err error) {
+func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit string, us []engine.LimitUsage, err error) {
 	switch {
 	case err == nil:
-	case errors.Is(err, domain.ErrInvalidTenant), errors.Is(err, engine.ErrNoLimit):
-		writeJSON(w, http.StatusBadRequest, errorBody{err.Error()})
+	case errors.Is(err, domain.ErrInvalidTenant):
+		writeJSON(w, http.StatusBadRequest, errorBody{fmt.Sprintf("invalid tenant id %s: want 1 to %d of A-Z a-z 0-9 . _ -", quoted(string(id)), domain.MaxTenantIDLen)})
+		return
+	case errors.Is(err, engine.ErrNoLimit):
+		writeJSON(w, http.StatusBadRequest, errorBody{fmt.Sprintf("no limit %q in the policy", limit)})
 		return
 	case errors.Is(err, engine.ErrNoTenant):
-		writeJSON(w, http.StatusNotFound, errorBody{err.Error()})
+		writeJSON(w, http.StatusNotFound, errorBody{fmt.Sprintf("no tenant %q in the tenants file", id)})
 		return
 	default:
 		u.opts.Log.Error("usage API: the store failed", "tenant", string(id), "err", err)
@@ -232,6 +243,15 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, us []engine
 		body.Limits[i] = b
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// quoted is s quoted for an error message, cut at 80 bytes: an id from
+// a URL can be anything.
+func quoted(s string) string {
+	if len(s) > 80 {
+		return strconv.Quote(s[:80]) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // writeJSON writes v as the JSON body of a status answer.

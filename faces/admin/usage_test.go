@@ -190,8 +190,11 @@ func TestUsageReset(t *testing.T) {
 	if f.actions["reset"] != 2 {
 		t.Errorf("actions %v, want 2 resets", f.actions)
 	}
-	if w := f.call(t, "GET", "/v1/tenants/acme/reset", "Bearer "+token); w.Code != http.StatusMethodNotAllowed {
-		t.Errorf("GET of reset: %d, want 405", w.Code)
+	if w := f.call(t, "GET", "/v1/tenants/acme/reset", "Bearer "+token); w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != "POST" {
+		t.Errorf("GET of reset: %d %v, want 405 with Allow: POST", w.Code, w.Header())
+	}
+	if w := f.call(t, "POST", "/v1/tenants/acme/usage", "Bearer "+token); w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != "GET" {
+		t.Errorf("POST of usage: %d %v, want 405 with Allow: GET", w.Code, w.Header())
 	}
 }
 

@@ -21,7 +21,7 @@ type Log struct {
 
 // Do calls write with the number of events the line stands for (this one
 // and those suppressed since the last line), unless a line was written
-// less than Interval ago.
+// less than Interval ago (from the end of its write).
 func (l *Log) Do(write func(n int64)) {
 	now := time.Now().UnixNano()
 	last := l.last.Load()
@@ -30,4 +30,8 @@ func (l *Log) Do(write func(n int64)) {
 		return
 	}
 	write(l.suppressed.Swap(0) + 1)
+	// The interval runs from the end of the write: a line's time stamp
+	// is taken in write, and the next line's comes at least Interval
+	// after it, however long this one took to be stamped.
+	l.last.Store(time.Now().UnixNano())
 }

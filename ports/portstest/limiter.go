@@ -30,6 +30,10 @@ type LimiterHarness struct {
 	// Algorithm names the algorithm, for the shape of the keys the tests
 	// build ([domain.Key]). Empty means fixed window.
 	Algorithm string
+	// Now, if set, reads the limiter's clock: the fake clock's Now. Nil
+	// means time.Now (a real store on this host's clock). The tests of
+	// windows aligned to the epoch read it.
+	Now func() time.Time
 	// TTLs, if set, returns every storage key the limiter wrote for the
 	// tenant whose keys start with prefix, with its time to live
 	// (negative: none). A store that keeps keys elsewhere (Redis) sets
@@ -424,6 +428,8 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		}
 	})
 
+	testEnvoy(t, h)
+
 	t.Run("usage", func(t *testing.T) {
 		l := h.New(t)
 		u, ok := l.(ports.Usage)
@@ -441,9 +447,17 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		tenant := Tenant()
 		counted := h.single(tenant, rule)
 		counted.CountDenied = true
+		// Envoy's: aligned windows, per-limit costs, a shared key, every
+		// limit of an admitted request counted.
+		envoy := h.Request(tenant, 1, NamedRule{Name: "e", Rule: rule}, NamedRule{Name: "f", Rule: rule, Shadow: true},
+			NamedRule{Name: "e", Rule: rule})
+		envoy.Costs, envoy.CountOver, envoy.CountDenied = []int64{1, 3, 0}, true, true
+		for i := range envoy.Limits {
+			envoy.Limits[i].Epoch = true
+		}
 		reqs := []domain.Request{h.single(tenant, rule), h.Request(tenant, 2,
 			NamedRule{Name: "a", Rule: rule}, NamedRule{Name: "b", Rule: domain.Rule{Limit: 3, Window: h.Window / 2}},
-			NamedRule{Name: "c", Rule: domain.Rule{Limit: 3, Window: h.Window}, Shadow: true}), counted}
+			NamedRule{Name: "c", Rule: domain.Rule{Limit: 3, Window: h.Window}, Shadow: true}), counted, envoy}
 		for _, req := range reqs {
 			for range rule.Limit + 2 {
 				MustAllow(t, l, req)
@@ -522,14 +536,12 @@ func MustAllow(t *testing.T, l ports.Limiter, req domain.Request) domain.Verdict
 	if len(v.Decisions) != len(req.Limits) {
 		t.Fatalf("Allow(%s): %d decisions for %d limits", req.Limits[0].Key, len(v.Decisions), len(req.Limits))
 	}
-	allowed := true
 	for i, d := range v.Decisions {
-		if d.Shadow != req.Limits[i].Shadow {
-			t.Fatalf("Allow(%s): decision %d has Shadow %v, its limit %v", req.Limits[0].Key, i, d.Shadow, req.Limits[i].Shadow)
+		if d.Shadow != req.Limits[i].Shadow || d.Quota != req.Limits[i].Quota {
+			t.Fatalf("Allow(%s): decision %d has Shadow %v, Quota %v, its limit %v, %v", req.Limits[0].Key, i, d.Shadow, d.Quota, req.Limits[i].Shadow, req.Limits[i].Quota)
 		}
-		allowed = allowed && (d.Allowed || d.Shadow)
 	}
-	if v.Allowed != allowed {
+	if v.Allowed != domain.Admits(v.Decisions) {
 		t.Fatalf("Allow(%s): verdict %v disagrees with its decisions %+v", req.Limits[0].Key, v.Allowed, v.Decisions)
 	}
 	return v

@@ -1,19 +1,37 @@
 -- Fixed window: a string counter per limit whose TTL is the window's
--- clock, set by the window's first spend (later spends leave it alone).
--- ARGV per limit: limit, window in ms.
+-- clock. A window starts with its first spend (the TTL it sets; later
+-- spends leave it alone), or, aligned to the epoch, is the multiple of
+-- the window that holds now, and the counter expires (PEXPIREAT) at its
+-- end.
+-- ARGV per limit: limit, window in ms, 1 if aligned to the epoch else 0.
 --
 -- A key found without a TTL (written by something else) is given one, so
 -- no key ever counts forever. A key outlives its PTTL by up to a
 -- millisecond (Redis expires it once its clock in ms is past the expiry),
 -- so the time left is PTTL + 1 ms: a client that waits that long finds
--- the window over, never a millisecond early.
-local S = 2
+-- the window over, never a millisecond early. Aligned, a counter that
+-- lingers past its window's end is the previous window's: it counts as
+-- empty, and the next spend overwrites it.
+local S = 3
 
 local function read(i, key)
+  local w = arg(S, i, 2)
   local count = tonumber(redis.call('GET', key) or '0')
   local pttl = redis.call('PTTL', key)
+  if arg(S, i, 3) == 1 then
+    local wus = w * 1000
+    local start = now - math.fmod(now, wus)
+    local st = {count = count, left = start + wus - now, until_ms = (start + wus) / 1000}
+    -- An expiry before the middle of this window is an earlier window's.
+    if pttl == -2 or (pttl >= 0 and idiv(now, 1000) + pttl < start / 1000 + w / 2) then
+      st.count, st.stale = 0, pttl >= 0
+    elseif pttl == -1 and not peek then
+      redis.call('PEXPIREAT', key, st.until_ms)
+    end
+    return st
+  end
   if pttl == -1 then
-    pttl = arg(S, i, 2)
+    pttl = w
     if not peek then
       redis.call('PEXPIRE', key, pttl)
     end
@@ -40,6 +58,17 @@ local function decide(i, st, c)
 end
 
 local function spend(i, key, st, c)
+  if st.until_ms then
+    if st.stale then
+      redis.call('SET', key, c)
+    else
+      redis.call('INCRBY', key, c)
+    end
+    if st.count == 0 then
+      redis.call('PEXPIREAT', key, st.until_ms)
+    end
+    return
+  end
   redis.call('INCRBY', key, c)
   if st.left < 0 then
     redis.call('PEXPIRE', key, arg(S, i, 2))

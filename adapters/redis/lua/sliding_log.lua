@@ -7,7 +7,7 @@
 -- ARGV per limit: limit, window in µs, TTL in ms (the window, rounded up).
 local S = 3
 
-local function read(i, key)
+local function read(i, key, c)
   local limit, window = arg(S, i, 1), arg(S, i, 2)
   local count
   if peek then
@@ -30,7 +30,7 @@ local function read(i, key)
   if count > 0 then
     st.newest = now - tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
     -- The unit whose leaving makes room for this request's cost.
-    local k = math.min(math.max(count + cost - limit, 1), count)
+    local k = math.min(math.max(count + c - limit, 1), count)
     st.free = now - tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2])
   end
   return st
@@ -58,7 +58,9 @@ end
 local function spend(i, key, st, c)
   local at = string.format('%d', now)
   local n = st.count
-  for _ = 1, c do
+  -- At most up to the limit: a limit spent while it denies (counting an
+  -- admitted request's every limit) is full, no more.
+  for _ = 1, math.min(c, arg(S, i, 1) - n) do
     while redis.call('ZADD', key, 'NX', at, at .. ':' .. n) == 0 do
       n = n + 1
     end

@@ -59,7 +59,9 @@ end
 
 local function spend(i, key, st, c)
   local w = arg(S, i, 2)
-  redis.call('HSET', key, 's', string.format('%d', st.start), 'p', st.p, 'c', st.c + c)
+  -- At most the limit: a limit spent while it denies (counting an
+  -- admitted request's every limit) is full, no more.
+  redis.call('HSET', key, 's', string.format('%d', st.start), 'p', st.p, 'c', math.min(st.c + c, math.max(arg(S, i, 1), st.c)))
   redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
 end
 

@@ -29,7 +29,9 @@ local function decide(i, st, c)
 end
 
 local function spend(i, key, st, c, r)
-  local next = st.ahead + c * arg(S, i, 2)
+  -- At most an empty bucket: a limit spent while it denies (counting an
+  -- admitted request's every limit) owes no more than its capacity.
+  local next = math.min(st.ahead + c * arg(S, i, 2), arg(S, i, 1) * arg(S, i, 2))
   redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
 end
 

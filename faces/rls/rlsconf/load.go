@@ -24,6 +24,15 @@ type File struct {
 // [Parse] does. An empty directory gives a Config with no domain. A file
 // that cannot be read or is rejected gives a [*FileError] naming it.
 func LoadDir(dir string) (*Config, error) {
+	files, err := readDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(files)
+}
+
+// readDir reads the files [LoadDir] loads, in name order.
+func readDir(dir string) ([]File, error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
 		return nil, &FileError{Path: dir, Err: err}
@@ -48,7 +57,7 @@ func LoadDir(dir string) (*Config, error) {
 		}
 		files = append(files, File{Name: path, Data: data})
 	}
-	return Parse(files)
+	return files, nil
 }
 
 // Parse loads files in the order given, merging files that name the same

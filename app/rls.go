@@ -1,0 +1,109 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/rls"
+	"github.com/tollgate/tollgate/faces/rls/rlsconf"
+	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// What the rate limit service's variables accept (see accepted).
+func init() {
+	accepted["RLS_ADDR"] = "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC without TLS)"
+	accepted["RLS_CONFIG"] = "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR"
+	accepted["RLS_COUNT_DENIED"] = "true (count denied hits on every descriptor, as envoyproxy/ratelimit) or false (all or nothing) (also 1, 0, t, f)"
+	accepted["RLS_RESPONSE_HEADERS"] = "true or false (also 1, 0, t, f)"
+}
+
+// rlsReloadInterval is how often TOLLGATE_RLS_CONFIG is read again: a
+// change takes effect within it (the contract says 2 s).
+const rlsReloadInterval = time.Second
+
+// rlsConfig is TOLLGATE_RLS_CONFIG loaded, and the watcher of its
+// directory.
+type rlsConfig struct {
+	watcher *rlsconf.Watcher
+	conf    *rlsconf.Config
+}
+
+// loadRLS loads TOLLGATE_RLS_CONFIG when TOLLGATE_RLS_ADDR is set (nil
+// otherwise). A configuration that envoyproxy/ratelimit would reject is an
+// *ExitError of code 2 naming the file.
+func loadRLS(cfg Config) (*rlsConfig, error) {
+	if cfg.RLSAddr == "" {
+		return nil, nil
+	}
+	w, conf, err := rlsconf.NewWatcher(cfg.RLSConfig)
+	if err != nil {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %sRLS_CONFIG: %w", EnvPrefix, err)}
+	}
+	return &rlsConfig{watcher: w, conf: conf}, nil
+}
+
+// withRLS returns ls with Envoy's rate limit service's listener
+// (TOLLGATE_RLS_ADDR, the face on eng with rc from loadRLS) when rc is
+// not nil, and a stop for the watcher of its directory. From then on the
+// directory is watched until stop or ctx's end: a change applies within
+// rlsReloadInterval, a rejected one is logged and the old configuration
+// stays.
+func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) ([]*listener, func()) {
+	if rc == nil {
+		return ls, func() {}
+	}
+	face := rls.New(rc.conf, rls.Options{
+		Engine:          eng,
+		Ready:           ready,
+		ReadyTimeout:    cfg.RedisTimeout,
+		CountDenied:     cfg.RLSCountDenied,
+		ResponseHeaders: cfg.RLSResponseHeaders,
+		Metrics:         m,
+	})
+	wctx, stop := context.WithCancel(ctx)
+	go rc.watcher.Run(wctx, rlsReloadInterval, func(c *rlsconf.Config) {
+		face.SetConfig(c)
+		log.Info("rate limit service configuration reloaded", "dir", cfg.RLSConfig, "domains", len(c.Domains()))
+	}, func(err error) {
+		log.Error("rate limit service configuration rejected; keeping the previous one", "dir", cfg.RLSConfig, "err", err)
+	})
+	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, srv: rlsServer{face.NewGRPCServer()}}), stop
+}
+
+// rlsServer is the rate limit service's gRPC server as a listener's
+// server.
+type rlsServer struct{ *grpc.Server }
+
+// Serve serves ln until the server stops; a stop is no error.
+func (s rlsServer) Serve(ln net.Listener) error {
+	if err := s.Server.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops accepting calls, lets in-flight ones finish until ctx
+// ends, then cuts the rest.
+func (s rlsServer) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.Stop()
+		<-done
+		return ctx.Err()
+	}
+}

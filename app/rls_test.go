@@ -1,0 +1,165 @@
+package app_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/tollgate/tollgate/app"
+	"github.com/tollgate/tollgate/app/apptest"
+)
+
+// rlsYAML is one domain whose key k has rpu requests per minute.
+func rlsYAML(rpu string) string {
+	return "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: " + rpu + "}\n"
+}
+
+// writeAt writes data at path.
+func writeAt(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunRLSConfigErrors: the variables are checked, and a configuration
+// envoyproxy/ratelimit rejects stops the start (exit 2, naming the file).
+func TestRunRLSConfigErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeAt(t, filepath.Join(dir, "good.yaml"), rlsYAML("5"))
+	writeAt(t, filepath.Join(dir, "bad.yaml"), "domain: d2\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	tests := []struct {
+		environ []string
+		want    []string
+	}{
+		{[]string{"TOLLGATE_RLS_ADDR=127.0.0.1:0"}, []string{"TOLLGATE_RLS_CONFIG", "required with TOLLGATE_RLS_ADDR"}},
+		{[]string{"TOLLGATE_RLS_ADDR=nowhere", "TOLLGATE_RLS_CONFIG=" + dir}, []string{"TOLLGATE_RLS_ADDR", `"nowhere"`}},
+		{[]string{"TOLLGATE_RLS_COUNT_DENIED=maybe"}, []string{"TOLLGATE_RLS_COUNT_DENIED"}},
+		{[]string{"TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG=" + dir}, []string{"TOLLGATE_RLS_CONFIG", filepath.Join(dir, "bad.yaml"), "invalid rate limit unit"}},
+		{[]string{"TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG=" + filepath.Join(dir, "none")}, []string{"TOLLGATE_RLS_CONFIG", "none"}},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		err := app.Run(t.Context(), []string{"tollgate"}, append(tt.environ, "TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0"), io.Discard, &stderr)
+		if got := app.ExitCode(err); got != 2 {
+			t.Errorf("Run(%v) exit = %d (%v), want 2", tt.environ, got, err)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("Run(%v) message %q lacks %q", tt.environ, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "\n") || stderr.Len() != 0 {
+			t.Errorf("Run(%v): message %q, logs %q; want one line, nothing logged", tt.environ, err, stderr.String())
+		}
+	}
+}
+
+// rlsClient dials the gateway's rate limit service.
+func rlsClient(t *testing.T, g *apptest.Gateway) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(g.RLS, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// remaining asks for one hit of k=v in domain d and returns the answer's
+// current limit and remaining.
+func remaining(t *testing.T, c pb.RateLimitServiceClient, v string) (rpu, left uint32) {
+	t.Helper()
+	resp, err := c.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: v}}},
+	}})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp.Statuses[0].CurrentLimit.GetRequestsPerUnit(), resp.Statuses[0].LimitRemaining
+}
+
+// TestRunRLS: with TOLLGATE_LISTEN_ADDR=off the gateway serves only
+// Envoy's rate limit service (and the admin listener): it answers,
+// reports SERVING, counts in /metrics, applies a changed file within 2 s,
+// keeps the old configuration on a broken change, and stops gracefully.
+func TestRunRLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeAt(t, filepath.Join(dir, "rls.yaml"), rlsYAML("5"))
+	g := apptest.Start(t, "TOLLGATE_LISTEN_ADDR=off", "TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG="+dir)
+	if g.Public != "" {
+		t.Errorf("public listener %s, want off", g.Public)
+	}
+	conn := rlsClient(t, g)
+	c := pb.NewRateLimitServiceClient(conn)
+	if rpu, left := remaining(t, c, "a"); rpu != 5 || left != 4 {
+		t.Fatalf("first hit: limit %d, remaining %d; want 5, 4", rpu, left)
+	}
+	h, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health: %v, %v; want SERVING", h, err)
+	}
+	resp, err := http.Get(g.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{`tollgate_rls_requests_total{code="OK",domain="d"} 1`,
+		`tollgate_rls_descriptors_total{domain="d",outcome="ok",rule="d.k"} 1`, `tollgate_decisions_total{algorithm="fixed_window",outcome="allowed"} 1`} {
+		if !strings.Contains(string(body), series) {
+			t.Errorf("/metrics lacks %s:\n%s", series, grepLines(string(body), "tollgate_"))
+		}
+	}
+
+	// A file rewritten in place applies within 2 s.
+	writeAt(t, filepath.Join(dir, "rls.yaml"), rlsYAML("7"))
+	waitWithin(t, 2*time.Second, "the new limit", func() bool { rpu, _ := remaining(t, c, "b"); return rpu == 7 })
+	// A broken change is logged and the old configuration stays.
+	writeAt(t, filepath.Join(dir, "rls.yaml"), "domain: d\nbogus: 1\n")
+	waitWithin(t, 3*time.Second, "the rejection's log line", func() bool {
+		return strings.Contains(g.Logs(), "rate limit service configuration rejected")
+	})
+	if rpu, _ := remaining(t, c, "c"); rpu != 7 {
+		t.Errorf("after a broken change: limit %d, want 7 (kept)", rpu)
+	}
+	if err := g.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+}
+
+// waitWithin polls cond every 50 ms for at most d.
+func waitWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within %v", what, d)
+}
+
+// grepLines returns the lines of s that hold sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

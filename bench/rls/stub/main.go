@@ -1,0 +1,44 @@
+// Command stub is a no-op Envoy rate limit service: it answers every
+// ShouldRateLimit with OK and an OK status per descriptor, deciding
+// nothing. It measures the ceiling of the load client and gRPC on this
+// machine, the cost every real server pays before its own work.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+)
+
+type stub struct {
+	pb.UnimplementedRateLimitServiceServer
+}
+
+func (stub) ShouldRateLimit(_ context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK}
+	for range req.Descriptors {
+		resp.Statuses = append(resp.Statuses, &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK})
+	}
+	return resp, nil
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:18085", "listen address")
+	flag.Parse()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "stub:", err)
+		os.Exit(1)
+	}
+	s := grpc.NewServer()
+	pb.RegisterRateLimitServiceServer(s, stub{})
+	if err := s.Serve(ln); err != nil {
+		fmt.Fprintln(os.Stderr, "stub:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+// DecidePlanned decides req, a request a face planned itself rather than
+// described: Envoy's rate limit service, whose configuration names the
+// limits of each request. req.Tenant is the subject the deny cache and a
+// bounded memory store know the request by, req.Route labels it (the
+// deny cache keys denials by both), and each limit's key comes from
+// [Engine.AppendDescriptorKey]. It goes to the same limiter as every
+// request [Engine.Decide] makes: the store under its layers (deny cache,
+// fail mode, breaker), observed by the same Observer (with a nil route,
+// since no route of the policy applies).
+//
+// Its errors are the limiter's that no layer answers for: ctx's when the
+// caller went away, and [ports.ErrStoreFull] when a bounded store holds
+// as many keys as it may (there is no shared subject to decide it as).
+// A store that fails is no error: the fail mode answers.
+func (e *Engine) DecidePlanned(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	start := time.Now()
+	v, err := e.opts.Limiter.Allow(ctx, req)
+	if err != nil {
+		return domain.Verdict{}, err
+	}
+	e.observer.Decided(nil, v, time.Since(start))
+	if v.Outcome == domain.OutcomeShadowDenied {
+		e.shadow.Do(func(suppressed int64) {
+			var keys []string
+			for i, d := range v.Decisions {
+				if d.Shadow && !d.Allowed {
+					keys = append(keys, req.Limits[i].Key)
+				}
+			}
+			e.opts.Log.Info("shadow limit would deny; admitted", "route", req.Route,
+				"keys", strings.Join(keys, ","), "shadow_denials_since_last_line", suppressed)
+		})
+	}
+	return v, nil
+}
+
+// AppendDescriptorKey appends to dst the key of one of Envoy's
+// descriptors of rlsDomain counted per window ([domain.AppendDescriptorKey]
+// with the engine's key prefix and algorithm).
+func (e *Engine) AppendDescriptorKey(dst []byte, rlsDomain string, window time.Duration, counter []byte) []byte {
+	return domain.AppendDescriptorKey(dst, e.opts.KeyPrefix, rlsDomain, e.opts.Algorithm, window, counter)
+}

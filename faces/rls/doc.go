@@ -1,0 +1,23 @@
+// Package rls is tollgate's face for Envoy's rate limit service v3
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, and
+// grpc.health.v1.Health): a drop-in for envoyproxy/ratelimit in front of
+// Envoy, Istio, Envoy Gateway or Contour.
+//
+// It translates and decides nothing itself. A RateLimitRequest is matched
+// against the envoyproxy/ratelimit configuration ([rlsconf.Config]) into
+// one limit per descriptor that has one, keyed as envoyproxy/ratelimit
+// counts ([domain.AppendDescriptorKey]); the engine decides those limits
+// with the same limiter as every other face's requests (the store under
+// the deny cache, the fail mode and the breaker); the verdict becomes the
+// RateLimitResponse, field by field as envoyproxy/ratelimit (snapshot
+// f2fb157) answers: overall_code, and per descriptor code, current_limit
+// (requests_per_unit, unit, name), limit_remaining and
+// duration_until_reset.
+//
+// One difference is deliberate: a request that any descriptor denies
+// spends nothing from the others (all or nothing), where
+// envoyproxy/ratelimit counts every descriptor's hits whatever the
+// verdict; [Options].CountDenied restores its counting. Every request it
+// admits counts exactly as envoyproxy/ratelimit counts it, shadow and
+// quota descriptors over their limits included.
+package rls

@@ -1,0 +1,109 @@
+package rlsconf
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"time"
+)
+
+// Watcher loads a directory as [LoadDir] does and reloads it when the
+// content of its files changes: a file written, added or removed, or
+// renamed into place, or a symbolic link swapped (a Kubernetes ConfigMap
+// volume swaps its ..data link). It polls rather than waits for
+// file-system events: reading a configuration's few files is cheap, and
+// a poll sees every kind of change the same way, on every file system
+// (inotify misses changes behind symbolic links, on network and overlay
+// file systems, and coalesces editors' write-rename sequences). A Watcher
+// is not safe for concurrent use; Run owns it.
+type Watcher struct {
+	dir     string
+	sum     [sha256.Size]byte // of the files last loaded or rejected
+	broken  [sha256.Size]byte // of files rejected once, not reported yet
+	readErr string            // the last read error reported
+}
+
+// NewWatcher loads dir and returns a Watcher of it and the configuration.
+// The error is LoadDir's: a [*FileError] naming the file.
+func NewWatcher(dir string) (*Watcher, *Config, error) {
+	w := &Watcher{dir: dir}
+	files, err := readDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := Parse(files)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.sum = fingerprint(files)
+	return w, c, nil
+}
+
+// Poll reads the directory again. It returns changed=false when its
+// files are what they were at the last load or rejection; else the new
+// configuration, or the error that rejects it (a [*FileError]: that
+// content is then not reported again until it changes). Content that is
+// rejected is reported only when a second Poll finds it unchanged: a file
+// written in place may be read half written, and the next Poll reads it
+// whole. A file that cannot be read (being swapped) is an error that the
+// next Poll retries, reported once until it changes.
+func (w *Watcher) Poll() (c *Config, changed bool, err error) {
+	files, err := readDir(w.dir)
+	if err != nil {
+		if err.Error() == w.readErr {
+			return nil, false, nil
+		}
+		w.readErr = err.Error()
+		return nil, true, err
+	}
+	w.readErr = ""
+	sum := fingerprint(files)
+	if sum == w.sum {
+		return nil, false, nil
+	}
+	c, err = Parse(files)
+	if err != nil && sum != w.broken {
+		w.broken = sum // perhaps half written: reported if it stays so
+		return nil, false, nil
+	}
+	w.sum, w.broken = sum, [sha256.Size]byte{}
+	return c, true, err
+}
+
+// Run polls every interval until ctx ends, calling apply with each
+// changed configuration and reject with each error, one call per change.
+func (w *Watcher) Run(ctx context.Context, interval time.Duration, apply func(*Config), reject func(error)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c, changed, err := w.Poll()
+		switch {
+		case !changed:
+		case err != nil:
+			reject(err)
+		default:
+			apply(c)
+		}
+	}
+}
+
+// fingerprint hashes files' names and contents, each length-prefixed.
+func fingerprint(files []File) [sha256.Size]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range files {
+		for _, b := range [][]byte{[]byte(f.Name), f.Data} {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write(b)
+		}
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}

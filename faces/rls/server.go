@@ -1,0 +1,257 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/rls/rlsconf"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// Bounds of a request, past which it is answered INVALID_ARGUMENT.
+const (
+	// MaxDescriptors is the most descriptors one request may carry.
+	MaxDescriptors = 64
+	// MinDomainLen is the longest domain always accepted: a longer one
+	// is refused when it is longer than every configured domain too.
+	MinDomainLen = 255
+)
+
+// Metrics records the face's answers. *metrics.Metrics implements it.
+type Metrics interface {
+	// RLSRequest counts one answer in domain with code: OK, OVER_LIMIT or
+	// a gRPC error's code (INVALID_ARGUMENT, UNAVAILABLE, ...). domain is
+	// a configured domain, or [UnknownDomainLabel].
+	RLSRequest(domain, code string)
+	// RLSDescriptor counts one descriptor decided against a limit: rule
+	// is the rule's configuration path (with values only under
+	// detailed_metric or value_to_metric, and at most
+	// [MaxDetailedLabels] of those), outcome ok, over_limit or
+	// shadow_over_limit.
+	RLSDescriptor(domain, rule, outcome string)
+}
+
+// Labels the face gives metrics for what is not configured.
+const (
+	// UnknownDomainLabel is the domain label of every request whose
+	// domain is not configured (or is empty).
+	UnknownDomainLabel = "(unknown)"
+	// OverrideRuleLabel is the rule label of a descriptor's own limit
+	// override: its entries are the request's, unbounded.
+	OverrideRuleLabel = "(override)"
+	// OtherRuleLabel stands for the detailed rule labels past
+	// [MaxDetailedLabels].
+	OtherRuleLabel = "(other)"
+	// MaxDetailedLabels bounds the distinct rule labels that
+	// detailed_metric and value_to_metric create (they hold request
+	// values); past it they count under OtherRuleLabel.
+	MaxDetailedLabels = 1000
+)
+
+// Options configure [New].
+type Options struct {
+	// Engine decides. Required.
+	Engine *engine.Engine
+	// Ready is the store's readiness check, the one /readyz makes:
+	// grpc.health.v1.Health answers SERVING exactly when it succeeds
+	// within ReadyTimeout. Nil: always SERVING.
+	Ready ports.Pinger
+	// ReadyTimeout bounds Ready's check. Zero means one second.
+	ReadyTimeout time.Duration
+	// CountDenied counts every limited descriptor's hits whatever the
+	// verdict, as envoyproxy/ratelimit does (TOLLGATE_RLS_COUNT_DENIED; the
+	// fixed window only). Without it a denied request spends nothing.
+	CountDenied bool
+	// ResponseHeaders adds RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset of the most constrained descriptor to every answer
+	// that has one (TOLLGATE_RLS_RESPONSE_HEADERS), as
+	// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED does.
+	ResponseHeaders bool
+	// Metrics records answers. May be nil.
+	Metrics Metrics
+}
+
+// Server is the face: a RateLimitServiceServer and a HealthServer on the
+// engine, deciding with the configuration last given to it. It is safe
+// for concurrent use by multiple goroutines.
+type Server struct {
+	pb.UnimplementedRateLimitServiceServer
+	opts     Options
+	cfg      atomic.Pointer[config]
+	detailed labelCap
+}
+
+// config is one generation of the configuration, and what is derived
+// from it once.
+type config struct {
+	rules     *rlsconf.Config
+	maxDomain int // the longest domain a request may name
+}
+
+// New returns the face, deciding with cfg (nil: no domain) until
+// [Server.SetConfig].
+func New(cfg *rlsconf.Config, opts Options) *Server {
+	if opts.Engine == nil {
+		panic("rls: New needs an engine")
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = time.Second
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopMetrics{}
+	}
+	s := &Server{opts: opts}
+	s.SetConfig(cfg)
+	return s
+}
+
+// SetConfig makes c the configuration of every request that starts
+// after it (nil: no domain). Requests in flight finish with the old one.
+func (s *Server) SetConfig(c *rlsconf.Config) {
+	if c == nil {
+		c = new(rlsconf.Config)
+	}
+	g := &config{rules: c, maxDomain: MinDomainLen}
+	for _, d := range c.Domains() {
+		g.maxDomain = max(g.maxDomain, len(d))
+	}
+	s.cfg.Store(g)
+}
+
+// Config returns the configuration in use.
+func (s *Server) Config() *rlsconf.Config { return s.cfg.Load().rules }
+
+// streamWorkers is how many goroutines serve calls: each keeps the stack
+// it grew, where a goroutine per call grows one every time (a tenth of
+// the CPU under load). More concurrent calls than this get goroutines of
+// their own.
+const streamWorkers = 256
+
+// NewGRPCServer returns a gRPC server (HTTP/2 without TLS, as Envoy's
+// rate limit filter speaks to a cluster without a transport socket)
+// serving s's RateLimitService and Health, with opts after its own. The
+// caller serves it on a listener and stops it (GracefulStop).
+func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers)}, opts...)...)
+	pb.RegisterRateLimitServiceServer(g, s)
+	healthpb.RegisterHealthServer(g, &health{s: s})
+	return g
+}
+
+// ShouldRateLimit implements pb.RateLimitServiceServer: it decides every
+// descriptor of req and answers as envoyproxy/ratelimit does. A request
+// it cannot decide gets a gRPC error: INVALID_ARGUMENT for an empty
+// domain or descriptor list (with envoyproxy/ratelimit's messages), a
+// descriptor without entries, an entry with an empty key, a limit
+// override whose unit is not SECOND to WEEK, more than
+// [MaxDescriptors] descriptors, or a domain longer than every
+// configured one and than [MinDomainLen]; UNAVAILABLE when the store
+// fails with TOLLGATE_FAIL_MODE=closed; RESOURCE_EXHAUSTED when a
+// bounded memory store is full. Nothing is spent for any of them.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	cfg := s.cfg.Load()
+	p := getPlan()
+	defer putPlan(p)
+	if err := p.build(cfg, s.opts.Engine, req); err != nil {
+		s.opts.Metrics.RLSRequest(p.domainLabel, codeName(status.Code(err)))
+		return nil, err
+	}
+	var v domain.Verdict
+	if len(p.limits) > 0 {
+		var err error
+		if v, err = s.opts.Engine.DecidePlanned(ctx, p.request(s.opts.CountDenied)); err != nil {
+			err = decideError(ctx, err)
+			s.opts.Metrics.RLSRequest(p.domainLabel, codeName(status.Code(err)))
+			return nil, err
+		}
+		if v.Decisions == nil && !v.Allowed {
+			// The closed fail mode: Envoy's failure_mode_deny decides.
+			s.opts.Metrics.RLSRequest(p.domainLabel, codeName(codes.Unavailable))
+			return nil, errUnavailable
+		}
+	}
+	resp := p.response(v, s.opts.ResponseHeaders)
+	s.count(p, req, v, resp)
+	return resp, nil
+}
+
+// Errors of a decision.
+var (
+	errUnavailable = status.Error(codes.Unavailable, "rate limit store unavailable")
+	errStoreFull   = status.Error(codes.ResourceExhausted, "rate limit store is full")
+)
+
+// decideError maps the engine's error to the gRPC error answered.
+func decideError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, ports.ErrStoreFull):
+		return errStoreFull
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Error(codes.Internal, "rate limit decision failed")
+}
+
+// count records one answer and its descriptors' outcomes.
+func (s *Server) count(p *plan, req *pb.RateLimitRequest, v domain.Verdict, resp *pb.RateLimitResponse) {
+	m := s.opts.Metrics
+	m.RLSRequest(p.domainLabel, resp.OverallCode.String())
+	if v.Decisions == nil {
+		return
+	}
+	for i := range p.descs {
+		d := &p.descs[i]
+		if d.state != limited {
+			continue
+		}
+		label := OverrideRuleLabel
+		if d.rule != nil {
+			label = d.rule.Key
+			if d.rule.DetailedMetric || d.rule.ValueToMetric {
+				label = s.detailed.label(d.rule.StatsKey(entriesOf(p.entries[:0], req.Descriptors[i])))
+			}
+		}
+		dec := v.Decisions[d.limit]
+		outcome := "ok"
+		switch {
+		case dec.Allowed:
+		case d.shadow:
+			outcome = "shadow_over_limit"
+		default:
+			outcome = "over_limit"
+		}
+		m.RLSDescriptor(p.domainLabel, label, outcome)
+	}
+}
+
+// codeName is the metric label of a gRPC error's code: its proto name.
+func codeName(c codes.Code) string {
+	switch c {
+	case codes.InvalidArgument:
+		return "INVALID_ARGUMENT"
+	case codes.Unavailable:
+		return "UNAVAILABLE"
+	case codes.ResourceExhausted:
+		return "RESOURCE_EXHAUSTED"
+	case codes.Canceled:
+		return "CANCELLED"
+	case codes.DeadlineExceeded:
+		return "DEADLINE_EXCEEDED"
+	}
+	return "INTERNAL"
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) RLSRequest(string, string)            {}
+func (nopMetrics) RLSDescriptor(string, string, string) {}

@@ -1,0 +1,241 @@
+package rls_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/rls"
+	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/ports/portstest"
+)
+
+// failing is a store that always fails.
+var failing = ports.LimiterFunc(func(context.Context, domain.Request) (domain.Verdict, error) {
+	return domain.Verdict{}, errors.New("store down")
+})
+
+// TestFailModes: on a store failure, open answers OK (without limits),
+// closed a gRPC UNAVAILABLE (Envoy's failure_mode_deny decides), local
+// decides in process with each limit divided by the replicas.
+func TestFailModes(t *testing.T) {
+	t.Parallel()
+	open := newFaceWith(t, basicYAML, faceOptions{store: failing, layers: []ports.Layer{layers.FailOpen(nil)}})
+	check(t, "open", open.ask(t, rq("test-domain", 0, desc("key2=x"), desc("key6=u"))), ok,
+		none, st{code: ok, remaining: 4294967295, reset: -1})
+
+	closed := newFaceWith(t, basicYAML, faceOptions{store: failing, layers: []ports.Layer{layers.FailClosed(nil)}})
+	if _, err := closed.ShouldRateLimit(t.Context(), rq("test-domain", 0, desc("key2=x"))); status.Code(err) != codes.Unavailable {
+		t.Errorf("closed: %v, want UNAVAILABLE", err)
+	}
+	check(t, "closed, nothing to decide", closed.ask(t, rq("test-domain", 0, desc("nothing=x"))), ok, none)
+
+	local, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	f := newFaceWith(t, basicYAML, faceOptions{store: failing, layers: []ports.Layer{
+		layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: func() int { return 2 }}),
+	}})
+	// key2's 20 per minute, on one replica of two: 10.
+	for i := range 10 {
+		resp := f.ask(t, rq("test-domain", 0, desc("key2=local")))
+		if resp.OverallCode != ok || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 10 || resp.Statuses[0].LimitRemaining != uint32(9-i) {
+			t.Fatalf("local, request %d: %v, want OK, current limit 10, remaining %d", i+1, resp, 9-i)
+		}
+	}
+	if resp := f.ask(t, rq("test-domain", 0, desc("key2=local"))); resp.OverallCode != over {
+		t.Errorf("local, request 11: %v, want OVER_LIMIT", resp)
+	}
+}
+
+// TestDenyCache: a denied request's repeats are answered from memory, the
+// same answer, without the store, until its window ends.
+func TestDenyCache(t *testing.T) {
+	t.Parallel()
+	clk := portstest.NewFakeClock(t0)
+	f := newFaceWith(t, basicYAML, faceOptions{clock: clk, layers: []ports.Layer{layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer()}})
+	req := rq("test-domain", 0, desc("key3=flood"), desc("key2=flood"))
+	f.ask(t, req)
+	first := f.ask(t, req)
+	calls := f.calls.count()
+	for range 100 {
+		check(t, "cached", f.ask(t, req), over, st{over, lim(1, hourU, ""), 0, 3590}, st{ok, lim(20, minute, ""), 19, 50})
+	}
+	if n := f.calls.count() - calls; n != 0 {
+		t.Errorf("100 repeats of a denial reached the store %d times, want 0", n)
+	}
+	check(t, "the first denial", first, over, st{over, lim(1, hourU, ""), 0, 3590}, st{ok, lim(20, minute, ""), 19, 50})
+	f.clock.Advance(time.Hour)
+	if resp := f.ask(t, req); resp.OverallCode != ok || f.calls.count() == calls {
+		t.Errorf("after the window: %v (store calls %d), want OK from the store", resp, f.calls.count()-calls)
+	}
+}
+
+// TestOtherAlgorithms: every algorithm decides the same configuration,
+// the unit as its window, all or nothing.
+func TestOtherAlgorithms(t *testing.T) {
+	t.Parallel()
+	for _, a := range domain.AlgorithmNames() {
+		f := newFaceWith(t, basicYAML, faceOptions{algorithm: a})
+		for i := range 20 {
+			if resp := f.ask(t, rq("test-domain", 0, desc("key2=alg"))); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != uint32(19-i) {
+				t.Fatalf("%s: request %d: %v, want OK, remaining %d", a, i+1, resp, 19-i)
+			}
+		}
+		resp := f.ask(t, rq("test-domain", 0, desc("key2=alg"), desc("key2=value2")))
+		if resp.OverallCode != over || resp.Statuses[0].Code != over || resp.Statuses[1].LimitRemaining != 30 {
+			t.Errorf("%s: 21st beside another: %v, want OVER_LIMIT, the other unspent (30)", a, resp)
+		}
+		if d := resp.Statuses[0].DurationUntilReset; d == nil || d.Seconds < 1 || d.Seconds > 120 {
+			t.Errorf("%s: duration_until_reset %v, want within two windows", a, d)
+		}
+	}
+}
+
+// upDown is a readiness check that is switched.
+type upDown struct {
+	mu   sync.Mutex
+	down bool
+}
+
+func (u *upDown) Ping(context.Context) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.down {
+		return errors.New("down")
+	}
+	return nil
+}
+
+func (u *upDown) set(down bool) {
+	u.mu.Lock()
+	u.down = down
+	u.mu.Unlock()
+}
+
+// TestGRPC: the gRPC server answers ShouldRateLimit and Health (SERVING
+// exactly while the readiness check passes; NOT_FOUND for another
+// service).
+func TestGRPC(t *testing.T) {
+	t.Parallel()
+	ready := &upDown{}
+	f := newFaceWith(t, basicYAML, faceOptions{opts: rls.Options{Ready: ready}})
+	g := f.NewGRPCServer()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	resp, err := pb.NewRateLimitServiceClient(conn).ShouldRateLimit(t.Context(), rq("test-domain", 0, desc("key2=grpc")))
+	if err != nil || resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 19 {
+		t.Fatalf("ShouldRateLimit over gRPC: %v, %v; want OK, remaining 19", resp, err)
+	}
+	h := healthpb.NewHealthClient(conn)
+	for _, tt := range []struct {
+		down bool
+		want healthpb.HealthCheckResponse_ServingStatus
+	}{{false, healthpb.HealthCheckResponse_SERVING}, {true, healthpb.HealthCheckResponse_NOT_SERVING}, {false, healthpb.HealthCheckResponse_SERVING}} {
+		ready.set(tt.down)
+		for _, service := range []string{"", rls.ServiceName} {
+			r, err := h.Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
+			if err != nil || r.Status != tt.want {
+				t.Errorf("Check(%q) with the store down=%v: %v, %v; want %v", service, tt.down, r, err, tt.want)
+			}
+		}
+	}
+	if _, err := h.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "other"}); status.Code(err) != codes.NotFound {
+		t.Errorf("Check(other): %v, want NOT_FOUND", err)
+	}
+	w, err := h.Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("Watch: first %v, %v; want SERVING", r, err)
+	}
+	ready.set(true)
+	if r, err := w.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Watch after the store went down: %v, %v; want NOT_SERVING", r, err)
+	}
+}
+
+// recordedMetrics records the face's metrics.
+type recordedMetrics struct {
+	mu    sync.Mutex
+	reqs  map[string]int // domain/code
+	descs map[string]int // domain/rule/outcome
+}
+
+func (m *recordedMetrics) RLSRequest(domain, code string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs[domain+"/"+code]++
+}
+
+func (m *recordedMetrics) RLSDescriptor(domain, rule, outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.descs[domain+"/"+rule+"/"+outcome]++
+}
+
+// TestMetrics: answers by domain and code, descriptors by rule and
+// outcome; an unknown domain and an override never become labels, and a
+// value becomes one only with detailed_metric, under a cap.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	m := &recordedMetrics{reqs: map[string]int{}, descs: map[string]int{}}
+	f := newFaceWith(t, basicYAML, faceOptions{opts: rls.Options{Metrics: m}})
+	f.ask(t, rq("test-domain", 0, desc("key3=m")))
+	f.ask(t, rq("test-domain", 0, desc("key3=m"), desc("shadow=m")))
+	f.ask(t, rq("test-domain", 5, desc("shadow=m")))
+	f.ask(t, rq("elsewhere-1", 0, desc("key3=m")))
+	f.ask(t, rq("elsewhere-2", 0, desc("key3=m")))
+	f.ask(t, rq("test-domain", 0, withLimit(desc("v=1"), 5, 2)))
+	_, _ = f.ShouldRateLimit(t.Context(), rq("", 0, desc("key3=m")))
+	_, _ = f.ShouldRateLimit(t.Context(), rq("test-domain", 0))
+	for i := range rls.MaxDetailedLabels + 5 {
+		f.ask(t, rq("test-domain", 0, desc(fmt.Sprintf("detailed=v%d", i))))
+	}
+	for k, n := range map[string]int{
+		"test-domain/OK": 3 + rls.MaxDetailedLabels + 5, "test-domain/OVER_LIMIT": 1, "(unknown)/OK": 2,
+		"(unknown)/INVALID_ARGUMENT": 1, "test-domain/INVALID_ARGUMENT": 1,
+	} {
+		if m.reqs[k] != n {
+			t.Errorf("requests %s: %d, want %d (all: %v)", k, m.reqs[k], n, m.reqs)
+		}
+	}
+	for k, n := range map[string]int{
+		"test-domain/test-domain.key3/ok": 1, "test-domain/test-domain.key3/over_limit": 1,
+		"test-domain/test-domain.shadow/ok": 1, "test-domain/test-domain.shadow/shadow_over_limit": 1,
+		"test-domain/(override)/ok": 1, "test-domain/test-domain.detailed_v0/ok": 1, "test-domain/(other)/ok": 5,
+	} {
+		if m.descs[k] != n {
+			t.Errorf("descriptors %s: %d, want %d", k, m.descs[k], n)
+		}
+	}
+	if n := len(m.descs); n != 6+rls.MaxDetailedLabels {
+		t.Errorf("%d descriptor series, want %d", n, 6+rls.MaxDetailedLabels)
+	}
+}

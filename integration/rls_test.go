@@ -1,0 +1,288 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
+)
+
+// rlsConfig is the configuration of the rate limit service tests: key2
+// 20 per minute, key3 1 per hour, quota and shadow rules.
+const rlsConfig = `domain: d
+descriptors:
+  - key: key2
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: key3
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: plan
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`
+
+// rlsGateway runs a gateway serving only Envoy's rate limit service on
+// redisURL with environ added, and returns it and a client of it.
+func rlsGateway(t *testing.T, redisURL string, environ ...string) (*apptest.Gateway, pb.RateLimitServiceClient) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rls.yaml"), []byte(rlsConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startReplica(t, redisURL, append([]string{"TOLLGATE_LISTEN_ADDR=off", "TOLLGATE_RLS_ADDR=127.0.0.1:0",
+		"TOLLGATE_RLS_CONFIG=" + dir, "TOLLGATE_REDIS_TIMEOUT=2s"}, environ...)...)
+	conn, err := grpc.NewClient(g.RLS, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return g, pb.NewRateLimitServiceClient(conn)
+}
+
+// rlsDesc is a descriptor of one entry k=v, with hits of its own when
+// hits is not negative.
+func rlsDesc(k, v string, hits int64) *ratelimitv3.RateLimitDescriptor {
+	d := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
+	if hits >= 0 {
+		d.HitsAddend = wrapperspb.UInt64(uint64(hits))
+	}
+	return d
+}
+
+// rlsAsk sends descriptors of domain d with request-level hits.
+func rlsAsk(t *testing.T, c pb.RateLimitServiceClient, hits uint32, descs ...*ratelimitv3.RateLimitDescriptor) *pb.RateLimitResponse {
+	t.Helper()
+	resp, err := c.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "d", HitsAddend: hits, Descriptors: descs})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp
+}
+
+// rlsKey is the store key of k=v in domain d under prefix.
+func rlsKey(prefix, algorithm, k, v string, unit time.Duration) string {
+	return string(domain.AppendDescriptorKey(nil, prefix, "d", algorithm, unit, []byte(k+"_"+v+"_")))
+}
+
+// count reads a fixed-window counter: 0 when absent.
+func count(t *testing.T, rdb goredis.UniversalClient, key string) int {
+	t.Helper()
+	s, err := rdb.Get(context.Background(), key).Result()
+	if err == goredis.Nil {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// TestRLSRedis: the rate limit service's guarantees on one Redis shared
+// by two replicas.
+func TestRLSRedis(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	rlsGuarantees(t, srv.Client, srv.URL)
+
+	t.Run("a denied flood costs no store work", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		_, c := rlsGateway(t, srv.URL, "TOLLGATE_KEY_PREFIX="+prefix)
+		rlsAsk(t, c, 0, rlsDesc("key3", "flood", -1))
+		srv.resetStats(t)
+		const flood = 2000
+		for range flood {
+			if r := rlsAsk(t, c, 0, rlsDesc("key3", "flood", -1), rlsDesc("key2", "flood", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("flood: %v, want OVER_LIMIT", r)
+			}
+		}
+		cmds := srv.decisionCommands(t)
+		if per := float64(cmds) / flood; per > 0.05 {
+			t.Errorf("%d store commands for %d denials: %.3f per denial, want <= 0.05", cmds, flood, per)
+		}
+	})
+
+	t.Run("local fail mode: limit/N in process", func(t *testing.T) {
+		dead := fmt.Sprintf("redis://127.0.0.1:%d/0", freePort(t))
+		_, c := rlsGateway(t, dead, "TOLLGATE_FAIL_MODE=local", "TOLLGATE_REPLICAS=2", "TOLLGATE_REDIS_TIMEOUT=20ms")
+		for i := range 10 {
+			r := rlsAsk(t, c, 0, rlsDesc("key2", "local", -1))
+			if r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 10 {
+				t.Fatalf("request %d with the store down: %v, want OK against 20/2 = 10", i+1, r)
+			}
+		}
+		if r := rlsAsk(t, c, 0, rlsDesc("key2", "local", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("request 11 with the store down: %v, want OVER_LIMIT", r)
+		}
+	})
+
+	t.Run("closed fail mode: UNAVAILABLE", func(t *testing.T) {
+		dead := fmt.Sprintf("redis://127.0.0.1:%d/0", freePort(t))
+		_, c := rlsGateway(t, dead, "TOLLGATE_FAIL_MODE=closed", "TOLLGATE_REDIS_TIMEOUT=20ms")
+		_, err := c.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlsDesc("key2", "x", -1)}})
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("store down, fail mode closed: %v, want UNAVAILABLE", err)
+		}
+	})
+}
+
+// TestRLSCluster: the same guarantees on a Redis Cluster; every key of a
+// request lives in its domain's slot.
+func TestRLSCluster(t *testing.T) {
+	t.Parallel()
+	c := sharedClusterFor(t)
+	rlsGuarantees(t, c.Client, c.Seed, "TOLLGATE_REDIS_MODE=cluster")
+
+	t.Run("one request, one slot", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		_, rc := rlsGateway(t, c.Seed, "TOLLGATE_KEY_PREFIX="+prefix, "TOLLGATE_REDIS_MODE=cluster")
+		descs := []*ratelimitv3.RateLimitDescriptor{rlsDesc("key2", "a", -1), rlsDesc("key2", "b", -1), rlsDesc("key3", "c", -1)}
+		if r := rlsAsk(t, rc, 0, descs...); r.OverallCode != pb.RateLimitResponse_OK {
+			t.Fatalf("three descriptors on a cluster: %v, want OK", r)
+		}
+		keys := scanKeys(t, c.Client, prefix+"*")
+		if len(keys) != 3 {
+			t.Fatalf("keys %v, want 3", keys)
+		}
+		slot := func(k string) int64 {
+			n, err := c.Client.ClusterKeySlot(context.Background(), k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		for _, k := range keys[1:] {
+			if slot(k) != slot(keys[0]) {
+				t.Errorf("keys %s and %s in slots %d and %d, want one", k, keys[0], slot(k), slot(keys[0]))
+			}
+		}
+	})
+}
+
+// rlsGuarantees runs the tollgate-only guarantees of the rate limit
+// service on rdb (at redisURL; environ added to every gateway).
+func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, environ ...string) {
+	gateway := func(t *testing.T, prefix string, more ...string) pb.RateLimitServiceClient {
+		_, c := rlsGateway(t, redisURL, append(append([]string{"TOLLGATE_KEY_PREFIX=" + prefix}, environ...), more...)...)
+		return c
+	}
+	fw := domain.AlgorithmFixedWindow
+
+	t.Run("all or nothing, on two replicas", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		a, b := gateway(t, prefix), gateway(t, prefix)
+		both := []*ratelimitv3.RateLimitDescriptor{rlsDesc("key3", "m", -1), rlsDesc("key2", "m", -1)}
+		if r := rlsAsk(t, a, 0, both...); r.OverallCode != pb.RateLimitResponse_OK {
+			t.Fatalf("first: %v, want OK", r)
+		}
+		r := rlsAsk(t, b, 0, both...)
+		if r.OverallCode != pb.RateLimitResponse_OVER_LIMIT || r.Statuses[1].LimitRemaining != 19 {
+			t.Errorf("second, on the other replica: %v, want OVER_LIMIT, key2 unspent (19)", r)
+		}
+		if n := count(t, rdb, rlsKey(prefix, fw, "key2", "m", time.Minute)); n != 1 {
+			t.Errorf("key2's counter %d after a denied request, want 1", n)
+		}
+		// A quota descriptor alone over denies, spending nothing beside it.
+		rlsAsk(t, a, 0, rlsDesc("plan", "m", -1))
+		if r := rlsAsk(t, b, 0, rlsDesc("plan", "m", -1), rlsDesc("key2", "q", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("the only quota over: %v, want OVER_LIMIT", r)
+		}
+		if n := count(t, rdb, rlsKey(prefix, fw, "key2", "q", time.Minute)); n != 0 {
+			t.Errorf("key2=q's counter %d beside a denying quota, want 0", n)
+		}
+	})
+
+	t.Run("TOLLGATE_RLS_COUNT_DENIED counts every descriptor", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		c := gateway(t, prefix, "TOLLGATE_RLS_COUNT_DENIED=true")
+		both := []*ratelimitv3.RateLimitDescriptor{rlsDesc("key3", "m", -1), rlsDesc("key2", "m", -1)}
+		for range 3 {
+			rlsAsk(t, c, 0, both...)
+		}
+		if n, m := count(t, rdb, rlsKey(prefix, fw, "key3", "m", time.Hour)), count(t, rdb, rlsKey(prefix, fw, "key2", "m", time.Minute)); n != 3 || m != 3 {
+			t.Errorf("counters after 3 requests, 2 denied: key3 %d, key2 %d; want 3 and 3 (INCRBY on every descriptor)", n, m)
+		}
+	})
+
+	t.Run("windows aligned to the epoch, every key with a TTL", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		c := gateway(t, prefix)
+		rlsAsk(t, c, 0, rlsDesc("key2", "e", -1), rlsDesc("key3", "e", -1), rlsDesc("shadow", "e", 5))
+		for _, k := range []struct {
+			key  string
+			unit time.Duration
+		}{{rlsKey(prefix, fw, "key2", "e", time.Minute), time.Minute}, {rlsKey(prefix, fw, "key3", "e", time.Hour), time.Hour}} {
+			at, err := rdb.PExpireTime(context.Background(), k.key).Result()
+			if err != nil {
+				t.Fatalf("PEXPIRETIME %s: %v", k.key, err)
+			}
+			if ms := at.Milliseconds(); ms <= 0 || ms%k.unit.Milliseconds() != 0 {
+				t.Errorf("key %s expires at %v ms, want a multiple of %v since the epoch", k.key, ms, k.unit)
+			}
+		}
+		// The shadow descriptor's 5 hits over its 2 are counted.
+		if n := count(t, rdb, rlsKey(prefix, fw, "shadow", "e", time.Minute)); n != 5 {
+			t.Errorf("the shadow counter %d, want 5", n)
+		}
+		if n := checkTTLs(t, rdb, prefix+"*", time.Hour); n != 3 {
+			t.Errorf("checked %d keys, want 3", n)
+		}
+	})
+
+	t.Run("bad input creates no key", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		c := gateway(t, prefix)
+		if r := rlsAsk(t, c, 1e9, rlsDesc("key2", "huge", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("hits 1e9: %v, want OVER_LIMIT", r)
+		}
+		for _, req := range []*pb.RateLimitRequest{
+			{Domain: "d"},
+			{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlsDesc("key2", "x", -1), rlsDesc("", "x", -1)}},
+			{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{{}}},
+		} {
+			if _, err := c.ShouldRateLimit(t.Context(), req); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("%v: %v, want INVALID_ARGUMENT", req, err)
+			}
+		}
+		if keys := scanKeys(t, rdb, prefix+"*"); len(keys) != 0 {
+			t.Errorf("keys %v after bad input, want none", keys)
+		}
+	})
+
+	for _, algorithm := range []string{domain.AlgorithmSlidingLog, domain.AlgorithmSlidingWindow, domain.AlgorithmTokenBucket} {
+		t.Run(algorithm, func(t *testing.T) {
+			prefix := uniquePrefix(t)
+			c := gateway(t, prefix, "TOLLGATE_ALGORITHM="+algorithm)
+			for i := range 20 {
+				if r := rlsAsk(t, c, 0, rlsDesc("key2", "alg", -1)); r.OverallCode != pb.RateLimitResponse_OK {
+					t.Fatalf("request %d: %v, want OK", i+1, r)
+				}
+			}
+			r := rlsAsk(t, c, 0, rlsDesc("key2", "alg", -1), rlsDesc("key2", "other", -1))
+			if r.OverallCode != pb.RateLimitResponse_OVER_LIMIT || r.Statuses[1].LimitRemaining != 20 {
+				t.Errorf("21st beside another: %v, want OVER_LIMIT, the other unspent (20)", r)
+			}
+			if keys := scanKeys(t, rdb, rlsKey(prefix, algorithm, "key2", "other", time.Minute)); len(keys) != 0 {
+				t.Errorf("the unspent descriptor has keys %v, want none", keys)
+			}
+			checkTTLs(t, rdb, prefix+"*", 2*time.Minute)
+		})
+	}
+}

@@ -1,0 +1,72 @@
+package strictjson_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/strictjson"
+)
+
+func TestReadFile(t *testing.T) {
+	t.Parallel()
+	type inner struct {
+		Name  string         `json:"name"`
+		Tags  []string       `json:"tags,omitempty"`
+		Extra map[string]any `json:"extra"`
+		Skip  string         `json:"-"`
+		Plain int
+	}
+	type doc struct {
+		Items []inner `json:"items"`
+		One   *inner  `json:"one"`
+	}
+	tests := []struct {
+		name, in string
+		want     string // "" for no error; else a fragment of it
+	}{
+		{"valid", `{"items": [{"name": "a", "tags": ["x"], "extra": {"k": [1, {"z": null}]}, "Plain": 1}], "one": {"name": "b"}}`, ""},
+		{"empty object", `{}`, ""},
+		{"null pointer", `{"one": null}`, ""},
+		{"repeated top-level", `{"items": [], "items": []}`, `items: repeated member "items"`},
+		{"repeated in an array element", `{"items": [{"name": "a"}, {"name": "b", "name": "c"}]}`, `items[1].name: repeated member "name"`},
+		{"repeated behind a pointer", `{"one": {"tags": [], "tags": []}}`, `one.tags: repeated member "tags"`},
+		{"repeated in a map", `{"items": [{"extra": {"k": 1, "k": 2}}]}`, `items[0].extra.k: repeated member "k"`},
+		{"repeated deep in a map", `{"items": [{"extra": {"k": [{"a": 1, "a": 1}]}}]}`, `items[0].extra.k[0].a: repeated member "a"`},
+		{"other case", `{"Items": []}`, `Items: unknown field "Items" (field names are case-sensitive: want "items")`},
+		{"other case, inner", `{"one": {"NAME": "x"}}`, `one.NAME: unknown field "NAME" (field names are case-sensitive: want "name")`},
+		{"untagged field in another case", `{"one": {"plain": 1}}`, `one.plain: unknown field "plain" (field names are case-sensitive: want "Plain")`},
+		{"unknown", `{"items": [{"nmae": "x"}]}`, `items[0].nmae: unknown field "nmae"`},
+		{"skipped field", `{"one": {"Skip": "x"}}`, `one.Skip: unknown field "Skip"`},
+		{"wrong kind", `{"items": {"name": 1}}`, `items: got a JSON object, want an array`},
+		{"syntax error", `{"items": [}`, "1:12: items[0]: invalid character '}' at start of value"},
+		{"invalid UTF-8", "{\"one\": {\"name\": \"SECRET\xff\"}}", "one.name: invalid UTF-8"},
+		{"bad escape holds no secret", `{"one": {"name": "\ud800SECRET"}}`, "1:19: one.name: invalid surrogate pair"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "f.json")
+			if err := os.WriteFile(path, []byte(tt.in), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var v doc
+			err := strictjson.ReadFile("TOLLGATE_X", path, &v, "items")
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("ReadFile(%s) = %v, want nil", tt.in, err)
+				}
+				return
+			}
+			var fe *strictjson.FileError
+			if !errors.As(err, &fe) || fe.Var != "TOLLGATE_X" || fe.Path != path || fe.Line == 0 {
+				t.Fatalf("ReadFile(%s) = %v, want a *FileError with a position", tt.in, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "SECRET") {
+				t.Fatalf("ReadFile(%s) = %q, want an error with %q and no SECRET", tt.in, msg, tt.want)
+			}
+		})
+	}
+}
