@@ -77,6 +77,7 @@ type backendEnv struct {
 	onError func(error)
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	replica string // this replica's name among those sharing a store
 }
 
 // backend is the store side of the gateway, built from the config: the
@@ -108,7 +109,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if !ok {
 		return backend{}, fmt.Errorf("store %q: not in the table", cfg.Store) // Validate rejects it first
 	}
-	env := backendEnv{onError: onError, metrics: m, log: log}
+	env := backendEnv{onError: onError, metrics: m, log: log, replica: replicaID()}
 	lim, pinger, closers, err := st.open(ctx, cfg, env)
 	if err != nil {
 		return backend{}, err
@@ -165,7 +166,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if st.shared && cfg.DenyCache && be.usage != nil {
 		// Other replicas' resets, heard at once (and within a second
 		// regardless: the cache's own bound).
-		bus := redis.ListenResets(closers[0].(*redis.Client), cfg.KeyPrefix, func(t domain.TenantID) {
+		bus := redis.ListenResets(clientOf(closers), cfg.KeyPrefix, func(t domain.TenantID) {
 			for _, forget := range resets.forget {
 				forget(t)
 			}
@@ -242,25 +243,37 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, 
 		return nil, nil, nil, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
 	}
 	checkRedis(ctx, client, cfg, env.log)
-	l, err := redis.New(client, cfg.Algorithm, redis.Options{}) // the client times each decision from its send
+	// The slots of concurrency limits: leases this replica renews.
+	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: cfg.Lease, Replica: env.replica, OnError: env.onError})
+	l, err := redis.New(client, cfg.Algorithm, redis.Options{Leases: leases}) // the client times each decision from its send
 	if err != nil {
+		leases.Close()
 		client.Close()
 		return nil, nil, nil, err
 	}
-	return l, client, []io.Closer{client}, nil
+	return l, client, []io.Closer{leases, client}, nil
 }
 
 // countReplicas counts the replicas sharing the Redis store of closers
 // (its client) through the store, for the local fail mode's N.
 func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int, io.Closer) {
-	client := closers[0].(*redis.Client)
 	count := layers.NewReplicaCount(layers.ReplicaCountOptions{
-		Announcer: redis.NewReplicas(client, cfg.KeyPrefix),
-		ID:        replicaID(),
+		Announcer: redis.NewReplicas(clientOf(closers), cfg.KeyPrefix),
+		ID:        env.replica,
 		OnError:   env.onError,
 		OnCount:   env.metrics.SetReplicas,
 	})
 	return count.N, count
+}
+
+// clientOf returns the Redis client among closers, the Redis store's.
+func clientOf(closers []io.Closer) *redis.Client {
+	for _, c := range closers {
+		if rc, ok := c.(*redis.Client); ok {
+			return rc
+		}
+	}
+	panic("app: no Redis client among the store's closers") // a wiring defect
 }
 
 // replicaID names this process among the replicas: host, process id and

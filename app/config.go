@@ -120,6 +120,10 @@ type Config struct {
 	// adapters/redis: the wait in this process's own queue does not
 	// count).
 	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"250ms"`
+	// Lease is how long a concurrency slot of a vanished replica stays
+	// taken on the Redis store after its last renewal (running requests
+	// renew theirs every third of it).
+	Lease time.Duration `env:"LEASE" envDefault:"10s"`
 	// KeyPrefix prefixes every key the gateway writes.
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"rl:"`
 	// AccessLog writes one JSON line per request on stderr.
@@ -174,6 +178,7 @@ var accepted = map[string]string{
 	"REDIS_URL":         "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
 	"REDIS_TIMEOUT":     "a Go duration from 1ms to 1m, such as 250ms",
 	"KEY_PREFIX":        "any string",
+	"LEASE":             "a Go duration from 1s to 10m, such as 10s",
 	"ACCESS_LOG":        "true or false (also 1, 0, t, f)",
 	"LOG_LEVEL":         "debug, info, warn or error",
 	"PPROF":             "true or false (also 1, 0, t, f)",
@@ -298,6 +303,7 @@ func (c Config) Validate() error {
 	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
 	check(validRedisURL(c) == nil, "REDIS_URL", c.RedisURL)
 	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
+	check(c.Lease >= domain.MinLease && c.Lease <= domain.MaxLease, "LEASE", dur(c.Lease))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
 	check(c.RLSAddr == "" || validAddr(c.RLSAddr), "RLS_ADDR", c.RLSAddr)

@@ -35,6 +35,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		RedisTimeout:    250 * time.Millisecond,
 		KeyPrefix:       "rl:",
 		LogLevel:        "info",
+		Lease:           10 * time.Second,
 	}
 	if cfg != want {
 		t.Errorf("LoadConfig(nil) =\n%+v\nwant\n%+v", cfg, want)

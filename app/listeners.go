@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tollgate/tollgate/domain"
@@ -134,4 +136,26 @@ func listenerAttrs(ls []*listener) []any {
 		attrs = append(attrs, name, addr)
 	}
 	return attrs
+}
+
+// noteChecksTakeNoSlots logs, when the check listener is on and policy
+// has concurrency limits, that checks leave them out: a check never
+// learns when the request it describes ends, so it could never give a
+// slot back (contract §9). Only the proxy listener's requests take slots.
+func noteChecksTakeNoSlots(cfg Config, policy *domain.Policy, log *slog.Logger) {
+	if cfg.CheckAddr == "" {
+		return
+	}
+	var names []string
+	for _, r := range policy.Routes() {
+		for _, l := range r.Applied() {
+			if l.Concurrency && !slices.Contains(names, l.Name) {
+				names = append(names, l.Name)
+			}
+		}
+	}
+	if len(names) > 0 {
+		log.Info("concurrency limits do not apply on the check listener: a check never learns when its request ends; they apply on the proxy listener",
+			"limits", strings.Join(names, ","))
+	}
 }

@@ -105,7 +105,7 @@ var badPolicyFiles = []struct {
 // it before listening.
 func TestBadPolicyFile(t *testing.T) {
 	t.Parallel()
-	for _, tt := range badPolicyFiles {
+	for _, tt := range append(badPolicyFiles, badConcurrencyPolicies...) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			path := writeFile(t, "policy.json", tt.content)

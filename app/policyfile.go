@@ -32,6 +32,7 @@ type policyLimitEntry struct {
 	Timezone    *string `json:"timezone"`     // an IANA zone; default UTC
 	AnchorDay   *int    `json:"anchor_day"`   // month and year: 1 to 31; default 1
 	AnchorMonth *int    `json:"anchor_month"` // year: 1 to 12; default 1
+	Concurrency *int64  `json:"concurrency"`  // a concurrency limit: requests in flight, 1 to 10⁶; no limit, window or period
 }
 
 // calendarFields returns e's calendar fields.
@@ -55,7 +56,8 @@ type policyRouteEntry struct {
 //	{"limits": [
 //	   {"name": "per-second", "limit": 20, "window": "1s"},
 //	   {"name": "per-day", "limit": 100000, "window": "24h", "shadow": true},
-//	   {"name": "monthly", "limit": 1000000, "period": "month", "timezone": "Europe/Berlin", "anchor_day": 15}],
+//	   {"name": "monthly", "limit": 1000000, "period": "month", "timezone": "Europe/Berlin", "anchor_day": 15},
+//	   {"name": "inflight", "concurrency": 5}],
 //	 "routes": [
 //	   {"name": "search", "method": "POST", "path": "/v1/search", "cost": 5},
 //	   {"name": "export", "path": "/v1/export", "limits": [{"name": "exports", "limit": 10, "window": "1h"}]},
@@ -68,8 +70,9 @@ type policyRouteEntry struct {
 // has no limit at all (neither global nor a route's: it would meter
 // nothing), a limit without a limit or window, a window that is not a Go
 // duration, a window together with a period, an unknown period or time
-// zone, an anchor out of range or given for a period that has none, or
-// anything [domain.NewPolicy] refuses: a bad or duplicate
+// zone, an anchor out of range or given for a period that has none, a
+// concurrency together with a limit, window or period (or outside 1 to
+// 10⁶), or anything [domain.NewPolicy] refuses: a bad or duplicate
 // name, a bad rule, a bad path or method, a duplicate (method, path), a
 // cost outside 0 to 10⁶ or above a limit that applies to its route.
 func LoadPolicyFile(path string, shadowAll bool) (*domain.Policy, error) {
@@ -128,10 +131,16 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 }
 
 // limit returns e as a limit, shadow when e or shadowAll says so: a
-// window, or a calendar period (a calendar quota).
+// window, a calendar period (a calendar quota), or a concurrency limit.
 func (e policyLimitEntry) limit(shadowAll bool) (domain.PolicyLimit, error) {
 	l := domain.PolicyLimit{Name: e.Name, Shadow: e.Shadow || shadowAll}
 	switch {
+	case e.Concurrency != nil && (e.Limit != nil || e.Window != nil || e.Period != nil || e.calendarFields().options()):
+		return l, errors.New(`"concurrency" with "limit", "window" or "period": want one or the other (a concurrency limit caps the requests in flight; a rate limit counts them per window)`)
+	case e.Concurrency != nil:
+		l.Concurrency = true
+		l.Rule = domain.Rule{Limit: *e.Concurrency, Window: domain.ConcurrencyWindow}
+		return l, nil // NewPolicy validates the cap
 	case e.Limit == nil:
 		return l, errors.New(`no "limit": want an integer from 1 to 1000000000`)
 	case e.Window != nil && e.Period != nil:

@@ -144,6 +144,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		"tenants", tenantsForLog(cfg, snap), "policy", policyForLog(cfg, snap.Policy), "shadow", cfg.Shadow,
 		"anonymous", cfg.Anonymous, "trusted_proxies", trusted.String(), "check_deny_status", cfg.CheckDenyStatus,
 		"upstream", upstreamName(cfg), "redis_url", redisURLForLog(cfg))...)
+	noteChecksTakeNoSlots(cfg, snap.Policy, log)
 	serveErr := serveAll(ls)
 
 wait:

@@ -35,6 +35,7 @@ type limitOverride struct {
 	Timezone    *string `json:"timezone"`     // a calendar limit's; nil: the policy's
 	AnchorDay   *int    `json:"anchor_day"`   // a calendar limit's; nil: the policy's
 	AnchorMonth *int    `json:"anchor_month"` // a calendar limit's; nil: the policy's
+	Concurrency *int64  `json:"concurrency"`  // a concurrency limit's; nil: the policy's
 }
 
 // calendarFields returns o's calendar options.
@@ -53,11 +54,11 @@ func (o limitOverride) calendarFields() calendarFields {
 //
 // limit and window override the policy's limit named "default" (each
 // defaulting to that limit's); limits override other named limits of the
-// policy, global or a route's, the same way, and a calendar quota's
+// policy, global or a route's, the same way, a calendar quota's
 // limit, timezone, anchor_day and anchor_month (a customer's billing
-// date):
+// date), and a concurrency limit's concurrency:
 //
-//	{"id": "acme", "api_keys": ["k1"], "limits": [{"name": "monthly", "limit": 5000000, "anchor_day": 17}]}
+//	{"id": "acme", "api_keys": ["k1"], "limits": [{"name": "monthly", "limit": 5000000, "anchor_day": 17}, {"name": "inflight", "concurrency": 20}]}
 //
 // The file is rejected, with a *[strictjson.FileError] naming
 // TOLLGATE_TENANTS_FILE that names the problem and never an API key, when
@@ -68,10 +69,12 @@ func (o limitOverride) calendarFields() calendarFields {
 // id or API key already used, no API key, an empty key or one with bytes
 // outside printable ASCII or spaces, a limit below 1, a window that is
 // not a Go duration of at least 1ms, an override of a limit the policy
-// lacks (limit and window: of "default") or one named twice, or an
+// lacks (limit and window: of "default") or one named twice, an
 // override below the cost of a route the limit applies to (no request of
 // the tenant on that route could ever be admitted, and its Retry-After
-// would never be true).
+// would never be true), a concurrency outside 1 to 10⁶, or a concurrency
+// for a rate limit, or a limit, window or calendar field for a
+// concurrency limit.
 //
 // "unknown" is reserved because it is the tenant of all unresolved
 // traffic: a tenant by that name would share its budget with every
@@ -160,6 +163,8 @@ func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engi
 	if e.Limit != nil || e.Window != nil {
 		if def, ok := policy.Limit(domain.DefaultLimit); !ok {
 			errs = append(errs, fmt.Errorf("limit and window override the limit %q, which the policy file does not have: name a limit in \"limits\"", domain.DefaultLimit))
+		} else if def.Concurrency {
+			errs = append(errs, fmt.Errorf("limit and window override the limit %q, a concurrency limit: override its \"concurrency\" in \"limits\"", domain.DefaultLimit))
 		} else if def.Calendar != nil && e.Window != nil {
 			errs = append(errs, fmt.Errorf("window: the limit %q is a calendar limit: it has a period, not a window", domain.DefaultLimit))
 		} else if rule, err := overrideRule(e.Limit, e.Window, def.Rule); err != nil {
@@ -187,6 +192,15 @@ func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engi
 		)
 		cal := o.calendarFields()
 		switch {
+		case l.Concurrency && (o.Limit != nil || o.Window != nil || cal.options()):
+			err = errors.New(`a concurrency limit caps the requests in flight: override its "concurrency", not a limit, window or calendar`)
+		case l.Concurrency:
+			rule = l.Rule
+			if o.Concurrency != nil {
+				rule, err = domain.ConcurrencyRule(*o.Concurrency)
+			}
+		case o.Concurrency != nil:
+			err = errors.New(`"concurrency" overrides a concurrency limit's; this limit counts requests per window`)
 		case l.Calendar == nil && cal.options():
 			err = errors.New(`"timezone", "anchor_day" and "anchor_month" override a calendar limit's; this limit has a window`)
 		case l.Calendar != nil && o.Window != nil:

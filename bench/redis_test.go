@@ -7,8 +7,10 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,7 +157,34 @@ func tollgatePeek(algo string, limits limitsFunc) func(*testing.B, string, int) 
 	}
 }
 
-// openTollgate opens tollgate's algo on addr as the gateway does.
+// tollgateSlots is one concurrency limit per tenant, as a request
+// through the proxy uses it: its slot taken (the decision's script) and
+// given back (the release's round trip), both in one call. The limit is
+// high enough that no request is denied.
+func tollgateSlots(b *testing.B, addr string, _ int) decideFunc {
+	lim := openTollgate(b, addr, domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0)
+	reqs := make([]domain.Request, tenants)
+	for i := range reqs {
+		t := domain.TenantID("tenant-" + strconv.Itoa(i))
+		reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, Limits: []domain.Limit{{Name: "inflight",
+			Rule: domain.Rule{Limit: domain.MaxConcurrency, Window: domain.ConcurrencyWindow}, Concurrency: true,
+			Key: domain.Key("bench:", t, domain.KeyInFlight, "", "inflight")}}}
+	}
+	return func(ctx context.Context, i int) error {
+		v, err := lim.Allow(ctx, reqs[i])
+		switch {
+		case err != nil:
+			return err
+		case !v.Allowed || v.Release == nil:
+			return fmt.Errorf("tenant %d denied", i)
+		}
+		v.Release()
+		return nil
+	}
+}
+
+// openTollgate opens tollgate's algo on addr as the gateway does, with
+// the leases of concurrency limits (renewed every lease/3, 10 s).
 func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lanes int) *redis.Limiter {
 	c, err := redis.OpenForBenchmark("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Lanes: lanes}, batching)
 	if err != nil {
@@ -165,7 +194,10 @@ func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lane
 	if err := c.Warm(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	lim, err := redis.New(c, algo, redis.Options{}) // as the gateway: the client times each decision from its send
+	leases := redis.NewLeases(c, redis.LeaseOptions{Lease: 10 * time.Second, Replica: "bench"})
+	b.Cleanup(func() { leases.Close() })
+	// As the gateway: the client times each decision from its send.
+	lim, err := redis.New(c, algo, redis.Options{Leases: leases})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -222,6 +254,9 @@ var redisLimiters = []struct {
 	{"tollgate-sliding_window-3limits", tollgateLimits(domain.AlgorithmSlidingWindow, redis.BatchCoalesce, 0, threeLimits)},
 	{"tollgate-calendar_month", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, monthly)},
 	{"tollgate-usage_peek", tollgatePeek(domain.AlgorithmFixedWindow, threeLimits)},
+	// A concurrency limit's acquire and release together (two round
+	// trips), beside one fixed-window decision (one).
+	{"tollgate-concurrency", tollgateSlots},
 	{"tollgate-fixed_window-lanes1", tollgateLanes(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 1)},
 	{"tollgate-fixed_window-autopipeline", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchAutoPipeline)},
 	{"tollgate-fixed_window-unbatched", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchNone)},
@@ -309,4 +344,84 @@ func runRedis(b *testing.B, g int, decide decideFunc) {
 	if n := errs.Load(); n > 0 {
 		b.Logf("%d of %d decisions failed; last: %v", n, b.N, lastErr.Load())
 	}
+}
+
+// BenchmarkConcurrencyCost is what a concurrency limit costs on Redis:
+// its acquire and release together (tollgate-concurrency) beside one
+// fixed-window decision, at 64 goroutines over 1000 tenants, in
+// interleaved rounds of one run (so that both see the same machine). It
+// logs the ratio of their medians of ns/op, and of the CPU each spends
+// per decision, this process's and Redis's together (cpu-µs/op: less
+// sensitive than ns/op to what else the machine runs).
+//
+//	TOLLGATE_BENCH_REDIS=127.0.0.1:6379 go test -run '^$' -bench BenchmarkConcurrencyCost .
+func BenchmarkConcurrencyCost(b *testing.B) {
+	addr := redisAddr(b)
+	const rounds, g = 7, 64
+	impls := []struct {
+		name string
+		new  func(*testing.B, string, int) decideFunc
+	}{
+		{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchCoalesce)},
+		{"tollgate-concurrency", tollgateSlots},
+	}
+	info := peerClient(b, addr, 1)
+	// ns/op and CPU µs/op, by impl, one per round: the last measured run's.
+	ns, cpu := make([][]float64, len(impls)), make([][]float64, len(impls))
+	for round := range rounds {
+		for k, impl := range impls {
+			b.Run(fmt.Sprintf("round=%d/g=%d/impl=%s", round+1, g, impl.name), func(b *testing.B) {
+				decide := impl.new(b, addr, g)
+				before := cpuSeconds(b, info)
+				runRedis(b, g, decide)
+				used := cpuSeconds(b, info) - before
+				b.ReportMetric(used*1e6/float64(b.N), "cpu-µs/op")
+				ns[k] = setRound(ns[k], round, float64(b.Elapsed().Nanoseconds())/float64(b.N))
+				cpu[k] = setRound(cpu[k], round, used*1e6/float64(b.N))
+			})
+		}
+	}
+	median := func(xs []float64) float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	if len(ns[0]) == rounds && len(ns[1]) == rounds {
+		b.Logf("medians of %d rounds at %d goroutines: fixed window %.0f ns/op, %.1f cpu-µs/op; concurrency acquire+release %.0f ns/op, %.1f cpu-µs/op: ratio %.2f (ns/op), %.2f (CPU)",
+			rounds, g, median(ns[0]), median(cpu[0]), median(ns[1]), median(cpu[1]),
+			median(ns[1])/median(ns[0]), median(cpu[1])/median(cpu[0]))
+	}
+}
+
+// setRound sets xs[round] to x, appending it for a new round.
+func setRound(xs []float64, round int, x float64) []float64 {
+	if len(xs) == round {
+		return append(xs, x)
+	}
+	xs[round] = x
+	return xs
+}
+
+// cpuSeconds returns the CPU this process and the Redis server at rdb
+// have used so far, user and system, in seconds.
+func cpuSeconds(b *testing.B, rdb *goredis.Client) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	text, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var server float64
+	for _, line := range strings.Split(text, "\n") {
+		for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				server += f
+			}
+		}
+	}
+	return self + server
 }

@@ -16,6 +16,10 @@ import (
 //	<prefix>{<tenant>}:<algorithm>:<limit>       another algorithm, another limit
 //	<prefix>{<tenant>}[:<algorithm>]:route:<route>:<limit>   a route's own limit
 //
+// A concurrency limit's keys take [KeyInFlight] for the algorithm,
+// whatever the store's algorithm ("<prefix>{acme}:in_flight:<limit>"),
+// and a calendar limit's the fixed window's shape.
+//
 // The tenant is a Redis Cluster hash tag, so every key of one tenant's
 // decision lives in one slot. Algorithm names hold '_' and limit names
 // never do, and a route's keys have a segment more, so no two
@@ -44,6 +48,14 @@ func Key(prefix string, t TenantID, algorithm, route, limit string) string {
 	}
 	return b.String()
 }
+
+// KeyInFlight is the algorithm part of a concurrency limit's key ([Key]):
+// its slots are one kind of state whatever TOLLGATE_ALGORITHM says (on
+// Redis a sorted set of leases), so that switching algorithms keeps the
+// slots of running requests. It holds '_', as algorithm names do and
+// limit names never do: no limit's key of another shape is ever one of
+// its keys.
+const KeyInFlight = "in_flight"
 
 // AppendDescriptorKey appends to dst the storage key of a counter of
 // Envoy's rate limit service: one rate limit descriptor of rlsDomain

@@ -36,6 +36,11 @@ type PolicyLimit struct {
 	// [Limit.Calendar]): Rule.Limit per period, and Rule.Window is
 	// [NominalWindow] of its unit.
 	Calendar *Calendar
+	// Concurrency makes the limit a concurrency limit (see
+	// [Limit.Concurrency]): Rule.Limit requests in flight at once, 1 to
+	// [MaxConcurrency], and Rule.Window is [ConcurrencyWindow] (see
+	// [ConcurrencyRule]). A route's cost does not apply to it.
+	Concurrency bool
 }
 
 // Route is a set of requests with a cost and limits of their own. A
@@ -123,7 +128,10 @@ func (p *Policy) CountsDenied() bool { return p.countsDenied }
 //     method and path (methods compared in any case, paths as MatchPath
 //     reads them: "/a;v=1" is "/a");
 //   - a cost outside 0 to [MaxCost], or one above the limit of a limit
-//     that applies to the route (no request could ever be admitted).
+//     that applies to the route (no request could ever be admitted); a
+//     concurrency limit counts requests, whatever they cost;
+//   - a concurrency limit outside 1 to [MaxConcurrency], with a
+//     calendar, or whose rule is not [ConcurrencyRule]'s.
 func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 	var errs []error
 	bad := func(where, format string, args ...any) {
@@ -140,6 +148,17 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		} else {
 			where[l.Name] = pos
 			p.names[l.Name] = l
+		}
+		if l.Concurrency {
+			if l.Calendar != nil {
+				bad(at, "a concurrency limit has no calendar period")
+			}
+			if want, err := ConcurrencyRule(l.Rule.Limit); err != nil {
+				bad(at, "%v", err)
+			} else if l.Rule != want {
+				bad(at, "a concurrency limit's window is %s, not %s", ConcurrencyWindow, l.Rule.Window)
+			}
+			return
 		}
 		if l.Calendar == nil {
 			if err := l.Rule.Validate(); err != nil {
@@ -215,7 +234,7 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		route.globals = len(limits)
 		route.match = match
 		for _, l := range route.applied {
-			if route.Cost > l.Rule.Limit && l.Rule.Limit > 0 {
+			if route.Cost > l.Rule.Limit && l.Rule.Limit > 0 && !l.Concurrency {
 				bad(at, "cost %d is above limit %q's limit of %d: no request could ever be admitted", route.Cost, l.Name, l.Rule.Limit)
 			}
 		}
@@ -346,7 +365,18 @@ func ValidToken(s string) bool {
 // refuses for the policy's own rules (no request of that tenant on the
 // route could ever be admitted, and its Retry-After would never be
 // true).
+//
+// A concurrency limit's rule must be [ConcurrencyRule]'s (its cost is
+// one request, whatever the route's cost).
 func (p *Policy) CheckOverride(name string, rule Rule) error {
+	if l, ok := p.names[name]; ok && l.Concurrency {
+		if want, err := ConcurrencyRule(rule.Limit); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+		} else if rule != want {
+			return fmt.Errorf("%w: a concurrency limit's window is %s, not %s", ErrInvalidPolicy, ConcurrencyWindow, rule.Window)
+		}
+		return nil
+	}
 	for _, r := range p.Routes() {
 		if r.Cost <= rule.Limit {
 			continue

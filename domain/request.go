@@ -33,6 +33,12 @@ type Limit struct {
 	// store's clock (Redis: its server time). Key is then the base of the
 	// period's key ([PeriodKey]). Rule.Window is [NominalWindow].
 	Calendar *Calendar
+	// Concurrency makes the limit a concurrency limit: Rule.Limit
+	// requests of the key in flight at once ([DecideSlots]), whatever
+	// the store's algorithm and the request's cost. An admitted request
+	// takes one slot, which it holds until [Verdict.Release]; a denied
+	// one takes none. Rule.Window is [ConcurrencyWindow].
+	Concurrency bool
 }
 
 // Request is what a limiter decides: one request of Tenant, spending Cost
@@ -163,6 +169,14 @@ type Verdict struct {
 	// request that another limit denied reports what it has left with
 	// nothing spent.
 	Decisions []Decision
+	// Release, when not nil, gives back the slots of the concurrency
+	// limits ([Limit.Concurrency]) that the admitted request took, on
+	// the store that took them. Whoever holds the verdict calls it once
+	// the request has ended, however it ended; it is idempotent and safe
+	// for concurrent use. It is nil when the request took no slot (it was
+	// denied, has no concurrency limit, or the fail mode admitted it
+	// without a store).
+	Release func()
 }
 
 // Tightest returns the index in v.Decisions of the most constrained
@@ -284,7 +298,7 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 		}
 		if req.CountOver {
 			for i := range v.Decisions {
-				if !v.Decisions[i].Allowed {
+				if !v.Decisions[i].Allowed && !req.Limits[i].Concurrency {
 					v.Decisions[i].Remaining = 0 // counted: nothing is left
 				}
 			}
@@ -293,7 +307,7 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 	}
 	v.Outcome = OutcomeDenied
 	for i, d := range v.Decisions {
-		if req.CountDenied {
+		if req.CountDenied && !req.Limits[i].Concurrency {
 			if !d.Allowed {
 				v.Decisions[i].Remaining = 0
 			}
@@ -310,7 +324,13 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 // Spends reports whether limit i of req spends req.CostOf(i) under v,
 // the verdict [Settle] made: when v admits the request and limit i
 // admits it (a shadow limit that would deny spends nothing) or
-// req.CountOver; always with req.CountDenied.
+// req.CountOver; always with req.CountDenied. A concurrency limit spends
+// (takes a slot) only when v admits the request and it admits it,
+// whatever req.CountDenied or req.CountOver say (and a limit of cost 0,
+// a check, takes none): a request holds no slot it would not give back.
 func Spends(req Request, v Verdict, i int) bool {
+	if req.Limits[i].Concurrency {
+		return v.Allowed && v.Decisions[i].Allowed && req.CostOf(i) > 0
+	}
 	return req.CountDenied || (v.Allowed && (req.CountOver || v.Decisions[i].Allowed))
 }

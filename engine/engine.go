@@ -43,6 +43,9 @@ type Observer interface {
 	// StoreFull records a request a full store refused, decided as the
 	// shared unknown tenant instead.
 	StoreFull()
+	// InFlight records that this replica's requests took (delta 1) or
+	// gave back (-1) a slot of the concurrency limit named limit.
+	InFlight(limit string, delta int)
 }
 
 // Options configure [New].
@@ -137,6 +140,11 @@ type Described struct {
 	Path string
 	// Client is the client's address (the zero value when unknown).
 	Client netip.Addr
+	// SkipConcurrency leaves the route's concurrency limits out of the
+	// decision: a face that never learns when the request ends (the check
+	// endpoint) must not take a slot it could not give back. A route
+	// whose every limit is a concurrency limit is then not metered.
+	SkipConcurrency bool
 }
 
 // Result is the engine's answer about a described request.
@@ -153,9 +161,24 @@ type Result struct {
 	// was decided, and Limits and Verdict are empty.
 	Metered bool
 	// Limits are the limits that applied, in the order the rate-limit
-	// headers list them, and Verdict the decision on them.
+	// headers list them, and Verdict the decision on them. When the
+	// request took concurrency slots, Verdict.Release gives them back
+	// (and counts them out of the observer's InFlight): see
+	// [Result.Release].
 	Limits  []domain.Limit
 	Verdict domain.Verdict
+}
+
+// Release gives back the concurrency slots the request took, if any, on
+// the store that took them (Redis, or the local fail mode's memory). The
+// face calls it once the request has ended, however it ended (its last
+// byte written, the client gone, the upstream failed, a panic): a
+// deferred call. It is idempotent, safe for concurrent use, and does
+// nothing for a request that holds no slot.
+func (r Result) Release() {
+	if r.Verdict.Release != nil {
+		r.Verdict.Release()
+	}
 }
 
 // Decide decides d. Its errors: [domain.ErrInvalidPath] for a path that
@@ -173,14 +196,14 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 	res := Result{Tenant: tenant.ID, Subject: tenant.ID}
 	res.Route = snap.Policy.Match(d.Method, matched)
 	applied := res.Route.Applied()
-	if res.Route.Cost == 0 || len(applied) == 0 {
+	if res.Route.Cost == 0 || len(applied) == 0 || (d.SkipConcurrency && onlySlots(applied)) {
 		return res, nil
 	}
 	res.Metered = true
 	if tenant.ID == domain.Unknown && e.opts.Anonymous == AnonymousPerAddress && d.Client.IsValid() {
 		res.Subject = domain.AnonymousSubject(d.Client, e.opts.IPv6Prefix)
 	}
-	req := e.request(snap, res.Route, tenant, res.Subject)
+	req := e.request(snap, res.Route, tenant, res.Subject, d.SkipConcurrency)
 	start := time.Now()
 	v, err := e.opts.Limiter.Allow(ctx, req)
 	if errors.Is(err, ports.ErrStoreFull) && res.Subject != domain.Unknown {
@@ -192,7 +215,7 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 				"requests_since_last_line", n)
 		})
 		res.Subject = domain.Unknown
-		req = e.request(snap, res.Route, unknownTenant, domain.Unknown)
+		req = e.request(snap, res.Route, unknownTenant, domain.Unknown, d.SkipConcurrency)
 		v, err = e.opts.Limiter.Allow(ctx, req)
 	}
 	if err != nil {
@@ -202,8 +225,46 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 	if v.Outcome == domain.OutcomeShadowDenied {
 		e.logShadow(res, req, v)
 	}
+	if v.Release != nil {
+		v.Release = e.holding(req.Limits, v)
+	}
 	res.Limits, res.Verdict = req.Limits, v
 	return res, nil
+}
+
+// onlySlots reports whether every limit of applied is a concurrency
+// limit.
+func onlySlots(applied []domain.PolicyLimit) bool {
+	for _, l := range applied {
+		if !l.Concurrency {
+			return false
+		}
+	}
+	return true
+}
+
+// holding counts the slots verdict v of limits took into the observer's
+// InFlight, and returns v's Release that counts them out again, once.
+func (e *Engine) holding(limits []domain.Limit, v domain.Verdict) func() {
+	e.inFlight(limits, v, 1)
+	var done atomic.Bool
+	return func() {
+		if done.CompareAndSwap(false, true) {
+			v.Release()
+			e.inFlight(limits, v, -1)
+		}
+	}
+}
+
+// inFlight tells the observer of delta slots of each concurrency limit
+// that took one under v (an admitted verdict: every limit that admitted
+// it took one, as [domain.Spends] says).
+func (e *Engine) inFlight(limits []domain.Limit, v domain.Verdict, delta int) {
+	for i, l := range limits {
+		if l.Concurrency && v.Decisions[i].Allowed {
+			e.observer.InFlight(l.Name, delta)
+		}
+	}
 }
 
 var unknownTenant = Tenant{ID: domain.Unknown}
@@ -228,19 +289,26 @@ func (e *Engine) resolve(snap *Snapshot, creds Credentials) Tenant {
 }
 
 // request builds the request to decide on route: one limit per limit of
-// the route (the global ones in order, then the route's own), each with
-// tenant's rule for it and subject's key.
-func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, subject domain.TenantID) domain.Request {
+// the route (the global ones in order, then the route's own; without its
+// concurrency limits when skipSlots), each with tenant's rule for it and
+// subject's key.
+func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, subject domain.TenantID, skipSlots bool) domain.Request {
 	applied := route.Applied()
 	req := domain.Request{Tenant: subject, Route: route.Name, Cost: route.Cost, CountDenied: snap.Policy.CountsDenied()}
 	req.Limits, req.Decisions = newRequestBuffers(len(applied))
+	n := 0
 	for i, l := range applied {
+		if skipSlots && l.Concurrency {
+			continue
+		}
 		keyRoute := ""
 		if route.Own(i) {
 			keyRoute = route.Name
 		}
-		req.Limits[i] = e.limit(tenant, subject, keyRoute, l)
+		req.Limits[n] = e.limit(tenant, subject, keyRoute, l)
+		n++
 	}
+	req.Limits = req.Limits[:n]
 	return req
 }
 
@@ -250,15 +318,19 @@ func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, sub
 func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l domain.PolicyLimit) domain.Limit {
 	algorithm := e.opts.Algorithm
 	cal := tenant.calendar(l)
-	if cal != nil {
+	switch {
+	case l.Concurrency:
+		algorithm = domain.KeyInFlight // slots, whatever the algorithm
+	case cal != nil:
 		algorithm = domain.AlgorithmFixedWindow // a calendar quota is a fixed window whatever the algorithm
 	}
 	return domain.Limit{
-		Name:     l.Name,
-		Rule:     tenant.rule(l),
-		Key:      domain.Key(e.opts.KeyPrefix, subject, algorithm, route, l.Name),
-		Shadow:   l.Shadow,
-		Calendar: cal,
+		Name:        l.Name,
+		Rule:        tenant.rule(l),
+		Key:         domain.Key(e.opts.KeyPrefix, subject, algorithm, route, l.Name),
+		Shadow:      l.Shadow,
+		Calendar:    cal,
+		Concurrency: l.Concurrency,
 	}
 }
 
@@ -310,3 +382,4 @@ type nopObserver struct{}
 
 func (nopObserver) Decided(*domain.Route, domain.Verdict, time.Duration) {}
 func (nopObserver) StoreFull()                                           {}
+func (nopObserver) InFlight(string, int)                                 {}

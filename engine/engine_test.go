@@ -17,11 +17,12 @@ import (
 // recorder is a limiter that admits everything and records the requests
 // it was asked, and an observer that records the decisions.
 type recorder struct {
-	mu      sync.Mutex
-	reqs    []domain.Request
-	decided []domain.Outcome
-	full    int
-	err     func(domain.Request) error // nil: admit
+	mu       sync.Mutex
+	reqs     []domain.Request
+	decided  []domain.Outcome
+	full     int
+	inFlight map[string]int             // slots held, by limit
+	err      func(domain.Request) error // nil: admit
 }
 
 func (r *recorder) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
@@ -48,6 +49,21 @@ func (r *recorder) StoreFull() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.full++
+}
+
+func (r *recorder) InFlight(limit string, delta int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inFlight == nil {
+		r.inFlight = map[string]int{}
+	}
+	r.inFlight[limit] += delta
+}
+
+func (r *recorder) held(limit string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inFlight[limit]
 }
 
 func (r *recorder) last() domain.Request {
@@ -290,3 +306,112 @@ func TestNewPanicsWithoutLimiter(t *testing.T) {
 }
 
 var _ ports.Limiter = (*recorder)(nil)
+
+// slotsPolicy has a global concurrency limit of 2 beside a rate limit,
+// a route of its own with a concurrency limit only, and one of cost 9.
+func slotsPolicy(t *testing.T) *domain.Policy {
+	t.Helper()
+	slots := func(name string, n int64) domain.PolicyLimit {
+		return domain.PolicyLimit{Name: name, Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow}, Concurrency: true}
+	}
+	p, err := domain.NewPolicy(
+		[]domain.PolicyLimit{{Name: "per-minute", Rule: domain.Rule{Limit: 60, Window: time.Minute}}, slots("inflight", 2)},
+		[]domain.Route{
+			{Name: "heavy", Path: "/heavy", Cost: 9},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDecideSlots: a concurrency limit's request carries it with the
+// in_flight key whatever the algorithm and the tenant's own cap; the
+// result's Release gives the slot back once, and the observer counts the
+// slots held; a face that never learns when a request ends leaves them
+// out.
+func TestDecideSlots(t *testing.T) {
+	t.Parallel()
+	store, err := memory.New(domain.AlgorithmSlidingLog, memory.Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rec := &recorder{}
+	tenants := engine.NewDirectory([]engine.Tenant{{ID: "big", Rules: map[string]domain.Rule{"inflight": {Limit: 3, Window: domain.ConcurrencyWindow}}}},
+		[][]string{{"k-big"}})
+	e := engine.New(&engine.Snapshot{Policy: slotsPolicy(t), Tenants: tenants},
+		engine.Options{Limiter: store, Algorithm: domain.AlgorithmSlidingLog, KeyPrefix: "rl:", Observer: rec})
+	big := engine.Described{Method: "GET", Path: "/heavy", Credentials: engine.Credentials{APIKey: "k-big"}}
+	var held []engine.Result
+	for i := range 3 {
+		res, err := e.Decide(t.Context(), big)
+		if err != nil || !res.Verdict.Allowed || res.Verdict.Release == nil {
+			t.Fatalf("request %d: %+v, %v; want admitted holding a slot", i+1, res.Verdict, err)
+		}
+		if l := res.Limits[1]; !l.Concurrency || l.Key != "rl:{big}:in_flight:inflight" || l.Rule.Limit != 3 {
+			t.Errorf("the concurrency limit: %+v, want the tenant's 3 under rl:{big}:in_flight:inflight", l)
+		}
+		held = append(held, res)
+	}
+	if got := rec.held("inflight"); got != 3 {
+		t.Errorf("observer: %d slots held, want 3", got)
+	}
+	if res, _ := e.Decide(t.Context(), big); res.Verdict.Allowed {
+		t.Fatalf("a fourth request: %+v, want denied for want of a slot", res.Verdict)
+	}
+	held[0].Release()
+	held[0].Release()
+	if got := rec.held("inflight"); got != 2 {
+		t.Errorf("observer after one request ended (released twice): %d slots held, want 2", got)
+	}
+	res, err := e.Decide(t.Context(), big)
+	if err != nil || !res.Verdict.Allowed {
+		t.Fatalf("after one ended: %+v, %v; want admitted", res.Verdict, err)
+	}
+	if again, _ := e.Decide(t.Context(), big); again.Verdict.Allowed {
+		t.Fatalf("a second Release gave back another slot: %+v", again.Verdict)
+	}
+	res.Release()
+	for _, r := range held[1:] {
+		r.Release()
+	}
+	if got := rec.held("inflight"); got != 0 {
+		t.Errorf("observer after every request ended: %d slots held, want 0", got)
+	}
+	(engine.Result{}).Release() // nothing held: nothing to do
+
+	// The check endpoint's decisions leave the concurrency limit out.
+	for range 2 { // 4 admitted of cost 9 so far: 2 more fit in 60
+		d := big
+		d.SkipConcurrency = true
+		res, err := e.Decide(t.Context(), d)
+		if err != nil || !res.Verdict.Allowed || len(res.Limits) != 1 || res.Limits[0].Name != "per-minute" || res.Verdict.Release != nil {
+			t.Fatalf("SkipConcurrency: %+v, %v; want the rate limit alone, no slot", res, err)
+		}
+	}
+	if got := rec.held("inflight"); got != 0 {
+		t.Errorf("observer after decisions without slots: %d held, want 0", got)
+	}
+}
+
+// TestDecideSkipConcurrencyOnly: a route whose every limit is a
+// concurrency limit is not metered where slots are skipped.
+func TestDecideSkipConcurrencyOnly(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy(nil, []domain.Route{{Name: "slow", Path: "/slow", Cost: 1, Limits: []domain.PolicyLimit{
+		{Name: "inflight", Rule: domain.Rule{Limit: 1, Window: domain.ConcurrencyWindow}, Concurrency: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	e := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: rec, KeyPrefix: "rl:"})
+	res, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/slow", SkipConcurrency: true})
+	if err != nil || res.Metered || len(rec.reqs) != 0 {
+		t.Errorf("SkipConcurrency on a route of concurrency limits only: metered %v, %d store calls, %v; want unmetered", res.Metered, len(rec.reqs), err)
+	}
+	res, err = e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/slow"})
+	if err != nil || !res.Metered || rec.last().Limits[0].Key != "rl:{unknown}:in_flight:route:slow:inflight" {
+		t.Errorf("the proxy's decision: metered %v, %v, request %+v; want metered on rl:{unknown}:in_flight:route:slow:inflight", res.Metered, err, rec.reqs)
+	}
+}

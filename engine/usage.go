@@ -24,8 +24,9 @@ type LimitUsage struct {
 	// Route names the route whose own limit this is; "" for a global
 	// limit, which every route shares.
 	Route string
-	// Algorithm counts it: the store's, or fixed_window for a calendar
-	// quota.
+	// Algorithm counts it: the store's, fixed_window for a calendar
+	// quota, or "concurrency" for a concurrency limit (slots, not a
+	// window).
 	Algorithm string
 	// Limit is the limit as the tenant's requests carry it: its name,
 	// the tenant's rule, key and calendar, and whether it is a shadow.
@@ -35,8 +36,11 @@ type LimitUsage struct {
 	Decision domain.Decision
 }
 
+// UsageConcurrency is the Algorithm of a concurrency limit's usage.
+const UsageConcurrency = "concurrency"
+
 // Used returns what the window or period has spent: the limit less what
-// remains.
+// remains; for a concurrency limit, the requests in flight.
 func (u LimitUsage) Used() int64 { return max(u.Limit.Rule.Limit-u.Decision.Remaining, 0) }
 
 // Usage returns every limit that applies to tenant id, with its budget as
@@ -138,7 +142,10 @@ func (e *Engine) peek(ctx context.Context, req domain.Request, routes []string) 
 	out := make([]LimitUsage, len(req.Limits))
 	for i, l := range req.Limits {
 		algorithm := e.opts.Algorithm
-		if l.Calendar != nil {
+		switch {
+		case l.Concurrency:
+			algorithm = UsageConcurrency
+		case l.Calendar != nil:
 			algorithm = domain.AlgorithmFixedWindow
 		}
 		out[i] = LimitUsage{Route: routes[i], Algorithm: algorithm, Limit: l, Decision: v.Decisions[i]}

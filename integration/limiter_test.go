@@ -52,15 +52,28 @@ func one(key string, rule domain.Rule) domain.Request {
 func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Duration) portstest.LimiterHarness {
 	client := redis.NewClient(rdb)
 	return portstest.LimiterHarness{
-		New: func(*testing.T) ports.Limiter {
-			return l.new(client, redis.Options{Timeout: 5 * time.Second})
+		New: func(t *testing.T) ports.Limiter {
+			return l.new(client, redis.Options{Timeout: 5 * time.Second, Leases: newLeases(t, client, testLease)})
 		},
 		Clock:     portstest.Sleeper{},
 		Window:    window,
 		Slack:     40 * time.Millisecond,
 		Algorithm: l.algorithm,
 		TTLs:      func(t *testing.T, key string) map[string]time.Duration { return keyTTLs(t, rdb, key) },
+		Lease:     testLease,
 	}
+}
+
+// testLease is the lease of the concurrency slots the contract's tests
+// take.
+const testLease = 2 * time.Second
+
+// newLeases returns the leases of a replica of its own on c, renewed
+// until t ends.
+func newLeases(t testing.TB, c *redis.Client, lease time.Duration) *redis.Leases {
+	ls := redis.NewLeases(c, redis.LeaseOptions{Lease: lease, Replica: "it-" + string(portstest.Tenant())})
+	t.Cleanup(func() { ls.Close() })
+	return ls
 }
 
 // keyTTLs returns every key that starts with key, and its PTTL.

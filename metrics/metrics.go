@@ -36,6 +36,8 @@ type Metrics struct {
 	upstreamTime   *prometheus.HistogramVec // route
 	adminActions   *prometheus.CounterVec   // action: AdminActions
 	routes         sync.Map                 // *domain.Route → *routeMetrics
+	inFlight       *prometheus.GaugeVec     // limit
+	inFlightOf     sync.Map                 // limit name → prometheus.Gauge
 
 	rls *rlsMetrics // Envoy's rate limit service
 }
@@ -121,11 +123,15 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 		adminActions.WithLabelValues(a)
 	}
 	rls := newRLSMetrics()
+	inFlight := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tollgate_in_flight",
+		Help: "Slots of each concurrency limit that this replica's requests hold (on the store, or in its memory under the local fail mode), by limit name.",
+	}, []string{"limit"})
 	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime, adminActions,
-		rls.requests, rls.descriptors,
+		rls.requests, rls.descriptors, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{storeErrors: storeErrors, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
-		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls}
+		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls, inFlight: inFlight}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
@@ -157,6 +163,24 @@ func (m *Metrics) StoreFull() {
 	}
 }
 
+// InFlight adds delta to the slots this replica holds of the
+// concurrency limit named limit. It implements engine.Observer.
+func (m *Metrics) InFlight(limit string, delta int) {
+	if m != nil {
+		m.inFlightGauge(limit).Add(float64(delta))
+	}
+}
+
+// inFlightGauge returns limit's tollgate_in_flight series, looked up
+// once per name rather than by label per request.
+func (m *Metrics) inFlightGauge(limit string) prometheus.Gauge {
+	if g, ok := m.inFlightOf.Load(limit); ok {
+		return g.(prometheus.Gauge)
+	}
+	g, _ := m.inFlightOf.LoadOrStore(limit, m.inFlight.WithLabelValues(limit))
+	return g.(prometheus.Gauge)
+}
+
 // StoreError counts one failed store call.
 func (m *Metrics) StoreError() {
 	if m != nil {
@@ -172,6 +196,11 @@ func (m *Metrics) Routes(p *domain.Policy) {
 	}
 	for _, r := range p.Routes() {
 		m.route(r)
+		for _, l := range r.Applied() {
+			if l.Concurrency {
+				m.inFlightGauge(l.Name)
+			}
+		}
 	}
 }
 
@@ -199,7 +228,16 @@ func (m *Metrics) observeLimits(r *domain.Route, v domain.Verdict) {
 		return
 	}
 	rm := m.route(r)
-	for i, d := range v.Decisions {
+	// A face that never learns when a request ends decides without the
+	// route's concurrency limits (engine.Described.SkipConcurrency): its
+	// decisions are the other limits', in order.
+	skipSlots := len(v.Decisions) < len(rm.limits)
+	i := -1
+	for _, d := range v.Decisions {
+		i++
+		for skipSlots && i < len(rm.limits) && r.Applied()[i].Concurrency {
+			i++
+		}
 		if i >= len(rm.limits) {
 			break // a request built by hand, not from r
 		}

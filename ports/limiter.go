@@ -21,6 +21,14 @@ import (
 // exception: a fixed-window limiter given req.CountDenied spends from
 // every limit whatever the verdict (an increment before the decision).
 //
+// A concurrency limit ([domain.Limit.Concurrency]) spends a slot: an
+// admitted request that takes one gets a Verdict whose Release gives it
+// back on the same store, idempotent and safe for concurrent use, and
+// the caller must call it once the request ends. A denied request takes
+// no slot, whatever req.CountDenied says. A store whose holders can
+// vanish (a shared one) gives slots as leases that expire unless their
+// holder renews them.
+//
 // req.Limits is not empty, every rule is valid, req.Cost is at least 1,
 // and the keys of one request share a tenant (and so a Redis Cluster
 // slot); a limiter may treat a new rule for a key as a change of budget.

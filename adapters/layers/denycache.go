@@ -50,6 +50,9 @@ type DenyCacheOptions struct {
 // that route are denied from memory, without a call to the limiter,
 // until the Retry-After that denial gave has passed; every MaxAge one of
 // them asks the limiter again. It never admits.
+// A denial for want of a concurrency slot is not remembered (a slot may
+// come back at any moment); one that a rate limit made is, for as long as
+// the rate limits deny.
 //
 // A cached answer is the first denial's decisions with their times
 // counted down, and outcome [domain.OutcomeCachedDenied]. It is served
@@ -168,7 +171,7 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 		stale = d
 	}
 	v, err := c.next.Allow(ctx, req)
-	retry := v.RetryAfter()
+	retry := rateRetry(req, v)
 	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 || (req.CountDenied && countsSome(req, v)) {
 		if stale != nil {
 			sh.remove(stale) // the limiter no longer denies (a reset, a raised limit), or could not say
@@ -186,6 +189,23 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 		until:     now + int64(retry),
 	}, now)
 	return v, nil
+}
+
+// rateRetry is how long the rate limits that denied v deny: the longest
+// RetryAfter of its enforced limits that are not concurrency limits. A
+// denial for want of a slot is never cached: a slot may come back at any
+// moment, and the next request must find it.
+func rateRetry(req domain.Request, v domain.Verdict) time.Duration {
+	if !slices.ContainsFunc(req.Limits, func(l domain.Limit) bool { return l.Concurrency }) {
+		return v.RetryAfter() // quota limits' rule included
+	}
+	var r time.Duration
+	for i, d := range v.Decisions {
+		if !d.Allowed && !d.Shadow && !req.Limits[i].Concurrency {
+			r = max(r, d.RetryAfter)
+		}
+	}
+	return r
 }
 
 // shard returns the shard of k: FNV-1a over the tenant and the route.

@@ -355,3 +355,42 @@ func BenchmarkDenyCache(b *testing.B) {
 		}
 	}
 }
+
+// TestDenyCacheSlots: a denial for want of a concurrency slot is never
+// cached (the slot may come back at once); a rate limit's denial beside a
+// concurrency limit is, for the rate limit's wait, not the slot's.
+func TestDenyCacheSlots(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	slot := domain.Decision{Limit: 1, ResetAfter: time.Second, RetryAfter: time.Second}
+	rate := domain.Decision{Allowed: true, Limit: 5, Remaining: 4}
+	store := &scripted{answer: func(domain.Request) (domain.Verdict, error) {
+		return domain.Verdict{Outcome: domain.OutcomeDenied, Decisions: []domain.Decision{rate, slot}}, nil
+	}}
+	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{MaxAge: time.Hour, Now: clk.Now}).Layer())
+	req := requestFor("acme", "default")
+	req.Limits = append(req.Limits, domain.Limit{Name: "inflight", Rule: domain.Rule{Limit: 1, Window: domain.ConcurrencyWindow},
+		Key: "rl:{acme}:in_flight:inflight", Concurrency: true})
+	for i := range 3 {
+		if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeDenied {
+			t.Fatalf("denial %d for want of a slot: %+v, want the store's (never cached)", i+1, v)
+		}
+	}
+	if got := store.calls.Load(); got != 3 {
+		t.Errorf("store calls = %d, want 3", got)
+	}
+	// The rate limit denies for a minute, the slot too: cached for the minute.
+	rate = domain.Decision{Limit: 5, ResetAfter: time.Minute, RetryAfter: time.Minute}
+	store.set(func(domain.Request) (domain.Verdict, error) {
+		return domain.Verdict{Outcome: domain.OutcomeDenied, Decisions: []domain.Decision{rate, slot}}, nil
+	})
+	l.Allow(t.Context(), req)
+	clk.Advance(30 * time.Second)
+	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied {
+		t.Errorf("30s into a rate limit's minute: %+v, want cached_denied", v)
+	}
+	clk.Advance(30 * time.Second)
+	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeDenied {
+		t.Errorf("after the rate limit's minute: %+v, want the store's", v)
+	}
+}

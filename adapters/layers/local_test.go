@@ -72,6 +72,33 @@ func TestFailLocalDividesTheBudget(t *testing.T) {
 	}
 }
 
+// TestFailLocalSlots: while the store fails, each of N replicas holds
+// ceil(concurrency / N) slots in its own memory, and the local verdict's
+// Release gives them back there.
+func TestFailLocalSlots(t *testing.T) {
+	t.Parallel()
+	local := newMemory(t, memory.Options{SweepInterval: -1})
+	l := ports.Chain(failing(errStore), layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: func() int { return 2 }}))
+	req := request()
+	req.Limits = []domain.Limit{{Name: "inflight", Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow},
+		Key: "rl:{acme}:in_flight:inflight", Concurrency: true}}
+	var held []domain.Verdict
+	for i := range 3 {
+		v, err := l.Allow(t.Context(), req)
+		if err != nil || !v.Allowed || v.Outcome != domain.OutcomeLocalAllowed || v.Release == nil || v.Decisions[0].Limit != 3 {
+			t.Fatalf("request %d of concurrency 5 over 2 replicas: %+v, %v; want local_allowed of 3, holding a slot", i+1, v, err)
+		}
+		held = append(held, v)
+	}
+	if v, _ := l.Allow(t.Context(), req); v.Allowed || v.Outcome != domain.OutcomeLocalDenied {
+		t.Fatalf("a fourth slot: %+v, want local_denied", v)
+	}
+	held[0].Release()
+	if v, _ := l.Allow(t.Context(), req); !v.Allowed {
+		t.Errorf("after a local request ended: %+v, want its slot", v)
+	}
+}
+
 func TestFailLocalCanceledCaller(t *testing.T) {
 	t.Parallel()
 	local := newMemory(t, memory.Options{SweepInterval: -1})

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +53,11 @@ var (
 // own mutex: a request of several limits locks their keys in key order
 // (so two requests never wait on each other in a cycle; limits that share
 // a key share its lock and state, decided one after the other), decides
-// every limit, and spends by [domain.Spends]: all or nothing.
+// every limit, and spends by [domain.Spends]: all or nothing. A
+// concurrency limit ([domain.Limit.Concurrency]) is a count of the slots
+// its admitted requests hold in this process ([domain.Slots]), given back
+// by the verdict's Release; no lease is needed, since a crash frees them
+// all.
 //
 // Limiter is safe for concurrent use by multiple goroutines. Allow of
 // keys it already holds allocates nothing but the verdict's decisions
@@ -141,19 +146,27 @@ type limiter[S any, P state[S]] struct {
 	sweeper      *sweeper
 }
 
-// limiterEntry is one key: the algorithm's state, or a calendar limit's
+// limiterEntry is one key: the algorithm's state, a calendar limit's
 // period ([domain.Limit.Calendar]: a fixed window over the period,
-// whatever the algorithm).
+// whatever the algorithm), or a concurrency limit's slots
+// ([domain.Limit.Concurrency]).
 type limiterEntry[S any] struct {
-	mu     sync.Mutex // guards state, period, idleAt, swept
+	mu     sync.Mutex // guards state, period, slots, idleAt, swept
 	state  S
 	period domain.PeriodWindow
-	idleAt int64 // clock nanos from which state is whole again
+	slots  domain.Slots
+	idleAt int64 // clock nanos from which state is whole again; never while a slot is held
 	swept  bool  // removed from the map: Allow retries on a fresh entry
 }
 
+// neverIdle is the idleAt of an entry whose slots are held.
+const neverIdle = math.MaxInt64
+
 // decide is lim's decision at cost on e, without spending.
 func (*limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
+	if lim.Concurrency {
+		return e.slots.Decide(lim.Rule.Limit, cost)
+	}
 	if cal := lim.Calendar; cal != nil {
 		return e.period.Decide(now, *cal, lim.Rule.Limit, cost)
 	}
@@ -231,19 +244,59 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
 			return l.decide(entries[i], now, req.Limits[i], cost)
 		})
+		var r *release[S]
 		for i := range n {
 			e := entries[i]
-			if c := req.CostOf(i); c > 0 && domain.Spends(req, v, i) {
-				if cal := req.Limits[i].Calendar; cal != nil {
-					e.period.Spend(now, *cal, c)
-				} else {
-					P(&e.state).Spend(now, req.Limits[i], c)
+			c := req.CostOf(i)
+			switch {
+			case c == 0 || !domain.Spends(req, v, i):
+			case req.Limits[i].Concurrency:
+				e.slots.Acquire()
+				if r == nil {
+					r = &release[S]{clock: l.clock}
 				}
+				r.entries = append(r.entries, e)
+			case req.Limits[i].Calendar != nil:
+				e.period.Spend(now, *req.Limits[i].Calendar, c)
+			default:
+				P(&e.state).Spend(now, req.Limits[i], c)
 			}
 			e.idleAt = nanos + int64(max(v.Decisions[i].ResetAfter, v.Decisions[i].RetryAfter))
+			if e.slots.Held() > 0 {
+				e.idleAt = neverIdle
+			}
 		}
 		unlock(m)
+		if r != nil {
+			v.Release = r.release
+		}
 		return v, nil
+	}
+}
+
+// release gives back the slots one admitted request took: one per
+// entry, of its concurrency limits.
+type release[S any] struct {
+	done    atomic.Bool
+	clock   clock
+	entries []*limiterEntry[S]
+}
+
+// release implements [domain.Verdict.Release]: it gives the slots back
+// once, however often it is called. An entry whose last slot comes back
+// is idle from now (the sweeper may drop it); none is dropped while a
+// slot is held, so entries are still the ones in the map.
+func (r *release[S]) release() {
+	if !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	for _, e := range r.entries {
+		e.mu.Lock()
+		e.slots.Release()
+		if e.slots.Held() == 0 {
+			e.idleAt = r.clock.nanos()
+		}
+		e.mu.Unlock()
 	}
 }
 

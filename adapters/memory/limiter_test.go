@@ -374,6 +374,93 @@ func TestBoundaryBurst(t *testing.T) {
 	}
 }
 
+// slotsOf is a request of cost 1 against one concurrency limit of n,
+// stored under key.
+func slotsOf(key string, n int64) domain.Request {
+	return domain.Request{Tenant: "acme", Route: "default", Cost: 1, Limits: []domain.Limit{{
+		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow}, Key: key, Concurrency: true}}}
+}
+
+// TestConcurrencySlotsOutliveSweeps: a key whose slots are held is never
+// swept, however long its requests run (a swept key would forget them
+// and admit N more); once its last slot comes back it is swept.
+func TestConcurrencySlotsOutliveSweeps(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{SweepInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		req := slotsOf("rl:{acme}:in_flight:inflight", 2)
+		a, b := portstest.MustAllow(t, l, req), portstest.MustAllow(t, l, req)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if v := portstest.MustAllow(t, l, req); v.Allowed {
+			t.Fatalf("an hour on, two slots held: %+v admitted (the key was swept)", v)
+		}
+		if got := l.Len(); got != 1 {
+			t.Errorf("Len with slots held = %d, want 1", got)
+		}
+		a.Release()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got := l.Len(); got != 1 {
+			t.Errorf("Len with one slot held = %d, want 1", got)
+		}
+		b.Release()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got := l.Len(); got != 0 {
+			t.Errorf("Len after every slot came back and a sweep = %d, want 0", got)
+		}
+	})
+}
+
+// TestConcurrencyReleaseRacesAllow: releases and acquisitions of one key
+// from many goroutines, with a sweeper running: the count never goes past
+// the limit, and ends at zero.
+func TestConcurrencyReleaseRacesAllow(t *testing.T) {
+	t.Parallel()
+	l, err := memory.New(domain.AlgorithmSlidingLog, memory.Options{SweepInterval: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const n = 3
+	req := slotsOf("rl:{acme}:in_flight:inflight", n)
+	var inFlight, most atomic.Int64
+	done := make(chan struct{})
+	for range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 2000 {
+				v := portstest.MustAllow(t, l, req)
+				if !v.Allowed {
+					continue
+				}
+				if now := inFlight.Add(1); now > most.Load() {
+					most.Store(now)
+				}
+				inFlight.Add(-1)
+				v.Release()
+				v.Release()
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	if got := most.Load(); got > n {
+		t.Errorf("%d in flight at once, want at most %d", got, n)
+	}
+	for i := range n {
+		if v := portstest.MustAllow(t, l, req); !v.Allowed {
+			t.Fatalf("request %d after the race: %+v, want allowed (a slot leaked)", i+1, v)
+		}
+	}
+}
+
 // TestUsageHoldsNoKey: the usage contract's keys are counted by the
 // Redis harness; here Len shows that Peek and Reset of a tenant never
 // seen add nothing, and that Reset drops what was held.

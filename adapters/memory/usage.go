@@ -35,9 +35,14 @@ func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verd
 }
 
 // Reset implements [ports.Usage]: every limit's key is dropped, so that
-// its next request starts afresh.
+// its next request starts afresh; a concurrency limit's slots are not (they
+// are requests running, given back as each ends: dropping them would let
+// more than the limit run).
 func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 	for _, lim := range req.Limits {
+		if lim.Concurrency {
+			continue
+		}
 		v, ok := l.keys.Load(lim.Key)
 		if !ok {
 			continue

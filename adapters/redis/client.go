@@ -278,6 +278,22 @@ func (c *Client) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
 	return processScript(ctx, c.rdb, cmd, src)
 }
 
+// post sends cmd, a command (not a script), without waiting for it:
+// with the next batch of decisions, or on a goroutine of its own without
+// a coalescer. then is told its error; it must be cheap. It reports
+// false, and sends nothing, when the coalescer's queue is full.
+func (c *Client) post(cmd *goredis.Cmd, then func(err error)) bool {
+	if c.co != nil {
+		return c.co.post(cmd, then)
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hardWait(c.timeout))
+		defer cancel()
+		then(c.eval(ctx, cmd, ""))
+	}()
+	return true
+}
+
 // Close stops the coalescer and closes the pool. A second Close returns
 // go-redis's "client is closed".
 func (c *Client) Close() error {

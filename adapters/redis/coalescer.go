@@ -161,6 +161,25 @@ func (c *coalescer) eval(ctx context.Context, cmd *goredis.Cmd, src string) erro
 	}
 }
 
+// post queues cmd, a command (not a script), and returns at once: the
+// flusher sends it with the next batch and calls then with its error
+// (then must be cheap: it runs on the flusher). It reports false, and
+// queues nothing, when the queue is full. A posted command has no
+// deadline of its own: the batch's bounds it.
+func (c *coalescer) post(cmd *goredis.Cmd, then func(err error)) bool {
+	k := c.getCall(context.Background(), cmd, "")
+	k.then = then
+	select {
+	case c.queue <- k:
+	default:
+		c.putCall(k)
+		return false
+	}
+	c.claim()
+	c.armSpawn()
+	return true
+}
+
 func (c *coalescer) nanos() int64 { return c.live.nanos() }
 
 // flusher sends the queue's batches on the lanes it is handed.
@@ -242,6 +261,12 @@ func (c *coalescer) send(batch []*call) {
 	c.noteAnswer(live)
 	// Last: once a caller has received done it may reuse its call.
 	for _, k := range live {
+		if then := k.then; then != nil { // posted: nobody waits
+			err := k.cmd.Err()
+			c.putCall(k)
+			then(err)
+			continue
+		}
 		k.done <- struct{}{}
 	}
 }

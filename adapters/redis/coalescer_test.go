@@ -40,7 +40,8 @@ func (f *fakeWire) Pipeline() goredis.Pipeliner { return &fakePipe{wire: f} }
 func (f *fakeWire) trip(ctx context.Context, cmds []goredis.Cmder) {
 	names := make([]string, len(cmds))
 	for i, c := range cmds {
-		names[i] = fmt.Sprint(c.Args()[0], " ", c.Args()[3])
+		a := c.Args() // an EVALSHA's first key, or a command's last argument
+		names[i] = fmt.Sprint(a[0], " ", a[min(3, len(a)-1)])
 	}
 	_, hasDeadline := ctx.Deadline()
 	f.mu.Lock()
@@ -415,6 +416,53 @@ func TestCoalescerLanesFollowDemand(t *testing.T) {
 		synctest.Wait()
 		if got := c.open.Load(); got != 1 {
 			t.Errorf("lanes open once idle = %d, want the base 1", got)
+		}
+	})
+}
+
+// TestCoalescerPost: a posted command does not wait: it leaves with the
+// next batch of decisions, and then is told its reply's error; a failed
+// batch tells it the error.
+func TestCoalescerPost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reply := func(cmd *goredis.Cmd) { // echo, or 1 for a ZREM
+			if cmd.Args()[0] == "zrem" {
+				cmd.SetVal(int64(1))
+				return
+			}
+			echo(cmd)
+		}
+		f := &fakeWire{reply: reply, gate: make(chan error)}
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxBatch: 64})
+		defer c.close()
+		_, first := start(c, t.Context(), "k0")
+		synctest.Wait() // k0 holds the one lane
+		told := make(chan error, 2)
+		if !c.post(goredis.NewCmd(context.Background(), "zrem", "slots", "h1"), func(err error) { told <- err }) {
+			t.Fatal("post: the queue is full")
+		}
+		_, second := start(c, t.Context(), "k1")
+		synctest.Wait()
+		select {
+		case err := <-told:
+			t.Fatalf("told %v before the command was sent", err)
+		default:
+		}
+		f.gate <- nil // k0 answers; the posted command and k1 leave together
+		synctest.Wait()
+		f.gate <- nil
+		if err := errors.Join(<-first, <-second, <-told); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.recorded(); len(got) != 2 || !slices.Equal(got[1], []string{"evalsha k1", "zrem h1"}) {
+			t.Errorf("trips %v: want k0, then the posted command with k1", got)
+		}
+		// A failed trip: the posted command is told its error.
+		c.post(goredis.NewCmd(context.Background(), "zrem", "slots", "h2"), func(err error) { told <- err })
+		synctest.Wait()
+		f.gate <- errors.New("connection reset")
+		if err := <-told; err == nil {
+			t.Error("a posted command in a failed trip: told nil")
 		}
 	})
 }

@@ -22,7 +22,8 @@ type call struct {
 	state  atomic.Int32 // callQueued, callSent or callAbandoned
 	sentAt atomic.Int64 // nanos since the coalescer's origin, set before callSent
 	done   chan struct{}
-	timer  *time.Timer // the caller's checks; stopped between uses
+	timer  *time.Timer     // the caller's checks; stopped between uses
+	then   func(err error) // set: a posted call, nobody waits; the flusher calls it with the reply's error
 }
 
 // getCall returns a call of cmd ready to queue, from the coalescer's
@@ -46,7 +47,7 @@ func (c *coalescer) putCall(k *call) {
 	if k.timer != nil {
 		k.timer.Stop()
 	}
-	k.ctx, k.cmd, k.src = nil, nil, ""
+	k.ctx, k.cmd, k.src, k.then = nil, nil, "", nil
 	c.calls.Put(k)
 }
 

@@ -2,8 +2,10 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -17,7 +19,15 @@ type Options struct {
 	// Timeout, if set, bounds a whole decision, its wait for a lane
 	// included, on top of the caller's context (tests and tools).
 	Timeout time.Duration
+	// Leases hold the slots of concurrency limits ([domain.Limit.Concurrency])
+	// that this replica's requests take, and renew them. A request with a
+	// concurrency limit fails without it.
+	Leases *Leases
 }
+
+// errNoLeases is a concurrency limit on a Limiter without Options.Leases:
+// a wiring defect, reported as a store error.
+var errNoLeases = errors.New("redis: a concurrency limit needs Options.Leases")
 
 var _ ports.Limiter = (*Limiter)(nil)
 
@@ -28,6 +38,8 @@ var _ ports.Limiter = (*Limiter)(nil)
 // trips: see [Client]). The script decides every limit, spends all or
 // nothing, and returns the verdict; Go only maps the reply. Every key it
 // writes has a TTL, and windows run on Redis's clock, never a replica's.
+// A concurrency limit's slots are leases in the same script, held and
+// renewed by [Options].Leases.
 //
 // Limiter is safe for concurrent use by multiple goroutines. It does not
 // own the client.
@@ -94,12 +106,21 @@ const replyStride = 5
 // next one's end (see lua/prelude.lua).
 const calendarArgs = 5
 
+// slotArgs is how many arguments a concurrency limit gives the script:
+// its limit, the lease in ms, the request's holder name, and where the
+// holders this replica released on its key, not yet confirmed removed,
+// are among the script's last arguments (first index, count).
+const slotArgs = 5
+
 var _ ports.Usage = (*Limiter)(nil)
 
 // Allow implements [ports.Limiter] in one round trip. A calendar limit
 // ([domain.Limit.Calendar]) is counted as a fixed window over its period,
 // whatever the algorithm: the replica computes the period around its
-// clock and the periods on either side, and Redis's clock picks one.
+// clock and the periods on either side, and Redis's clock picks one. A
+// concurrency limit ([domain.Limit.Concurrency]) takes a slot as a lease
+// ([Leases]) in the same script: an admitted verdict's Release gives the
+// request's slots back.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 	return l.run(ctx, req, countingArgs[b2i(req.CountDenied && l.spec.countsDenied)+2*b2i(req.CountOver)])
 }
@@ -133,7 +154,7 @@ func costArg(req domain.Request) any {
 // that decides every limit at cost 0 and writes nothing.
 func (l *Limiter) Peek(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 	req.CountDenied = false
-	return l.run(ctx, req, "p")
+	return l.run(ctx, req, modePeek)
 }
 
 // Reset implements [ports.Usage]: one DEL of every limit's key (a
@@ -152,6 +173,9 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 	keys := make([]string, 0, len(req.Limits))
 	now := time.Now()
 	for _, lim := range req.Limits {
+		if lim.Concurrency {
+			continue // slots are requests running, not a budget: they end on their own
+		}
 		if lim.Calendar == nil {
 			keys = append(keys, lim.Key)
 			continue
@@ -168,6 +192,9 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 	return nil
 }
 
+// modePeek is the script's ARGV[3] of a peek.
+const modePeek = "p"
+
 // run runs the algorithm's script on req in mode (ARGV[3]: "0" to "3",
 // the counting mode, or "p" to peek), within the per-decision timeout.
 func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (domain.Verdict, error) {
@@ -178,12 +205,25 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 	}
 	n := len(req.Limits)
 	sp := l.spec
-	stride, calendars := sp.stride, 0
+	stride, calendars, slotted := sp.stride, 0, 0
 	for _, lim := range req.Limits {
-		if lim.Calendar != nil {
+		switch {
+		case lim.Concurrency:
+			slotted++
+			stride = max(stride, slotArgs)
+		case lim.Calendar != nil:
 			calendars++
 			stride = max(stride, calendarArgs)
 		}
+	}
+	// A peek takes no slot: it needs no holder, and no lease.
+	takes := slotted > 0 && mode != modePeek
+	holder, leaseMs := "", any(0)
+	if takes {
+		if l.opts.Leases == nil {
+			return domain.Verdict{}, errNoLeases
+		}
+		holder, leaseMs = l.opts.Leases.holder(), l.opts.Leases.leaseArg
 	}
 	a := sp.script.cmdArgs(n+2*calendars, 5+stride*n)
 	for _, lim := range req.Limits {
@@ -209,31 +249,94 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 	for _, lim := range req.Limits {
 		flags = append(flags, '0'+b2i(lim.Shadow)+2*b2i(lim.Quota))
 		kind := byte('r')
-		if lim.Calendar != nil {
+		switch {
+		case lim.Concurrency:
+			kind = 'n'
+		case lim.Calendar != nil:
 			kind = 'c'
 		}
 		kinds = append(kinds, kind)
 	}
 	a = append(a, costArg(req), string(flags), mode, string(kinds), stride)
 	c := 0
+	var released []any   // after every limit's arguments: the holders to remove first
+	argv := 5 + stride*n // ARGV's length before them
 	for _, lim := range req.Limits {
 		start := len(a)
-		if lim.Calendar != nil {
+		switch {
+		case lim.Concurrency:
+			var first, count int
+			if takes {
+				hs := l.opts.Leases.released(lim.Key)
+				if len(hs) > 0 {
+					first, count = argv+len(released)+1, len(hs)
+				}
+				for _, h := range hs {
+					released = append(released, h)
+				}
+			}
+			a = append(a, lim.Rule.Limit, leaseMs, holder, first, count)
+		case lim.Calendar != nil:
 			p := pers[c]
 			c++
 			a = append(a, lim.Rule.Limit, p.args[0], p.args[1], p.args[2], p.args[3])
-		} else {
+		default:
 			a = sp.args(a, lim)
 		}
 		for len(a)-start < stride {
 			a = append(a, 0)
 		}
 	}
+	a = append(a, released...)
 	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
 	if err != nil {
+		if takes {
+			// The script may have run, its reply lost: the slots it may
+			// have taken are removed again.
+			l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
+		}
 		return domain.Verdict{}, err
 	}
-	return verdict(req, r)
+	v, err := verdict(req, r)
+	switch {
+	case !takes:
+	case err != nil:
+		l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
+	case v.Allowed:
+		if keys := slotKeys(req, func(i int) bool { return domain.Spends(req, v, i) }); len(keys) > 0 {
+			h := &holding{leases: l.opts.Leases, keys: keys, holder: holder}
+			h.leases.hold(keys, holder)
+			v.Release = h.release
+		}
+	}
+	return v, err
+}
+
+// slotKeys returns the keys of req's concurrency limits i for which
+// took(i).
+func slotKeys(req domain.Request, took func(i int) bool) []string {
+	var keys []string
+	for i, lim := range req.Limits {
+		if lim.Concurrency && took(i) {
+			keys = append(keys, lim.Key)
+		}
+	}
+	return keys
+}
+
+// holding is the slots one admitted request holds.
+type holding struct {
+	leases *Leases
+	keys   []string
+	holder string
+	done   atomic.Bool
+}
+
+// release implements [domain.Verdict.Release]: once, in one round trip.
+func (h *holding) release() {
+	if h.done.CompareAndSwap(false, true) {
+		h.leases.release(h.keys, h.holder)
+	}
 }
 
 // verdict maps a script's reply to the Verdict of req: r[0] is 1 when the

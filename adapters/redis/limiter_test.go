@@ -22,6 +22,7 @@ type fakeRedis struct {
 	goredis.UniversalClient // nil: methods other than Process panic
 	reply                   []any
 	err                     error
+	cmd                     string // evalsha, or another command's name
 	keys                    []string
 	args                    []any
 	deadline                bool
@@ -30,12 +31,16 @@ type fakeRedis struct {
 func (f *fakeRedis) Process(ctx context.Context, c goredis.Cmder) error {
 	cmd := c.(*goredis.Cmd)
 	a := cmd.Args() // evalsha, sha, numkeys, keys..., args...
-	n := a[2].(int)
 	f.keys = nil
-	for _, k := range a[3 : 3+n] {
-		f.keys = append(f.keys, k.(string))
+	if a[0] != "evalsha" { // a command on one key: name, key, args...
+		f.cmd, f.keys, f.args = a[0].(string), []string{a[1].(string)}, a[2:]
+	} else {
+		n := a[2].(int)
+		for _, k := range a[3 : 3+n] {
+			f.keys = append(f.keys, k.(string))
+		}
+		f.cmd, f.args = "evalsha", a[3+n:]
 	}
-	f.args = a[3+n:]
 	_, f.deadline = ctx.Deadline()
 	if f.err != nil {
 		cmd.SetErr(f.err)
@@ -261,5 +266,104 @@ func TestLimiterCalendarArgs(t *testing.T) {
 	}
 	if d := v.Decisions[1]; d.Window != 24*time.Hour || d.Remaining != 999 {
 		t.Errorf("the calendar decision %+v, want its period's window, 24h", d)
+	}
+}
+
+// slotsRedis is a fakeRedis that sends each ZREM it is given (a
+// release) on zrems, as its key and members, and answers it once gate is
+// closed.
+type slotsRedis struct {
+	*fakeRedis
+	zrems chan []any
+	gate  chan struct{}
+}
+
+func (f slotsRedis) Process(ctx context.Context, c goredis.Cmder) error {
+	if a := c.Args(); a[0] == "zrem" {
+		f.zrems <- a[1:]
+		<-f.gate
+		c.(*goredis.Cmd).SetVal(int64(len(a) - 2))
+		return nil
+	}
+	return f.fakeRedis.Process(ctx, c)
+}
+
+// TestLimiterSlotArgs: a concurrency limit is kind 'n' with its limit,
+// the lease in ms, the request's holder and no holder to remove first;
+// an admitted verdict's Release has the releaser send the holder's
+// removal (one ZREM) once, and until it is confirmed the next decision
+// on the key removes the holder first; without leases the request fails.
+func TestLimiterSlotArgs(t *testing.T) {
+	t.Parallel()
+	inflight := domain.Limit{Name: "inflight", Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow},
+		Key: "rl:{acme}:in_flight:inflight", Concurrency: true}
+	req := request(3, domain.Rule{Limit: 10, Window: time.Minute})
+	req.Limits = append(req.Limits, inflight)
+	f := slotsRedis{&fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 4, 0, 0})}, make(chan []any, 4), make(chan struct{})}
+	client := redis.NewClient(f)
+	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: 3 * time.Second, Replica: "r1"})
+	defer leases.Close()
+	l, err := redis.New(client, domain.AlgorithmFixedWindow, redis.Options{Leases: leases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := l.Allow(t.Context(), req)
+	if err != nil || !v.Allowed || v.Release == nil || v.Decisions[1].Remaining != 4 {
+		t.Fatalf("Allow: %+v, %v; want admitted, 4 slots free, a Release", v, err)
+	}
+	if len(f.args) != 15 {
+		t.Fatalf("args %v", f.args)
+	}
+	holder, _ := f.args[12].(string)
+	want := []any{int64(3), "00", "0", "rn", 5, int64(10), int64(60e3), int64(0), 0, 0, int64(5), int64(3000), holder, 0, 0}
+	if !equalArgs(f.args, want) || !strings.HasPrefix(holder, "r1:") {
+		t.Errorf("args %v, want %v with a holder r1:…", f.args, want)
+	}
+	if got := leases.Held(); got != 1 {
+		t.Errorf("Held = %d, want 1", got)
+	}
+	v.Release()
+	v.Release()
+	if leases.Held() != 0 {
+		t.Errorf("Held after the release = %d, want 0 (no longer renewed)", leases.Held())
+	}
+	select {
+	case got := <-f.zrems:
+		if !equalArgs(got, []any{inflight.Key, holder}) {
+			t.Errorf("release: ZREM %v, want %s %s", got, inflight.Key, holder)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ZREM 5s after the release")
+	}
+	// Redis has not confirmed the removal yet: the next decision on the
+	// key removes the holder first.
+	if _, err := l.Allow(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.args); n != 16 || !equalArgs(f.args[13:], []any{16, 1, holder}) {
+		t.Errorf("a decision while the release is unconfirmed: args %v, want the holder to remove first (ARGV[16], 1)", f.args)
+	}
+	close(f.gate)
+	select {
+	case got := <-f.zrems:
+		t.Errorf("a second Release sent ZREM %v", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// Confirmed: nothing to remove first; another request, another
+	// holder.
+	f.reply = reply(1, [4]int64{1, 6, 60e6, 0}, [4]int64{1, 4, 0, 0})
+	if _, err := l.Allow(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if other := f.args[12]; other == holder || len(f.args) != 15 {
+		t.Errorf("after the removal was confirmed: args %v, want a new holder and nothing to remove", f.args)
+	}
+	// A denied request holds nothing.
+	f.reply = reply(0, [4]int64{1, 6, 60e6, 0}, [4]int64{0, 0, 1e6, 1e6})
+	if v, err := l.Allow(t.Context(), req); err != nil || v.Allowed || v.Release != nil {
+		t.Errorf("denied for want of a slot: %+v, %v; want no Release", v, err)
+	}
+	if _, err := newLimiter(t, domain.AlgorithmFixedWindow, f.fakeRedis, redis.Options{}).Allow(t.Context(), req); err == nil {
+		t.Error("a concurrency limit without leases: no error")
 	}
 }

@@ -73,7 +73,7 @@ func (s *script) cmdArgs(keys, extra int) []any {
 // allScripts are the scripts the gateway runs, loaded on every server by
 // Warm.
 func allScripts() []*script {
-	out := []*script{replicasScript}
+	out := []*script{replicasScript, renewScript, releaseScript}
 	for _, sp := range specs {
 		out = append(out, sp.script)
 	}

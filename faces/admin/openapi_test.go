@@ -256,8 +256,12 @@ func checkSchema(t *testing.T, d openAPIDoc, schema map[string]any, typ reflect.
 	}
 }
 
-// jsonType is the JSON Schema type encoding/json gives a value of t.
+// jsonType is the JSON Schema type encoding/json gives a value of t (a
+// pointer's: its element's, absent when nil with omitempty).
 func jsonType(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "string"

@@ -127,6 +127,9 @@ type LimitBody struct {
 	// Used is what the window or period has spent: Limit − Remaining.
 	Used      int64 `json:"used"`
 	Remaining int64 `json:"remaining"`
+	// InFlight is a concurrency limit's requests in flight, across every
+	// replica (its Remaining: the slots free); absent for a rate limit.
+	InFlight *int64 `json:"in_flight,omitempty"`
 	// ResetSeconds is the time until the budget is whole again, rounded
 	// up (as RateLimit's t=).
 	ResetSeconds int64 `json:"reset_seconds"`
@@ -223,6 +226,10 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit strin
 			Remaining:    max(l.Decision.Remaining, 0),
 			ResetSeconds: domain.CeilSeconds(l.Decision.ResetAfter),
 			Shadow:       l.Limit.Shadow,
+		}
+		if l.Limit.Concurrency {
+			n := l.Used()
+			b.InFlight = &n
 		}
 		if cal := l.Limit.Calendar; cal != nil {
 			window = l.Decision.Window

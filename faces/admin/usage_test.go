@@ -257,3 +257,52 @@ func TestUsageStoreFails(t *testing.T) {
 		t.Errorf("a failed reset was logged as done: %s", f.log)
 	}
 }
+
+// TestUsageInFlight: a concurrency limit's usage gives the requests in
+// flight (in_flight, and as used) and the slots free; a rate limit has
+// no in_flight; a reset leaves running requests' slots.
+func TestUsageInFlight(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{
+		{Name: "per-minute", Rule: domain.Rule{Limit: 60, Window: time.Minute}},
+		{Name: "inflight", Rule: domain.Rule{Limit: 3, Window: domain.ConcurrencyWindow}, Concurrency: true},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	eng := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Usage: store, KeyPrefix: "rl:"})
+	h := admin.WithUsage(http.NotFoundHandler(), admin.UsageOptions{Engine: eng, Token: token, Log: slog.New(slog.DiscardHandler), Count: func(string) {}})
+	for range 2 {
+		res, err := eng.Decide(t.Context(), engine.Described{Method: "GET", Path: "/", Credentials: engine.Credentials{Header: "acme"}})
+		if err != nil || !res.Verdict.Allowed {
+			t.Fatalf("Decide: %+v, %v", res.Verdict, err)
+		}
+		defer res.Release()
+	}
+	for _, call := range [][2]string{{"GET", "/v1/tenants/acme/usage"}, {"POST", "/v1/tenants/acme/reset"}} {
+		path := call[1]
+		r := httptest.NewRequest(call[0], path, nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		b := decode(t, w)
+		if len(b.Limits) != 2 {
+			t.Fatalf("%s: %s", path, w.Body)
+		}
+		rate, slots := b.Limits[0], b.Limits[1]
+		if rate.InFlight != nil {
+			t.Errorf("%s: the rate limit has in_flight %d", path, *rate.InFlight)
+		}
+		if slots.InFlight == nil || *slots.InFlight != 2 || slots.Used != 2 || slots.Remaining != 1 || slots.Limit != 3 || slots.Algorithm != "concurrency" {
+			t.Errorf("%s: the concurrency limit %+v (in_flight %v), want 2 in flight, 1 free", path, slots, slots.InFlight)
+		}
+		if !strings.Contains(w.Body.String(), `"in_flight":2`) {
+			t.Errorf("%s: body %s lacks \"in_flight\":2", path, w.Body)
+		}
+	}
+}

@@ -143,7 +143,11 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpface.WriteInvalidPath(w, r, c.metrics)
 		return
 	}
-	res, err := c.engine.Decide(r.Context(), c.describe.Describe(r, method, path))
+	d := c.describe.Describe(r, method, path)
+	// A check never learns when the request it describes ends: it could
+	// never give a concurrency slot back (contract §9, §12).
+	d.SkipConcurrency = true
+	res, err := c.engine.Decide(r.Context(), d)
 	switch {
 	case errors.Is(err, domain.ErrInvalidPath):
 		httpface.WriteInvalidPath(w, r, c.metrics)

@@ -77,7 +77,10 @@ func AbandonBody(w http.ResponseWriter, r *http.Request) {
 
 // SetRateLimitHeaders writes the contract's five rate-limit headers for
 // verdict v of limits at now: RateLimit-Policy and RateLimit with one item
-// per limit, X-RateLimit-* for the most constrained one. Times are
+// per limit, X-RateLimit-* for the most constrained one. A concurrency
+// limit's policy item is `"name";q=N;qu="concurrent-requests"`, and its
+// RateLimit item gives the free slots (r) and t=0 while one is free, 1
+// when none is. Times are
 // rounded up to whole seconds, so a client that waits as told is never
 // early. It runs on every metered request, so it writes the keys
 // directly (Header.Set would canonicalize, and allocate, each time) and
@@ -92,15 +95,21 @@ func SetRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict,
 	b := stack[:0]
 	for i, d := range v.Decisions { // RateLimit-Policy
 		// A limit name is a-z 0-9 -: a valid sf-string as it is.
+		if limits[i].Concurrency {
+			// A quota of requests in flight, not per window (the
+			// draft's quota unit "concurrent-requests").
+			b = append(appendItem(b, i, limits[i].Name, ";q=", d.Limit), `;qu="concurrent-requests"`...)
+			continue
+		}
 		w := limits[i].Rule.Window
 		if d.Window > 0 {
 			w = d.Window // a calendar period's real length
 		}
-		b = appendItem(b, i, limits[i].Name, ";q=", d.Limit, ";w=", max(domain.CeilSeconds(w), 1))
+		b = appendItem(appendItem(b, i, limits[i].Name, ";q=", d.Limit), -1, "", ";w=", max(domain.CeilSeconds(w), 1))
 	}
 	ends[0] = len(b)
-	for i, d := range v.Decisions { // RateLimit
-		b = appendItem(b, i, limits[i].Name, ";r=", max(d.Remaining, 0), ";t=", domain.CeilSeconds(d.ResetAfter))
+	for i, d := range v.Decisions { // RateLimit (a concurrency limit: r the free slots, t 0 while one is free, else 1)
+		b = appendItem(appendItem(b, i, limits[i].Name, ";r=", max(d.Remaining, 0)), -1, "", ";t=", domain.CeilSeconds(d.ResetAfter))
 	}
 	ends[1] = len(b)
 	d := v.Decisions[v.Tightest()]
@@ -124,18 +133,19 @@ func SetRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict,
 }
 
 // appendItem appends the i-th item of a RateLimit or RateLimit-Policy
-// list to b: `"name";<k1><v1><k2><v2>`, after ", " unless it is the first.
-func appendItem(b []byte, i int, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
-	if i > 0 {
-		b = append(b, ", "...)
+// list to b, `"name";<k><v>` after ", " unless it is the first; with i
+// below 0, only another parameter of the item before, `<k><v>`.
+func appendItem(b []byte, i int, name, k string, v int64) []byte {
+	if i >= 0 {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"')
 	}
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, '"')
-	b = append(b, k1...)
-	b = strconv.AppendInt(b, v1, 10)
-	b = append(b, k2...)
-	return strconv.AppendInt(b, v2, 10)
+	b = append(b, k...)
+	return strconv.AppendInt(b, v, 10)
 }
 
 // rateLimitHeaderKeys are the keys setRateLimitHeaders writes, in the

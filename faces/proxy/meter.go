@@ -15,6 +15,9 @@ import (
 // it admits goes to next, with the rate-limit headers when limits
 // decided; a denial is 429, the closed fail mode's 503.
 //
+// A request admitted with concurrency slots holds them until next
+// returns (see [engine.Result.Release]).
+//
 // The path must be normal ([httpface.Normalize] runs first).
 type meter struct {
 	engine   *engine.Engine
@@ -35,6 +38,12 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 		// answers for the store): nobody reads an answer.
 		return
 	}
+	// The concurrency slots an admitted request took come back when the
+	// response has ended, however it ended: its last byte written (the
+	// upstream's body copied, a stream finished), the client gone, the
+	// upstream failed or timed out (502, 504), or a panic, before the
+	// recoverer answers it.
+	defer res.Release()
 	r = r.WithContext(withTenant(r.Context(), res.Tenant, d.Client))
 	if status, admitted := httpface.Answer(w, r, res, http.StatusTooManyRequests, m.now); !admitted {
 		m.request(res.Route, status)

@@ -39,6 +39,11 @@ type LimiterHarness struct {
 	// (negative: none). A store that keeps keys elsewhere (Redis) sets
 	// it; TestLimiter then checks every key expires within two windows.
 	TTLs func(t *testing.T, prefix string) map[string]time.Duration
+	// Lease is how long a concurrency slot of a vanished holder stays
+	// taken on the store (Redis: TOLLGATE_LEASE); zero for a store
+	// without leases (memory). With TTLs, the concurrency tests check
+	// that every key of a concurrency limit expires within two leases.
+	Lease time.Duration
 }
 
 // Clock moves a store's notion of time forward. A fake clock steps; a real
@@ -74,9 +79,15 @@ func (h LimiterHarness) Request(tenant domain.TenantID, cost int64, limits ...Na
 	}
 	req := domain.Request{Tenant: tenant, Route: "default", Cost: cost}
 	for _, l := range limits {
-		req.Limits = append(req.Limits, domain.Limit{
+		lim := domain.Limit{
 			Name: l.Name, Rule: l.Rule, Key: domain.Key(KeyPrefix, tenant, algorithm, "", l.Name), Shadow: l.Shadow,
-		})
+		}
+		if l.Concurrency {
+			lim.Concurrency = true
+			lim.Rule = domain.Rule{Limit: l.Rule.Limit, Window: domain.ConcurrencyWindow}
+			lim.Key = domain.Key(KeyPrefix, tenant, domain.KeyInFlight, "", l.Name)
+		}
+		req.Limits = append(req.Limits, lim)
 	}
 	return req
 }
@@ -87,6 +98,9 @@ type NamedRule struct {
 	Name   string
 	Rule   domain.Rule
 	Shadow bool
+	// Concurrency makes it a concurrency limit of Rule.Limit requests in
+	// flight ([domain.Limit.Concurrency]; the window is ignored).
+	Concurrency bool
 }
 
 // single returns a request of cost 1 against the one limit "default".
@@ -98,9 +112,10 @@ func (h LimiterHarness) single(tenant domain.TenantID, rule domain.Rule) domain.
 // algorithm: the budget, tenant isolation, honest Remaining, ResetAfter
 // and RetryAfter, exactness under concurrency, several limits decided
 // all or nothing, cost, shadow limits (they never deny, and spend only
-// what they admit) and expiring keys. How an algorithm treats a
-// window's edge differs between algorithms; see [BoundaryBurst]. A
-// limiter that reads usage ([ports.Usage]) runs that contract too.
+// what they admit), expiring keys, and concurrency limits (see
+// [TestConcurrencyLimits]). How an algorithm treats a window's edge
+// differs between algorithms; see [BoundaryBurst]. A limiter that reads
+// usage ([ports.Usage]) runs that contract too.
 func TestLimiter(t *testing.T, h LimiterHarness) {
 	t.Helper()
 	rule := domain.Rule{Limit: 5, Window: h.Window}
@@ -458,6 +473,8 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 			}
 		}
 	})
+
+	TestConcurrencyLimits(t, h)
 }
 
 // BoundaryBurst returns how many requests h's limiter admits in the span

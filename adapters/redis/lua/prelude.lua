@@ -23,11 +23,18 @@
 --                nothing (no key, no TTL): the admin API's usage read
 -- ARGV[4]        kinds: character i is 'r' when limit i follows the
 --                algorithm's rule (the body), 'c' when it is a calendar
---                quota (a fixed window over a calendar period, here)
+--                quota (a fixed window over a calendar period, here), 'n'
+--                when it is a concurrency limit (slots held as leases,
+--                here)
 -- ARGV[5]        stride: how many arguments each limit has
 -- ARGV[5 + (i-1)*stride + k]  limit i's k-th argument: the body's for
 --                'r'; for 'c' the limit, then the previous, current and
---                next periods' starts and the next one's end, in ms
+--                next periods' starts and the next one's end, in ms; for
+--                'n' the limit, the lease in ms, the holder (a string:
+--                "<replica>:<request>"), then the index in ARGV of the
+--                first holder to remove first and how many there are
+--                (after every limit's arguments: slots this replica
+--                released on the key, their removal not yet confirmed)
 --
 -- A body defines read(i, key, c), decide(i, st, c) and spend(i, key, st,
 -- c, r) and returns run(read, decide, spend). read reads limit i's state
@@ -128,20 +135,88 @@ do
   end
 end
 
+-- A concurrency limit: a sorted set of the slots held, each member a
+-- holder ("<replica>:<request>") scored with its lease's expiry on
+-- Redis's clock (ms). Expired leases do not count (a vanished replica's
+-- slots come back by themselves), and the request that takes a slot drops
+-- them (reading writes nothing but the removal of the replica's own
+-- released slots that its releaser has not yet removed: a denial, or a
+-- peek, writes no slot); a request
+-- is admitted while fewer than the limit are live, and takes one slot
+-- whatever its cost. Its
+-- holder renews the lease while the request runs and removes it when it
+-- ends (lua/lease_renew.lua, lua/lease_release.lua). The key lives two
+-- leases past its last write (never less than it had: a replica with a
+-- longer lease keeps its slots). Times as domain.DecideSlots: t=0 while
+-- a slot is free, 1 s when none is; a denial waits 1 s.
+local slot_read, slot_decide, slot_spend
+do
+  local now_ms = math.floor(now / 1000)
+  local second = 1000000
+  slot_read = function(i)
+    local key = KEYS[i]
+    local first, count = arg(nil, i, 4), arg(nil, i, 5)
+    if count > 0 and not peek then
+      redis.call('ZREM', key, unpack(ARGV, first, first + count - 1))
+    end
+    -- Most keys are empty (every request ended) or hold live slots
+    -- only: ZCARD alone, or with ZCOUNT; the expired ones are dropped
+    -- when a slot is taken.
+    local all = redis.call('ZCARD', key)
+    local held = all
+    if all > 0 then
+      held = redis.call('ZCOUNT', key, '(' .. now_ms, '+inf')
+    end
+    return {key = key, held = held, expired = all - held}
+  end
+  slot_decide = function(i, st, c)
+    local free = math.max(arg(nil, i, 1) - st.held, 0)
+    local ok, retry, reset = 1, 0, 0
+    if c > 0 then
+      if free > 0 then
+        free = free - 1
+      else
+        ok, retry = 0, second
+      end
+    end
+    if free == 0 then
+      reset = second
+    end
+    return {ok, free, reset, retry}
+  end
+  slot_spend = function(i, _, st)
+    local lease = arg(nil, i, 2)
+    if st.expired > 0 then
+      redis.call('ZREMRANGEBYSCORE', st.key, '-inf', now_ms)
+    end
+    redis.call('ZADD', st.key, now_ms + lease, ARGV[5 + (i - 1) * stride + 3])
+    -- With no live slot but this one, nothing else needs the key: two
+    -- leases. Else never less than it has (a replica with a longer
+    -- lease keeps its slots).
+    if st.held == 0 or redis.call('PTTL', st.key) < 2 * lease then
+      redis.call('PEXPIRE', st.key, 2 * lease)
+    end
+  end
+end
+
 local function run(read, decide, spend)
   local st, res = {}, {}
   local taken = {} -- key: the cost the limits so far take from it
   local admitted, quotas, quota_denied = 1, 0, 0
   for i = 1, n do
     local key = KEYS[i]
+    local kind = string.byte(kinds, i)
     local c = (taken[key] or 0) + cost_of(i)
     taken[key] = c
-    if string.byte(kinds, i) == 99 then -- 'c'
+    if kind == 99 then -- 'c'
       st[i] = cal_read(i)
       if st[i].err then
         return st[i]
       end
       res[i] = cal_decide(i, st[i], c)
+    elseif kind == 110 then -- 'n'
+      st[i] = slot_read(i)
+      res[i] = slot_decide(i, st[i], c)
     else
       st[i] = read(i, key, c)
       res[i] = decide(i, st[i], c)
@@ -165,9 +240,9 @@ local function run(read, decide, spend)
   local spent = {}
   for i = 1, n do
     local key = KEYS[i]
-    local cal = string.byte(kinds, i) == 99
+    local kind = string.byte(kinds, i)
     local rd, d, sp = read, decide, spend
-    if cal then
+    if kind == 99 then
       rd, d = cal_read, cal_decide
       sp = function(j, _, s, c) cal_spend(j, s, c) end
     end
@@ -175,6 +250,14 @@ local function run(read, decide, spend)
     local c = cost_of(i)
     if peek then
       -- cost is 0: nothing to spend, nothing written
+    elseif kind == 110 then
+      -- A slot is all or nothing, whatever the counting: taken when the
+      -- request is admitted and the limit admits it.
+      if admitted == 1 and r[1] == 1 and c > 0 then
+        slot_spend(i, key, st[i])
+      elseif admitted == 0 and r[1] == 1 then
+        r = slot_decide(i, st[i], 0) -- denied elsewhere: what it has, untaken
+      end
     elseif count_denied or (admitted == 1 and (r[1] == 1 or count_over)) then
       if c > 0 then
         local s = st[i]

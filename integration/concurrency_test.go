@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+	"github.com/tollgate/tollgate/ports/portstest"
+)
+
+// slotRequest is a request of tenant against one concurrency limit of n,
+// as the engine builds it.
+func slotRequest(tenant domain.TenantID, n int64) domain.Request {
+	return domain.Request{Tenant: tenant, Route: "default", Cost: 1, Limits: []domain.Limit{{
+		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow},
+		Key: domain.Key(portstest.KeyPrefix, tenant, domain.KeyInFlight, "", "inflight"), Concurrency: true}}}
+}
+
+// replica is one gateway replica's concurrency slots on a Redis: its own
+// leases and limiter.
+type replica struct {
+	leases  *redis.Leases
+	limiter ports.Limiter
+}
+
+func newReplica(t *testing.T, c *redis.Client, lease time.Duration) replica {
+	ls := newLeases(t, c, lease)
+	l, err := redis.New(c, domain.AlgorithmFixedWindow, redis.Options{Timeout: 5 * time.Second, Leases: ls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return replica{leases: ls, limiter: l}
+}
+
+// TestConcurrencyLeases, on one Redis and on a cluster: a request that
+// outlives the lease keeps its slot (its replica renews it), every key
+// keeps a TTL of at most two leases through the renewals, and a replica
+// that vanishes frees its slots within the lease of its last renewal,
+// not before.
+func TestConcurrencyLeases(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("real time: seconds")
+	}
+	for _, tc := range []struct {
+		name string
+		rdb  func(t *testing.T) goredis.UniversalClient
+	}{
+		{"redis", func(t *testing.T) goredis.UniversalClient { return startRedis(t).Client }},
+		{"cluster", func(t *testing.T) goredis.UniversalClient { return sharedClusterFor(t).Client }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rdb := tc.rdb(t)
+			client := redis.NewClient(rdb)
+			const lease = time.Second
+			a, b := newReplica(t, client, lease), newReplica(t, client, lease)
+			// Tenants on every master of a cluster: renewals go to each.
+			var tenants []domain.TenantID
+			var held []domain.Verdict
+			for range 12 {
+				tenant := portstest.Tenant()
+				tenants = append(tenants, tenant)
+				held = append(held, portstest.MustAllow(t, a.limiter, slotRequest(tenant, 1)))
+			}
+			if got := a.leases.Held(); got != len(tenants) {
+				t.Fatalf("Held = %d, want %d", got, len(tenants))
+			}
+			time.Sleep(5 * lease / 2)
+			for i, tenant := range tenants {
+				if v := portstest.MustAllow(t, b.limiter, slotRequest(tenant, 1)); v.Allowed {
+					t.Fatalf("tenant %d, 2.5 leases into a running request: %+v admitted (its slot was not renewed)", i, v)
+				}
+				key := slotRequest(tenant, 1).Limits[0].Key
+				if ttl := rdb.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > 2*lease {
+					t.Errorf("%s after renewals: TTL %v, want in (0, %v]", key, ttl, 2*lease)
+				}
+			}
+			// An ended request's slot is the other replica's within a
+			// round trip (and this replica's at once).
+			held[0].Release()
+			ended := time.Now()
+			for {
+				v := portstest.MustAllow(t, b.limiter, slotRequest(tenants[0], 1))
+				if v.Allowed {
+					v.Release()
+					break
+				}
+				if time.Since(ended) > 100*time.Millisecond {
+					t.Fatalf("100ms after the request ended, the other replica: %+v, want the slot", v)
+				}
+			}
+			// Replica a vanishes: its renewer stops, nothing is released.
+			if err := a.leases.Renew(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			renewed := time.Now()
+			a.leases.Close()
+			for time.Since(renewed) < lease-200*time.Millisecond {
+				if v := portstest.MustAllow(t, b.limiter, slotRequest(tenants[1], 1)); v.Allowed {
+					t.Fatalf("%v after a's last renewal: %+v admitted before the lease ran out", time.Since(renewed), v)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(time.Until(renewed.Add(lease + 50*time.Millisecond)))
+			for i, tenant := range tenants[1:] {
+				if v := portstest.MustAllow(t, b.limiter, slotRequest(tenant, 1)); !v.Allowed {
+					t.Errorf("tenant %d, a lease after the vanished replica's last renewal: %+v, want its slot back", i+1, v)
+				} else {
+					v.Release()
+				}
+			}
+		})
+	}
+}
+
+// TestConcurrencyReleaseFails: a release that Redis does not answer
+// (paused) leaves the slot to the renewer, which removes it once Redis
+// answers again, well within the lease; a decision abandoned mid-flight
+// likewise.
+func TestConcurrencyReleaseFails(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("real time: seconds")
+	}
+	srv := startRedis(t)
+	rdb, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	const lease = 10 * time.Second
+	r := newReplica(t, rdb, lease)
+	tenant := portstest.Tenant()
+	req := slotRequest(tenant, 2)
+	key := req.Limits[0].Key
+	v := portstest.MustAllow(t, r.limiter, req)
+	srv.pause(t)
+	start := time.Now()
+	v.Release()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("a release against a paused Redis took %v", took)
+	}
+	if got := r.leases.Held(); got != 0 {
+		t.Errorf("Held after the release = %d, want 0 (no longer renewed)", got)
+	}
+	srv.unpause(t)
+	deadline := time.Now().Add(lease / 2)
+	for srv.Client.ZCard(t.Context(), key).Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot of a failed release still taken %v after Redis answered again", lease/2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A decision whose caller goes away while its script runs: whatever
+	// it took is removed again.
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i)*50*time.Microsecond)
+		v, err := r.limiter.Allow(ctx, req)
+		cancel()
+		if err == nil && v.Release != nil {
+			v.Release()
+		}
+	}
+	deadline = time.Now().Add(lease / 2)
+	for n := srv.Client.ZCard(t.Context(), key).Val(); n != 0; n = srv.Client.ZCard(t.Context(), key).Val() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d slots of abandoned decisions still taken after %v", n, lease/2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
