@@ -279,6 +279,21 @@ func BenchmarkRedis(b *testing.B) {
 	}
 }
 
+// BenchmarkHarness is runRedis around a decision that does nothing: what
+// the harness itself costs each decision of BenchmarkRedis (its
+// per-decision deadline, the latency records), to take off a limiter's
+// allocs/op and B/op for what the limiter allocates.
+func BenchmarkHarness(b *testing.B) {
+	for _, g := range redisGoroutines {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			runRedis(b, g, func(ctx context.Context, _ int) error {
+				_ = ctx.Done() // as a limiter's wait does: its channel is made
+				return nil
+			})
+		})
+	}
+}
+
 // runRedis runs decide from g goroutines for b.N decisions in all, each
 // under the per-decision timeout, and reports decisions/s, the p50 and
 // p99 of one decision's latency, and errors per decision.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -55,7 +54,7 @@ type spec struct {
 	script *script
 	// stride is how many arguments a limit gives; args appends them.
 	stride int
-	args   func(a []any, lim domain.Limit) []any
+	args   func(b *args, lim domain.Limit)
 	// countsDenied: the script honours Request.CountDenied.
 	countsDenied bool
 }
@@ -65,24 +64,33 @@ type spec struct {
 var specs = map[string]*spec{
 	domain.AlgorithmFixedWindow: {
 		script: newScript(domain.AlgorithmFixedWindow, true), stride: 3, countsDenied: true,
-		args: func(a []any, l domain.Limit) []any {
-			return append(a, l.Rule.Limit, windowMillis(l.Rule.Window), epochArgs[b2i(l.Epoch)])
+		args: func(b *args, l domain.Limit) {
+			b.int(l.Rule.Limit)
+			b.int(windowMillis(l.Rule.Window))
+			b.a = append(b.a, epochArgs[b2i(l.Epoch)])
 		},
 	},
 	domain.AlgorithmSlidingLog: {
 		script: newScript(domain.AlgorithmSlidingLog, true), stride: 3,
-		args: func(a []any, l domain.Limit) []any {
-			return append(a, l.Rule.Limit, micros(l.Rule.Window), windowMillis(l.Rule.Window))
+		args: func(b *args, l domain.Limit) {
+			b.int(l.Rule.Limit)
+			b.int(micros(l.Rule.Window))
+			b.int(windowMillis(l.Rule.Window))
 		},
 	},
 	domain.AlgorithmSlidingWindow: {
 		script: newScript(domain.AlgorithmSlidingWindow, true), stride: 2,
-		args: func(a []any, l domain.Limit) []any { return append(a, l.Rule.Limit, micros(l.Rule.Window)) },
+		args: func(b *args, l domain.Limit) {
+			b.int(l.Rule.Limit)
+			b.int(micros(l.Rule.Window))
+		},
 	},
 	domain.AlgorithmTokenBucket: {
 		script: newScript(domain.AlgorithmTokenBucket, true), stride: 3,
-		args: func(a []any, l domain.Limit) []any {
-			return append(a, l.Rule.Limit, max(micros(l.Rule.Window)/l.Rule.Limit, 1), micros(l.Rule.Window))
+		args: func(b *args, l domain.Limit) {
+			b.int(l.Rule.Limit)
+			b.int(max(micros(l.Rule.Window)/l.Rule.Limit, 1))
+			b.int(micros(l.Rule.Window))
 		},
 	},
 }
@@ -128,27 +136,11 @@ func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict
 // countingArgs are the scripts' ARGV[3] for a decision, by counting
 // mode: bit 0 counts denied requests, bit 1 an admitted request's every
 // limit.
-var countingArgs = [4]string{"0", "1", "2", "3"}
+var countingArgs = [4]any{"0", "1", "2", "3"} // boxed once
 
 // epochArgs are the fixed window's third argument: 1 aligned to the
 // epoch, boxed once.
 var epochArgs = [2]any{int64(0), int64(1)}
-
-// costArg is the scripts' ARGV[1]: the request's cost, or with
-// per-limit costs each limit's, comma-separated.
-func costArg(req domain.Request) any {
-	if req.Costs == nil {
-		return req.Cost
-	}
-	b := make([]byte, 0, 4*len(req.Costs))
-	for i, c := range req.Costs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, c, 10)
-	}
-	return string(b)
-}
 
 // Peek implements [ports.Usage]: the script in peek mode, one round trip
 // that decides every limit at cost 0 and writes nothing.
@@ -192,12 +184,12 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 	return nil
 }
 
-// modePeek is the script's ARGV[3] of a peek.
-const modePeek = "p"
+// modePeek is the script's ARGV[3] of a peek, boxed once.
+var modePeek any = "p"
 
 // run runs the algorithm's script on req in mode (ARGV[3]: "0" to "3",
 // the counting mode, or "p" to peek), within the per-decision timeout.
-func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (domain.Verdict, error) {
+func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
@@ -225,14 +217,14 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 		}
 		holder, leaseMs = l.opts.Leases.holder(), l.opts.Leases.leaseArg
 	}
-	a := sp.script.cmdArgs(n+2*calendars, 5+stride*n)
+	keys := n + 2*calendars
+	b := getArgs(3+keys+5+stride*n, 2+stride*n, keys+1)
+	sp.script.start(b, keys)
 	for _, lim := range req.Limits {
-		a = append(a, lim.Key)
+		b.str(lim.Key)
 	}
-	var buf2 [2 * 16]byte
-	flags, kinds := buf2[:0:16], buf2[16:16]
-	var buf [4]*periods
-	pers := buf[:0] // of each calendar limit, in order
+	var pbuf [4]*periods
+	pers := pbuf[:0] // of each calendar limit, in order
 	if calendars > 0 {
 		now := time.Now()
 		for i, lim := range req.Limits {
@@ -242,10 +234,14 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 			p := periodsAround(*lim.Calendar, now)
 			pers = append(pers, p)
 			prev, cur, next := p.keys(lim.Key)
-			a[3+i] = cur
-			a = append(a, prev, next)
+			b.setStr(3+i, cur)
+			b.str(prev)
+			b.str(next)
 		}
 	}
+	b.cost(req)
+	var fbuf [2 * 16]byte
+	flags, kinds := fbuf[:0:16], fbuf[16:16]
 	for _, lim := range req.Limits {
 		flags = append(flags, '0'+b2i(lim.Shadow)+2*b2i(lim.Quota))
 		kind := byte('r')
@@ -257,12 +253,15 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 		}
 		kinds = append(kinds, kind)
 	}
-	a = append(a, costArg(req), string(flags), mode, string(kinds), stride)
+	b.raw(flags)
+	b.a = append(b.a, mode)
+	b.raw(kinds)
+	b.int(int64(stride))
 	c := 0
 	var released []any   // after every limit's arguments: the holders to remove first
 	argv := 5 + stride*n // ARGV's length before them
 	for _, lim := range req.Limits {
-		start := len(a)
+		start := len(b.a)
 		switch {
 		case lim.Concurrency:
 			var first, count int
@@ -275,21 +274,26 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 					released = append(released, h)
 				}
 			}
-			a = append(a, lim.Rule.Limit, leaseMs, holder, first, count)
+			b.int(lim.Rule.Limit)
+			b.a = append(b.a, leaseMs, holder, first, count)
 		case lim.Calendar != nil:
 			p := pers[c]
 			c++
-			a = append(a, lim.Rule.Limit, p.args[0], p.args[1], p.args[2], p.args[3])
+			b.int(lim.Rule.Limit)
+			b.a = append(b.a, p.args[0], p.args[1], p.args[2], p.args[3])
 		default:
-			a = sp.args(a, lim)
+			sp.args(b, lim)
 		}
-		for len(a)-start < stride {
-			a = append(a, 0)
+		for len(b.a)-start < stride {
+			b.a = append(b.a, 0)
 		}
 	}
-	a = append(a, released...)
-	r, err := sp.script.run(ctx, l.client, a, 1+replyStride*n)
+	b.a = append(b.a, released...)
+	r, reusable, err := sp.script.runArgs(ctx, l.client, b, 1+replyStride*n)
 	if err != nil {
+		if reusable {
+			putArgs(b)
+		}
 		if takes {
 			// The script may have run, its reply lost: the slots it may
 			// have taken are removed again.
@@ -298,6 +302,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode string) (dom
 		return domain.Verdict{}, err
 	}
 	v, err := verdict(req, r)
+	putArgs(b) // r is read
 	switch {
 	case !takes:
 	case err != nil:

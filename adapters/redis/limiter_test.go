@@ -2,7 +2,9 @@ package redis_test
 
 import (
 	"context"
+	"encoding"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -30,12 +32,12 @@ type fakeRedis struct {
 
 func (f *fakeRedis) Process(ctx context.Context, c goredis.Cmder) error {
 	cmd := c.(*goredis.Cmd)
-	a := cmd.Args() // evalsha, sha, numkeys, keys..., args...
+	a := plainArgs(cmd.Args()) // evalsha, sha, numkeys, keys..., args...
 	f.keys = nil
 	if a[0] != "evalsha" { // a command on one key: name, key, args...
 		f.cmd, f.keys, f.args = a[0].(string), []string{a[1].(string)}, a[2:]
 	} else {
-		n := a[2].(int)
+		n := int(a[2].(int64))
 		for _, k := range a[3 : 3+n] {
 			f.keys = append(f.keys, k.(string))
 		}
@@ -48,6 +50,29 @@ func (f *fakeRedis) Process(ctx context.Context, c goredis.Cmder) error {
 		cmd.SetVal(f.reply)
 	}
 	return cmd.Err()
+}
+
+// plainArgs returns args as go-redis writes them: a *string or *int64 as
+// its value, an encoding.BinaryMarshaler as its bytes (a string), any int
+// as an int64.
+func plainArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case *string:
+			out[i] = *v
+		case *int64:
+			out[i] = *v
+		case int:
+			out[i] = int64(v)
+		case encoding.BinaryMarshaler:
+			b, _ := v.MarshalBinary()
+			out[i] = string(b)
+		default:
+			out[i] = a
+		}
+	}
+	return out
 }
 
 func newLimiter(t *testing.T, algo string, f *fakeRedis, opts redis.Options) ports.Limiter {
@@ -204,12 +229,14 @@ func TestLimiterVerdict(t *testing.T) {
 	}
 }
 
+// equalArgs reports whether a and b are the same arguments on the
+// wire, where every one is a string.
 func equalArgs(a, b []any) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] {
+		if fmt.Sprint(a[i]) != fmt.Sprint(b[i]) {
 			return false
 		}
 	}

@@ -17,9 +17,10 @@ var luaFiles embed.FS
 // transparent EVAL when Redis lacks it (after SCRIPT FLUSH, a restart or
 // a failover).
 type script struct {
-	src  string
-	sha  string // SHA-1 of src, in hex: EVALSHA's name for it
-	name string // for errors: "sliding_log"
+	src    string
+	sha    string // SHA-1 of src, in hex: EVALSHA's name for it
+	shaArg any    // sha, boxed once
+	name   string // for errors: "sliding_log"
 }
 
 // prelude is what every limiter script starts with (lua/prelude.lua).
@@ -32,7 +33,8 @@ func newScript(name string, withPrelude bool) *script {
 	if withPrelude {
 		src = prelude + "\n" + src
 	}
-	return &script{src: src, sha: goredis.NewScript(src).Hash(), name: name}
+	sha := goredis.NewScript(src).Hash()
+	return &script{src: src, sha: sha, shaArg: sha, name: name}
 }
 
 func mustRead(file string) string {
@@ -62,11 +64,48 @@ func (s *script) run(ctx context.Context, c *Client, args []any, want int) ([]in
 	return vals, nil
 }
 
+// runArgs is run with b's arguments, its reply's integers read into b.
+// reusable reports whether b may go back to the pool once the reply is
+// used: the call is over (a caller that gave up may leave it queued or
+// in flight, still to be written).
+func (s *script) runArgs(ctx context.Context, c *Client, b *args, want int) (vals []int64, reusable bool, err error) {
+	cmd := goredis.NewCmd(ctx, b.a...)
+	err = c.eval(ctx, cmd, s.src)
+	if err == nil {
+		reusable = true
+		var ok bool
+		if vals, ok = b.replyInts(cmd.Val()); !ok {
+			err = fmt.Errorf("script returned %T, want integers", cmd.Val())
+		}
+	}
+	if err == nil && len(vals) != want {
+		err = fmt.Errorf("script returned %d values, want %d", len(vals), want)
+	}
+	if err != nil {
+		return nil, reusable, fmt.Errorf("redis: %s %s: %w", s.name, argString(b.a[3]), err)
+	}
+	return vals, true, nil
+}
+
+// argString is an argument as the error messages show it.
+func argString(a any) string {
+	if p, ok := a.(*string); ok {
+		return *p
+	}
+	return fmt.Sprint(a)
+}
+
+// start appends EVALSHA s and its number of keys to b.
+func (s *script) start(b *args, keys int) {
+	b.a = append(b.a, "evalsha", s.shaArg)
+	b.int(int64(keys))
+}
+
 // cmdArgs returns the arguments of an EVALSHA of s on keys, with room for
 // extra more arguments after the keys.
 func (s *script) cmdArgs(keys, extra int) []any {
 	a := make([]any, 3, 3+keys+extra)
-	a[0], a[1], a[2] = "evalsha", s.sha, keys
+	a[0], a[1], a[2] = "evalsha", s.shaArg, keys
 	return a
 }
 
