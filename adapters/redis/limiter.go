@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -142,51 +141,6 @@ var countingArgs = [4]any{"0", "1", "2", "3"} // boxed once
 // epoch, boxed once.
 var epochArgs = [2]any{int64(0), int64(1)}
 
-// Peek implements [ports.Usage]: the script in peek mode, one round trip
-// that decides every limit at cost 0 and writes nothing.
-func (l *Limiter) Peek(ctx context.Context, req domain.Request) (domain.Verdict, error) {
-	req.CountDenied = false
-	return l.run(ctx, req, modePeek)
-}
-
-// Reset implements [ports.Usage]: one DEL of every limit's key (a
-// calendar limit's periods around now), in one round trip: the keys
-// share the tenant's slot.
-func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
-	if l.opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
-		defer cancel()
-	} else if l.client.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, hardWait(l.client.timeout))
-		defer cancel()
-	}
-	keys := make([]string, 0, len(req.Limits))
-	now := time.Now()
-	for _, lim := range req.Limits {
-		if lim.Concurrency {
-			continue // slots are requests running, not a budget: they end on their own
-		}
-		if lim.Calendar == nil {
-			keys = append(keys, lim.Key)
-			continue
-		}
-		prev, cur, next := periodsAround(*lim.Calendar, now).keys(lim.Key)
-		keys = append(keys, prev, cur, next)
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	if err := l.client.rdb.Del(ctx, keys...).Err(); err != nil {
-		return fmt.Errorf("redis: reset %q: %w", keys[0], err)
-	}
-	return nil
-}
-
-// modePeek is the script's ARGV[3] of a peek, boxed once.
-var modePeek any = "p"
-
 // run runs the algorithm's script on req in mode (ARGV[3]: "0" to "3",
 // the counting mode, or "p" to peek), within the per-decision timeout.
 func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain.Verdict, error) {
@@ -315,87 +269,4 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 		}
 	}
 	return v, err
-}
-
-// slotKeys returns the keys of req's concurrency limits i for which
-// took(i).
-func slotKeys(req domain.Request, took func(i int) bool) []string {
-	var keys []string
-	for i, lim := range req.Limits {
-		if lim.Concurrency && took(i) {
-			keys = append(keys, lim.Key)
-		}
-	}
-	return keys
-}
-
-// holding is the slots one admitted request holds.
-type holding struct {
-	leases *Leases
-	keys   []string
-	holder string
-	done   atomic.Bool
-}
-
-// release implements [domain.Verdict.Release]: once, in one round trip.
-func (h *holding) release() {
-	if h.done.CompareAndSwap(false, true) {
-		h.leases.release(h.keys, h.holder)
-	}
-}
-
-// verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
-// request was admitted, then per limit ok, remaining, reset and retry
-// (µs). A reply whose verdict disagrees with its own decisions is a
-// defect, reported rather than guessed at.
-func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
-	n := len(req.Limits)
-	dst := req.Decisions
-	if cap(dst) < n {
-		dst = make([]domain.Decision, 0, n)
-	}
-	v := domain.Verdict{Allowed: r[0] == 1, Decisions: dst[:0]}
-	shadowDenied := false
-	for i, lim := range req.Limits {
-		x := r[1+replyStride*i:]
-		d := domain.Decision{
-			Allowed:    x[0] == 1,
-			Limit:      lim.Rule.Limit,
-			Remaining:  x[1],
-			ResetAfter: usDur(x[2]),
-			RetryAfter: usDur(x[3]),
-			Window:     usDur(x[4]),
-			Shadow:     lim.Shadow,
-			Quota:      lim.Quota,
-		}
-		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
-		v.Decisions = append(v.Decisions, d)
-	}
-	switch {
-	case v.Allowed != domain.Admits(v.Decisions):
-		return domain.Verdict{}, fmt.Errorf("redis: %q: the script's verdict %v disagrees with its decisions %v", req.Limits[0].Key, v.Allowed, r)
-	case !v.Allowed:
-		v.Outcome = domain.OutcomeDenied
-	case shadowDenied:
-		v.Outcome = domain.OutcomeShadowDenied
-	}
-	return v, nil
-}
-
-func b2i(b bool) byte {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// micros returns d in whole µs, at least 1: the scripts' resolution.
-func micros(d time.Duration) int64 { return max(int64(d/time.Microsecond), 1) }
-
-// usDur returns n µs as a Duration.
-func usDur(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
-
-// windowMillis returns window in whole milliseconds, rounded up, at least 1.
-func windowMillis(window time.Duration) int64 {
-	return max(int64((window+time.Millisecond-1)/time.Millisecond), 1)
 }

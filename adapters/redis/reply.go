@@ -1,0 +1,64 @@
+package redis
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tollgate/tollgate/domain"
+)
+
+// verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
+// request was admitted, then per limit ok, remaining, reset and retry
+// (µs). A reply whose verdict disagrees with its own decisions is a
+// defect, reported rather than guessed at.
+func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
+	n := len(req.Limits)
+	dst := req.Decisions
+	if cap(dst) < n {
+		dst = make([]domain.Decision, 0, n)
+	}
+	v := domain.Verdict{Allowed: r[0] == 1, Decisions: dst[:0]}
+	shadowDenied := false
+	for i, lim := range req.Limits {
+		x := r[1+replyStride*i:]
+		d := domain.Decision{
+			Allowed:    x[0] == 1,
+			Limit:      lim.Rule.Limit,
+			Remaining:  x[1],
+			ResetAfter: usDur(x[2]),
+			RetryAfter: usDur(x[3]),
+			Window:     usDur(x[4]),
+			Shadow:     lim.Shadow,
+			Quota:      lim.Quota,
+		}
+		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
+		v.Decisions = append(v.Decisions, d)
+	}
+	switch {
+	case v.Allowed != domain.Admits(v.Decisions):
+		return domain.Verdict{}, fmt.Errorf("redis: %q: the script's verdict %v disagrees with its decisions %v", req.Limits[0].Key, v.Allowed, r)
+	case !v.Allowed:
+		v.Outcome = domain.OutcomeDenied
+	case shadowDenied:
+		v.Outcome = domain.OutcomeShadowDenied
+	}
+	return v, nil
+}
+
+func b2i(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// micros returns d in whole µs, at least 1: the scripts' resolution.
+func micros(d time.Duration) int64 { return max(int64(d/time.Microsecond), 1) }
+
+// usDur returns n µs as a Duration.
+func usDur(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+
+// windowMillis returns window in whole milliseconds, rounded up, at least 1.
+func windowMillis(window time.Duration) int64 {
+	return max(int64((window+time.Millisecond-1)/time.Millisecond), 1)
+}
