@@ -118,19 +118,6 @@ func (e *Engine) Swap(snap *Snapshot) {
 // Snapshot returns the current snapshot.
 func (e *Engine) Snapshot() *Snapshot { return e.snap.Load() }
 
-// Credentials are what a request presents to name its tenant. A face
-// reads them from its protocol: the tenant header, the API key header,
-// the token of an Authorization: Bearer.
-type Credentials struct {
-	// Header is the tenant header's value (TOLLGATE_TENANT_HEADER): the
-	// tenant, when there is no tenants file.
-	Header string
-	// APIKey and Bearer are the keys presented in X-API-Key and
-	// Authorization: Bearer; with a tenants file, the first known one
-	// names the tenant.
-	APIKey, Bearer string
-}
-
 // Described is a request as a face describes it.
 type Described struct {
 	Credentials Credentials
@@ -167,18 +154,6 @@ type Result struct {
 	// [Result.Release].
 	Limits  []domain.Limit
 	Verdict domain.Verdict
-}
-
-// Release gives back the concurrency slots the request took, if any, on
-// the store that took them (Redis, or the local fail mode's memory). The
-// face calls it once the request has ended, however it ended (its last
-// byte written, the client gone, the upstream failed, a panic): a
-// deferred call. It is idempotent, safe for concurrent use, and does
-// nothing for a request that holds no slot.
-func (r Result) Release() {
-	if r.Verdict.Release != nil {
-		r.Verdict.Release()
-	}
 }
 
 // Decide decides d. Its errors: [domain.ErrInvalidPath] for a path that
@@ -232,61 +207,7 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 	return res, nil
 }
 
-// onlySlots reports whether every limit of applied is a concurrency
-// limit.
-func onlySlots(applied []domain.PolicyLimit) bool {
-	for _, l := range applied {
-		if !l.Concurrency {
-			return false
-		}
-	}
-	return true
-}
-
-// holding counts the slots verdict v of limits took into the observer's
-// InFlight, and returns v's Release that counts them out again, once.
-func (e *Engine) holding(limits []domain.Limit, v domain.Verdict) func() {
-	e.inFlight(limits, v, 1)
-	var done atomic.Bool
-	return func() {
-		if done.CompareAndSwap(false, true) {
-			v.Release()
-			e.inFlight(limits, v, -1)
-		}
-	}
-}
-
-// inFlight tells the observer of delta slots of each concurrency limit
-// that took one under v (an admitted verdict: every limit that admitted
-// it took one, as [domain.Spends] says).
-func (e *Engine) inFlight(limits []domain.Limit, v domain.Verdict, delta int) {
-	for i, l := range limits {
-		if l.Concurrency && v.Decisions[i].Allowed {
-			e.observer.InFlight(l.Name, delta)
-		}
-	}
-}
-
 var unknownTenant = Tenant{ID: domain.Unknown}
-
-// Resolve returns the tenant creds name in the current snapshot: by API
-// key with a tenants file, else by the tenant header; [domain.Unknown]
-// (with the policy's rules) when they name none.
-func (e *Engine) Resolve(creds Credentials) Tenant { return e.resolve(e.snap.Load(), creds) }
-
-// resolve returns the tenant creds name in snap.
-func (e *Engine) resolve(snap *Snapshot, creds Credentials) Tenant {
-	if snap.Tenants == nil {
-		return Tenant{ID: domain.TenantOrUnknown(creds.Header)}
-	}
-	if t, ok := snap.Tenants.Lookup(creds.APIKey); ok {
-		return *t
-	}
-	if t, ok := snap.Tenants.Lookup(creds.Bearer); ok {
-		return *t
-	}
-	return unknownTenant
-}
 
 // request builds the request to decide on route: one limit per limit of
 // the route (the global ones in order, then the route's own; without its
@@ -362,20 +283,6 @@ func (e *Engine) logShadow(res Result, req domain.Request, v domain.Verdict) {
 		e.opts.Log.Info("shadow limit would deny; admitted", "route", res.Route.Name, "tenant", string(res.Subject),
 			"limits", strings.Join(names, ","), "shadow_denials_since_last_line", suppressed)
 	})
-}
-
-// UsesAPIKeys reports whether tenants are named by API key (a tenants
-// file), not by a header.
-func (e *Engine) UsesAPIKeys() bool { return e.snap.Load().Tenants != nil }
-
-// KnownKey reports whether key is a tenant's API key.
-func (e *Engine) KnownKey(key string) bool {
-	d := e.snap.Load().Tenants
-	if d == nil {
-		return false
-	}
-	_, ok := d.Lookup(key)
-	return ok
 }
 
 type nopObserver struct{}
