@@ -1,0 +1,65 @@
+package domain
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// IPv6 grouping bounds for [AnonymousSubject] (TOLLGATE_IPV6_PREFIX).
+const (
+	MinIPv6Prefix = 32
+	MaxIPv6Prefix = 128
+)
+
+// MaxAnonymousSubjectLen is the longest [AnonymousSubject], in bytes:
+// "ip:" and the longest canonical IPv6 prefix
+// ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128").
+const MaxAnonymousSubjectLen = len("ip:") + len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff") + len("/128")
+
+// anonymousPrefix starts every [AnonymousSubject].
+const anonymousPrefix = "ip:"
+
+// AnonymousSubject returns the metering subject of unresolved traffic
+// from client address a, under TOLLGATE_ANONYMOUS=ip (contract §10):
+//
+//   - IPv4, and IPv4-mapped IPv6, per address: "ip:203.0.113.7".
+//   - IPv6 per v6Bits-bit prefix, masked, in canonical text:
+//     "ip:2001:db8:1:2::/64" ("ip:2001:db8::1/128" at 128). The zone is
+//     dropped. v6Bits outside [MinIPv6Prefix]–[MaxIPv6Prefix] is clamped
+//     into that range (config validation rejects it before).
+//   - The zero Addr: [Unknown], the shared tenant.
+//
+// The subject becomes the Redis Cluster hash tag of the keys
+// ([Key] gives `<prefix>{ip:203.0.113.7}`), so one client's keys share a
+// slot and clients spread over the cluster. It is not a valid tenant id and
+// never equals one: it holds ':' (see [ValidTenantID]), so no tenant's
+// budget is an address's and no address is metered as a tenant. It holds
+// only "ip:" then 0-9 a-f . : /, never '{' or '}', so the hash tag ends
+// where [Key] closes it; and it is at most [MaxAnonymousSubjectLen] bytes,
+// so with IPv6 grouped the key space one client can create stays bounded.
+// It must not reach metric labels or X-Tenant-ID (those say [Unknown]);
+// [IsAnonymousSubject] tells it apart.
+//
+// It allocates once, for the string.
+func AnonymousSubject(a netip.Addr, v6Bits int) TenantID {
+	if !a.IsValid() {
+		return Unknown
+	}
+	var buf [MaxAnonymousSubjectLen]byte
+	b := append(buf[:0], anonymousPrefix...)
+	if a = a.Unmap(); a.Is4() {
+		b = a.AppendTo(b)
+	} else {
+		// Prefix drops the zone and, for 32–128 bits of IPv6, never fails.
+		p, _ := a.Prefix(min(max(v6Bits, MinIPv6Prefix), MaxIPv6Prefix))
+		b = p.AppendTo(b)
+	}
+	return TenantID(b)
+}
+
+// IsAnonymousSubject reports whether t is an [AnonymousSubject] rather than
+// a tenant: it starts with "ip:", which no valid tenant id can. It does not
+// allocate.
+func IsAnonymousSubject(t TenantID) bool {
+	return strings.HasPrefix(string(t), anonymousPrefix)
+}
