@@ -22,7 +22,11 @@
 # Settings (environment): ROUNDS (5), DURATION seconds per run (10),
 # CALLERS ("1 64 512"), CONNS (4), PORT_BASE (21000; ports
 # PORT_BASE..PORT_BASE+99 on 127.0.0.1), OUT (docs), TOLLGATE_ENV (more
-# VAR=VALUE settings for tollgate, e.g. TOLLGATE_ALGORITHM=token_bucket).
+# VAR=VALUE settings for tollgate, e.g. TOLLGATE_ALGORITHM=token_bucket),
+# REDIS_ADDR (host:port of a Redis to use instead of starting one, such as
+# a network lane's: eval "$(scripts/netlane.sh up 0.5)";
+# REDIS_ADDR=$TOLLGATE_BENCH_REDIS) and REDIS_PID (its process, for its
+# CPU).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -94,9 +98,15 @@ mkdir -p "$CONF"
   printf '  - key: user\n    value: flood\n    rate_limit: {unit: hour, requests_per_unit: 1}\n'
 } >"$CONF/bench.yaml"
 
-start redis redis-server --port "$P_REDIS" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR"
-REDIS_PID=$LAST_PID
-wait_port "$P_REDIS" redis
+if [[ -n ${REDIS_ADDR:-} ]]; then
+  # A Redis of the caller's, such as a network lane's (scripts/netlane.sh).
+  REDIS_PID=${REDIS_PID:-}
+  log "Redis at $REDIS_ADDR, not started here"
+else
+  start redis redis-server --port "$P_REDIS" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR"
+  REDIS_PID=$LAST_PID REDIS_ADDR=127.0.0.1:$P_REDIS
+  wait_port "$P_REDIS" redis
+fi
 
 declare -A ADDR PID
 start stub "$DIR/stub" -addr "127.0.0.1:$P_STUB"
@@ -108,7 +118,7 @@ if [[ -n ${ENVOY_RATELIMIT_BIN:-} ]]; then
   # As the issue measured it: defaults, statsd off (its stats then go to
   # stdout every 10 s; that log is discarded).
   start envoy-ratelimit env -i PATH="$PATH" USE_STATSD=false LOG_LEVEL=warn \
-    REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$P_REDIS" \
+    REDIS_SOCKET_TYPE=tcp REDIS_URL="$REDIS_ADDR" \
     RUNTIME_ROOT="$DIR/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_APPDIRECTORY=config \
     RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true \
     HOST=127.0.0.1 PORT="$P_ENVOY_HTTP" GRPC_HOST=127.0.0.1 GRPC_PORT="$P_ENVOY_GRPC" \
@@ -123,7 +133,7 @@ fi
 # shellcheck disable=SC2086 # TOLLGATE_ENV is a list of VAR=VALUE
 start tollgate env -i PATH="$PATH" TOLLGATE_LISTEN_ADDR=off TOLLGATE_ADMIN_ADDR="127.0.0.1:$P_TOLLGATE_ADMIN" \
   TOLLGATE_RLS_ADDR="127.0.0.1:$P_TOLLGATE" TOLLGATE_RLS_CONFIG="$CONF" TOLLGATE_STORE=redis \
-  TOLLGATE_REDIS_URL="redis://127.0.0.1:$P_REDIS/0" TOLLGATE_LOG_LEVEL=warn ${TOLLGATE_ENV:-} "$DIR/tollgate"
+  TOLLGATE_REDIS_URL="redis://$REDIS_ADDR/0" TOLLGATE_LOG_LEVEL=warn ${TOLLGATE_ENV:-} "$DIR/tollgate"
 ADDR[tollgate]=127.0.0.1:$P_TOLLGATE PID[tollgate]=$LAST_PID
 wait_port "$P_TOLLGATE" tollgate
 TARGETS="$TARGETS tollgate"
@@ -134,7 +144,7 @@ measure() {
   local round=$1 target=$2 callers=$3
   shift 3
   "$DIR/load" -addr "${ADDR[$target]}" -target "$target" -callers "$callers" -conns "$CONNS" \
-    -duration "${DURATION}s" -pids "server=${PID[$target]},redis=$REDIS_PID" -redis "127.0.0.1:$P_REDIS" "$@" |
+    -duration "${DURATION}s" -pids "server=${PID[$target]}${REDIS_PID:+,redis=$REDIS_PID}" -redis "$REDIS_ADDR" "$@" |
     sed "s/^{/{\"round\":$round,/" >>"$RAW"
   tail -n 1 "$RAW" >&2
 }
