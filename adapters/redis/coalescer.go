@@ -69,10 +69,13 @@ type coalescer struct {
 	live     *liveness    // when Redis was last heard from
 	queue    chan *call   // callers waiting for a lane
 	spawning atomic.Bool  // a spawn check is armed
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	once     sync.Once
-	calls    sync.Pool // of *call: getCall, putCall
+	// The floor of recent light round trips (observeRTT), in ns (0: none
+	// yet): lanes open past the base only when it is spawnAfter at least.
+	rttFloor, rttMin, rttWin atomic.Int64
+	stop                     chan struct{}
+	wg                       sync.WaitGroup
+	once                     sync.Once
+	calls                    sync.Pool // of *call: getCall, putCall
 }
 
 // coalescerOptions configure a coalescer.
@@ -238,7 +241,11 @@ func (c *coalescer) send(batch []*call) {
 		ctx, cancel = context.WithTimeout(ctx, c.opts.hardWait)
 		defer cancel()
 	}
+	sent := time.Now()
 	c.pipeline(ctx, live, func(k *call) *goredis.Cmd { return k.cmd })
+	if len(live) <= 2 {
+		c.observeRTT(time.Since(sent))
+	}
 
 	// NOSCRIPT: the script did not run; send it again with its source.
 	var missing []*call

@@ -379,15 +379,16 @@ func TestCoalescerHardWait(t *testing.T) {
 	})
 }
 
-// TestCoalescerLanesFollowDemand: with every lane busy for longer than
-// spawnAfter (a slow round trip), more lanes open for the queued callers,
-// up to maxLanes, so no caller waits for a round trip it is not on; once
-// the queue empties the extra lanes close again.
+// TestCoalescerLanesFollowDemand: with Redis far (light round trips of
+// 5 ms) and every lane busy for longer than spawnAfter, more lanes open
+// for the queued callers, up to maxLanes, so no caller waits for a round
+// trip it is not on; once the queue empties the extra lanes close again.
 func TestCoalescerLanesFollowDemand(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeWire{reply: echo, gate: make(chan error)}
 		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxLanes: 4, maxBatch: 64, spawnAfter: time.Millisecond})
 		defer c.close()
+		c.observeRTT(5 * time.Millisecond)
 		var dones []<-chan error
 		for i := range 6 {
 			_, d := start(c, t.Context(), fmt.Sprint("k", i))
@@ -416,6 +417,65 @@ func TestCoalescerLanesFollowDemand(t *testing.T) {
 		synctest.Wait()
 		if got := c.open.Load(); got != 1 {
 			t.Errorf("lanes open once idle = %d, want the base 1", got)
+		}
+	})
+}
+
+// TestCoalescerLanesStayOnLoopback: with Redis near (light round trips
+// of 50 µs), callers that wait are waiting for the CPU, not the network:
+// no lane opens past the base, and they share the next round trips.
+func TestCoalescerLanesStayOnLoopback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo, gate: make(chan error)}
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxLanes: 4, maxBatch: 64, spawnAfter: time.Millisecond})
+		defer c.close()
+		c.observeRTT(50 * time.Microsecond)
+		var dones []<-chan error
+		for i := range 6 {
+			_, d := start(c, t.Context(), fmt.Sprint("k", i))
+			dones = append(dones, d)
+			time.Sleep(2 * time.Millisecond)
+			synctest.Wait()
+		}
+		if got := c.open.Load(); got != 1 {
+			t.Errorf("lanes open with Redis near = %d, want the base 1", got)
+		}
+		for range 2 { // k0's trip, then the five queued together
+			f.gate <- nil
+			synctest.Wait()
+		}
+		if got := f.recorded(); len(got) != 2 || len(got[1]) != 5 {
+			t.Errorf("trips %v: want k0, then the other five together", got)
+		}
+		for _, d := range dones {
+			<-d
+		}
+	})
+}
+
+// TestCoalescerRTTFloor: a faster light round trip lowers the floor at
+// once; a slower one raises it only when a whole window was slower.
+func TestCoalescerRTTFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCoalescer(&fakeWire{reply: echo}, newLiveness(), coalescerOptions{lanes: 1})
+		defer c.close()
+		if c.rttFloor.Load() != 0 {
+			t.Fatal("a floor before any round trip")
+		}
+		c.observeRTT(time.Millisecond)
+		c.observeRTT(300 * time.Microsecond)
+		if got := time.Duration(c.rttFloor.Load()); got != 300*time.Microsecond {
+			t.Errorf("floor %v, want the fastest, 300µs", got)
+		}
+		time.Sleep(rttWindow)
+		c.observeRTT(2 * time.Millisecond) // a new window: Redis moved away
+		if got := time.Duration(c.rttFloor.Load()); got != 300*time.Microsecond {
+			t.Errorf("floor %v one slow trip into a window, want still 300µs", got)
+		}
+		time.Sleep(rttWindow)
+		c.observeRTT(3 * time.Millisecond)
+		if got := time.Duration(c.rttFloor.Load()); got != 2*time.Millisecond {
+			t.Errorf("floor %v after a whole window of slower trips, want its fastest, 2ms", got)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -111,7 +112,10 @@ func (c *Client) Ping(ctx context.Context) error {
 	if cc, ok := c.rdb.(*goredis.ClusterClient); ok {
 		err = pingCluster(ctx, cc)
 	} else {
-		err = c.rdb.Ping(ctx).Err()
+		start := time.Now()
+		if err = c.rdb.Ping(ctx).Err(); err == nil && c.co != nil {
+			c.co.observeRTT(time.Since(start)) // a light round trip: the coalescer's floor
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("redis: ping: %w", err)

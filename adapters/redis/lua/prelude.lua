@@ -42,8 +42,17 @@
 -- reset_us, retry_us} for limit i at cost c without writing; spend
 -- writes. run returns {admitted, then per limit ok, remaining, reset_us,
 -- retry_us, window_us (0: the rule's)}: the verdict, decided here once.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- now is Redis's clock in µs, read (TIME) by clock() on first use: a
+-- fixed window of the gateway's default shape needs none (its PTTL is
+-- its clock).
+local now
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return now
+end
 local peek = ARGV[3] == 'p'
 local cost = tonumber(ARGV[1])
 local costs
@@ -72,14 +81,9 @@ local function idiv(a, b)
   return (a - math.fmod(a, b)) / b
 end
 
--- cost_of returns what limit i spends: 0 when peeking.
-local function cost_of(i)
-  if peek then
-    return 0
-  elseif costs then
-    return costs[i]
-  end
-  return cost
+-- A peek spends nothing: every limit's cost is 0.
+if peek then
+  cost, costs = 0, nil
 end
 
 -- A calendar quota: a fixed window over the period that holds Redis's
@@ -88,9 +92,11 @@ end
 -- counts in the same period at a boundary. The key carries the period's
 -- start and expires a minute after its end: a finished period is never
 -- read again. (PEXPIREAT … NX: Redis 7, Valkey 7.2.)
+-- (Built only for a request that has such a limit: a closure costs Lua
+-- time on every call of the script.)
 local cal_read, cal_decide, cal_spend
-do
-  local now_ms = math.floor(now / 1000)
+if string.find(kinds, 'c', 1, true) then
+  local now_ms = math.floor(clock() / 1000)
   local calendar = {} -- limit index → its rank among the calendar limits
   local calendars = 0
   cal_read = function(i)
@@ -150,8 +156,8 @@ end
 -- longer lease keeps its slots). Times as domain.DecideSlots: t=0 while
 -- a slot is free, 1 s when none is; a denial waits 1 s.
 local slot_read, slot_decide, slot_spend
-do
-  local now_ms = math.floor(now / 1000)
+if string.find(kinds, 'n', 1, true) then
+  local now_ms = math.floor(clock() / 1000)
   local second = 1000000
   slot_read = function(i)
     local key = KEYS[i]
@@ -201,13 +207,18 @@ end
 
 local function run(read, decide, spend)
   local st, res = {}, {}
-  local taken = {} -- key: the cost the limits so far take from it
+  -- Limits that share a key (Envoy's descriptors) are decided one after
+  -- the other: taken is the cost the limits so far take from each key.
+  local taken = n > 1 and {} or nil
   local admitted, quotas, quota_denied = 1, 0, 0
   for i = 1, n do
     local key = KEYS[i]
     local kind = string.byte(kinds, i)
-    local c = (taken[key] or 0) + cost_of(i)
-    taken[key] = c
+    local c = costs and costs[i] or cost
+    if taken then
+      c = (taken[key] or 0) + c
+      taken[key] = c
+    end
     if kind == 99 then -- 'c'
       st[i] = cal_read(i)
       if st[i].err then
@@ -237,7 +248,7 @@ local function run(read, decide, spend)
     admitted = 0
   end
   local out = {admitted}
-  local spent = {}
+  local spent = n > 1 and {} or nil
   for i = 1, n do
     local key = KEYS[i]
     local kind = string.byte(kinds, i)
@@ -247,7 +258,7 @@ local function run(read, decide, spend)
       sp = function(j, _, s, c) cal_spend(j, s, c) end
     end
     local r = res[i]
-    local c = cost_of(i)
+    local c = costs and costs[i] or cost
     if peek then
       -- cost is 0: nothing to spend, nothing written
     elseif kind == 110 then
@@ -261,11 +272,13 @@ local function run(read, decide, spend)
     elseif count_denied or (admitted == 1 and (r[1] == 1 or count_over)) then
       if c > 0 then
         local s = st[i]
-        if spent[key] then
-          s = rd(i, key, c) -- the state an earlier limit's spend left
+        if spent then
+          if spent[key] then
+            s = rd(i, key, c) -- the state an earlier limit's spend left
+          end
+          spent[key] = true
         end
         sp(i, key, s, c, r)
-        spent[key] = true
       end
       if r[1] == 0 then
         r[2] = 0 -- counted: nothing is left

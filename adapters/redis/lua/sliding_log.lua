@@ -5,6 +5,7 @@
 -- leaves the window once window has passed since it. The key's TTL is
 -- one window from its newest unit.
 -- ARGV per limit: limit, window in µs, TTL in ms (the window, rounded up).
+local now = clock() -- every decision of this algorithm reads the clock
 local S = 3
 
 local function read(i, key, c)

@@ -7,6 +7,7 @@
 --
 -- Products stay exact in Lua's doubles while limit × window in µs is
 -- below 2^53; beyond, the estimate may be off by a unit.
+local now = clock() -- every decision of this algorithm reads the clock
 local S = 2
 
 local function read(i, key)

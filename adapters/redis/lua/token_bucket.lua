@@ -4,6 +4,7 @@
 -- when TAT − now + cost × interval ≤ limit × interval.
 -- ARGV per limit: limit (the bucket's size), emission interval in µs
 -- (window / limit, at least 1), window in µs.
+local now = clock() -- every decision of this algorithm reads the clock
 local S = 3
 
 local function read(i, key)
