@@ -95,7 +95,7 @@ end
 -- (Built only for a request that has such a limit: a closure costs Lua
 -- time on every call of the script.)
 local cal_read, cal_decide, cal_spend
-if string.find(kinds, 'c', 1, true) then
+if kinds ~= 'r' and string.find(kinds, 'c', 1, true) then
   local now_ms = math.floor(clock() / 1000)
   local calendar = {} -- limit index → its rank among the calendar limits
   local calendars = 0
@@ -156,7 +156,7 @@ end
 -- longer lease keeps its slots). Times as domain.DecideSlots: t=0 while
 -- a slot is free, 1 s when none is; a denial waits 1 s.
 local slot_read, slot_decide, slot_spend
-if string.find(kinds, 'n', 1, true) then
+if kinds ~= 'r' and string.find(kinds, 'n', 1, true) then
   local now_ms = math.floor(clock() / 1000)
   local second = 1000000
   slot_read = function(i)
@@ -206,6 +206,23 @@ if string.find(kinds, 'n', 1, true) then
 end
 
 local function run(read, decide, spend)
+  if n == 1 and kinds == 'r' and flags == '0' then
+    -- One enforced limit (most requests): the loops below, without their
+    -- tables; the same verdict.
+    local key, c = KEYS[1], costs and costs[1] or cost
+    local st = read(1, key, c)
+    local r = decide(1, st, c)
+    local ok = r[1]
+    if not peek and (count_denied or ok == 1) then
+      if c > 0 then
+        spend(1, key, st, c, r)
+      end
+      if ok == 0 then
+        r[2] = 0 -- counted: nothing is left
+      end
+    end
+    return {ok, ok, r[2], r[3], r[4], r[5] or 0}
+  end
   local st, res = {}, {}
   -- Limits that share a key (Envoy's descriptors) are decided one after
   -- the other: taken is the cost the limits so far take from each key.
