@@ -1,11 +1,8 @@
 package app_test
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -59,29 +56,4 @@ func startGateway(t *testing.T, environ ...string) (string, gatewayLog) {
 	t.Helper()
 	g := apptest.Start(t, environ...)
 	return g.Public, gatewayLog{g}
-}
-
-// do sends one request to url and returns the response and its body.
-func do(t *testing.T, method, url, body string, header http.Header) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, vs := range header {
-		req.Header[k] = vs // as given: no canonicalization
-	}
-	if h := header.Get("Host"); h != "" {
-		req.Host = h
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(b)
 }

@@ -12,24 +12,9 @@ import (
 
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/metrics/metricstest"
 	"github.com/tollgate/tollgate/ports"
 )
-
-// storeErrorsTotal returns tollgate_store_errors_total from reg.
-func storeErrorsTotal(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "tollgate_store_errors_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatal("no tollgate_store_errors_total")
-	return 0
-}
 
 // TestStoreErrorReporterCountsCallsNotRefusals: failed store calls are
 // counted; decisions the open breaker refused without a call are logged
@@ -45,7 +30,7 @@ func TestStoreErrorReporterCountsCallsNotRefusals(t *testing.T) {
 	for range 5 {
 		report(fmt.Errorf("decide: %w", ports.ErrBreakerOpen))
 	}
-	if got := storeErrorsTotal(t, reg); got != 3 {
+	if got := metricstest.Value(t, reg, "tollgate_store_errors_total"); got != 3 {
 		t.Errorf("tollgate_store_errors_total = %v after 3 failed calls and 5 refusals, want 3", got)
 	}
 	if n := strings.Count(logs.String(), "rate-limit store error; failing local: deciding in process"); n != 1 {
@@ -72,7 +57,7 @@ func TestStoreErrorReporterOneLineASecond(t *testing.T) {
 		if !strings.Contains(logs.String(), "connection refused") {
 			t.Errorf("%s: log line lacks the error: %s", mode, logs.String())
 		}
-		if got := storeErrorsTotal(t, reg); got != 500 {
+		if got := metricstest.Value(t, reg, "tollgate_store_errors_total"); got != 500 {
 			t.Errorf("%s: tollgate_store_errors_total = %v, want 500", mode, got)
 		}
 	}

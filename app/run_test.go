@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/internal/testhttp"
 )
 
 func TestRunBadConfigExitsTwoWithOneLine(t *testing.T) {
@@ -287,7 +288,7 @@ func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
 	for i := 0; i+1 < len(headers); i += 2 {
 		h.Set(headers[i], headers[i+1])
 	}
-	return do(t, http.MethodGet, url, "", h)
+	return testhttp.Do(t, http.MethodGet, url, "", h)
 }
 
 func TestRunPerTenantBudgets(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/faces/admin"
+	"github.com/tollgate/tollgate/internal/testhttp"
 )
 
 const adminToken = "0123456789abcdef0123456789abcdef"
@@ -29,7 +30,7 @@ func TestUsageAPI(t *testing.T) {
 	auth := http.Header{"Authorization": {"Bearer " + adminToken}}
 	usage := func(method, path string) (int, admin.UsageBody) {
 		t.Helper()
-		resp, body := do(t, method, g.Admin+path, "", auth)
+		resp, body := testhttp.Do(t, method, g.Admin+path, "", auth)
 		var b admin.UsageBody
 		if resp.StatusCode == 200 {
 			if err := json.Unmarshal([]byte(body), &b); err != nil {
@@ -61,7 +62,7 @@ func TestUsageAPI(t *testing.T) {
 	if code, _ := usage("GET", "/v1/tenants/initech/usage"); code != 404 {
 		t.Errorf("a tenant the file does not hold: %d, want 404", code)
 	}
-	if resp, _ := do(t, "GET", g.Admin+"/v1/tenants/acme/usage", "", nil); resp.StatusCode != 401 {
+	if resp, _ := testhttp.Do(t, "GET", g.Admin+"/v1/tenants/acme/usage", "", nil); resp.StatusCode != 401 {
 		t.Errorf("no token: %d, want 401", resp.StatusCode)
 	}
 	_, metrics := get(t, g.Admin+"/metrics")
@@ -81,7 +82,7 @@ func TestUsageAPIOff(t *testing.T) {
 	t.Parallel()
 	g := apptest.Start(t)
 	for _, h := range []http.Header{nil, {"Authorization": {"Bearer " + adminToken}}} {
-		if resp, _ := do(t, "GET", g.Admin+"/v1/tenants/acme/usage", "", h); resp.StatusCode != 404 {
+		if resp, _ := testhttp.Do(t, "GET", g.Admin+"/v1/tenants/acme/usage", "", h); resp.StatusCode != 404 {
 			t.Errorf("usage API off: %d, want 404", resp.StatusCode)
 		}
 	}

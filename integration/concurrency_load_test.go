@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/metrics/metricstest"
 	"github.com/tollgate/tollgate/ports"
 )
 
@@ -432,25 +433,7 @@ func TestConcurrencyNoLeaks(t *testing.T) {
 		}
 	}
 	noSlotsLeft(t, srv.Client, prefix, leases.Held)
-	if got := inFlightGauge(t, reg); got != 0 {
+	if got := metricstest.Value(t, reg, "tollgate_in_flight"); got != 0 {
 		t.Errorf("tollgate_in_flight = %v, want 0", got)
 	}
-}
-
-// inFlightGauge returns tollgate_in_flight{limit="inflight"} in reg.
-func inFlightGauge(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() == "tollgate_in_flight" {
-			for _, s := range f.GetMetric() {
-				return s.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatal("no tollgate_in_flight series")
-	return 0
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/metrics/metricstest"
 )
 
 func slotsPolicy(t *testing.T) *domain.Policy {
@@ -29,35 +30,16 @@ func TestInFlight(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, domain.AlgorithmFixedWindow)
 	m.Routes(slotsPolicy(t))
-	if got := inFlight(t, reg); len(got) != 1 || got["inflight"] != 0 {
+	if got := metricstest.Series(t, reg, "tollgate_in_flight", "limit"); len(got) != 1 || got["inflight"] != 0 {
 		t.Fatalf("tollgate_in_flight before any request: %v, want inflight at 0", got)
 	}
 	m.InFlight("inflight", 1)
 	m.InFlight("inflight", 1)
 	m.InFlight("inflight", -1)
-	if got := inFlight(t, reg)["inflight"]; got != 1 {
+	if got := metricstest.Series(t, reg, "tollgate_in_flight", "limit")["inflight"]; got != 1 {
 		t.Errorf("tollgate_in_flight{limit=inflight} = %v, want 1", got)
 	}
 	(*metrics.Metrics)(nil).InFlight("inflight", 1) // a nil Metrics records nothing
-}
-
-// inFlight returns the tollgate_in_flight series of reg, by limit.
-func inFlight(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	g, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range g {
-		if f.GetName() != "tollgate_in_flight" {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			out[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
-		}
-	}
-	return out
 }
 
 // TestLimitDecisionsWithoutSlots: a decision that left the route's

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/metrics/metricstest"
 )
 
 // TestCheckNeverWaitsForTheBody: a check request announcing a body it
@@ -77,7 +78,7 @@ func TestCheckMetrics(t *testing.T) {
 	}
 	ask(h, "X-Forwarded-Uri", "/../x")
 	ask(h, "X-Forwarded-Uri", "/status")
-	got := requests(t, reg)
+	got := metricstest.Series(t, reg, "tollgate_requests_total", "route", "code")
 	for series, want := range map[string]float64{
 		"search 200": 2, "search 403": 1, "default 400": 1, "status 200": 1,
 	} {
@@ -85,27 +86,4 @@ func TestCheckMetrics(t *testing.T) {
 			t.Errorf("tollgate_requests_total{%s} = %v, want %v (all: %v)", series, got[series], want, got)
 		}
 	}
-}
-
-// requests returns tollgate_requests_total by "route code".
-func requests(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "tollgate_requests_total" {
-			continue
-		}
-		for _, s := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range s.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			out[labels["route"]+" "+labels["code"]] = s.GetCounter().GetValue()
-		}
-	}
-	return out
 }

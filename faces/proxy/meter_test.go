@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/metrics/metricstest"
 	"github.com/tollgate/tollgate/ports"
 )
 
@@ -283,25 +284,9 @@ func TestRateLimitClientGoneIsNoStoreError(t *testing.T) {
 	if told.Load() != 0 {
 		t.Errorf("client gone: the fail mode was told of %d store errors, want 0", told.Load())
 	}
-	if got := storeErrors(t, reg); got != 0 {
+	if got := metricstest.Value(t, reg, "tollgate_store_errors_total"); got != 0 {
 		t.Errorf("tollgate_store_errors_total = %v, want 0", got)
 	}
-}
-
-// storeErrors returns tollgate_store_errors_total from reg.
-func storeErrors(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "tollgate_store_errors_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatal("no tollgate_store_errors_total")
-	return 0
 }
 
 // TestRateLimitLocalDecisions: the local fail mode's verdicts reach the

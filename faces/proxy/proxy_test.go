@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/internal/testhttp"
 )
 
 // received is what a recording upstream saw of one request.
@@ -39,30 +40,6 @@ func recordingUpstream(t *testing.T, handler http.HandlerFunc) (*httptest.Server
 	return up, got
 }
 
-func do(t *testing.T, method, url, body string, header http.Header) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, vs := range header {
-		req.Header[k] = vs // as given: no canonicalization
-	}
-	if h := header.Get("Host"); h != "" {
-		req.Host = h
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(b)
-}
-
 func TestProxyForwardsRequest(t *testing.T) {
 	t.Parallel()
 	up, got := recordingUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
@@ -71,7 +48,7 @@ func TestProxyForwardsRequest(t *testing.T) {
 		_, _ = io.WriteString(w, "created")
 	})
 	gw, _ := proxyGateway(t, up.URL+"/api?from=gw", nil, proxy.UpstreamOptions{})
-	resp, body := do(t, "POST", gw+"/v1/items?a=1&b=two", "hello", http.Header{
+	resp, body := testhttp.Do(t, "POST", gw+"/v1/items?a=1&b=two", "hello", http.Header{
 		"Host":             {"client.example"},
 		"X-Gateway-Tenant": {"acme"},
 		"X-Custom":         {"v"},
@@ -138,7 +115,7 @@ func TestProxyTenantHeaderNotSpoofable(t *testing.T) {
 		for _, spoof := range spoofs {
 			tt.header[spoof] = []string{"evil"}
 		}
-		resp, _ := do(t, "GET", tt.gw+"/", "", tt.header)
+		resp, _ := testhttp.Do(t, "GET", tt.gw+"/", "", tt.header)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: status %d", tt.name, resp.StatusCode)
 		}
@@ -178,7 +155,7 @@ func TestProxyAPIKeyNotForwarded(t *testing.T) {
 			http.Header{"X-Api-Key": {"k"}, "Authorization": {"Bearer t"}}, "Bearer t", "k"},
 	}
 	for _, tt := range tests {
-		do(t, "GET", tt.gw+"/", "", tt.header)
+		testhttp.Do(t, "GET", tt.gw+"/", "", tt.header)
 		r := <-got
 		if a, k := r.header.Get("Authorization"), r.header.Get("X-API-Key"); a != tt.wantAuth || k != tt.wantKey {
 			t.Errorf("%s: upstream got Authorization %q, X-API-Key %q; want %q, %q", tt.name, a, k, tt.wantAuth, tt.wantKey)
@@ -195,7 +172,7 @@ func TestProxyDropsHopByHopHeaders(t *testing.T) {
 		w.Header().Set("X-Up-End", "kept")
 	})
 	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
-	resp, _ := do(t, "GET", gw+"/", "", http.Header{
+	resp, _ := testhttp.Do(t, "GET", gw+"/", "", http.Header{
 		"Connection":       {"X-Hop"},
 		"X-Hop":            {"secret"},
 		"Keep-Alive":       {"timeout=5"},
@@ -305,7 +282,7 @@ func TestProxyUpstreamErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			gw, logs := proxyGateway(t, tt.upstream, ft, proxy.UpstreamOptions{Timeout: 100 * time.Millisecond})
-			resp, body := do(t, "GET", gw+"/x", "", http.Header{"Accept": {tt.accept}, "X-Api-Key": {"k-acme-1"}})
+			resp, body := testhttp.Do(t, "GET", gw+"/x", "", http.Header{"Accept": {tt.accept}, "X-Api-Key": {"k-acme-1"}})
 			if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != tt.contentType || body != tt.body {
 				t.Errorf("got %d %q %q, want %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body,
 					tt.status, tt.contentType, tt.body)
@@ -332,7 +309,7 @@ func TestProxyDropsUpstreamRateLimitHeaders(t *testing.T) {
 		w.Header().Set("X-Upstream", "kept")
 	})
 	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
-	resp, _ := do(t, http.MethodGet, gw+"/", "", nil)
+	resp, _ := testhttp.Do(t, http.MethodGet, gw+"/", "", nil)
 	for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
 		if got := resp.Header.Values(h); len(got) != 1 || got[0] == "from-upstream" {
 			t.Errorf("%s = %q, want the gateway's one value", h, got)
@@ -350,7 +327,7 @@ func TestProxyKeepsAnyMethod(t *testing.T) {
 	up, got := recordingUpstream(t, nil)
 	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
 	for _, method := range []string{"PROPFIND", "PURGE", "REPORT", "MKCOL", "get", "X-Custom.1"} {
-		resp, body := do(t, method, gw+"/dav/x", "", nil)
+		resp, body := testhttp.Do(t, method, gw+"/dav/x", "", nil)
 		if resp.StatusCode != http.StatusOK || body != "ok" {
 			t.Errorf("%s: %d %q, want the upstream's 200 ok", method, resp.StatusCode, body)
 			continue
@@ -374,7 +351,7 @@ func TestProxyKeepsRawQuery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		gw, _ := proxyGateway(t, tt.upstream, nil, proxy.UpstreamOptions{})
-		if resp, _ := do(t, http.MethodGet, gw+"/a?"+tt.query, "", nil); resp.StatusCode != http.StatusOK {
+		if resp, _ := testhttp.Do(t, http.MethodGet, gw+"/a?"+tt.query, "", nil); resp.StatusCode != http.StatusOK {
 			t.Errorf("?%s: status %d, want 200", tt.query, resp.StatusCode)
 			continue
 		}
@@ -433,7 +410,7 @@ func TestProxyClientAddressHeaders(t *testing.T) {
 		// 10.0.0.9 is not trusted: it is the client.
 		{"trusted peer", trusted, "203.0.113.7, 10.0.0.9, 127.0.0.1", "10.0.0.9", "https"},
 	} {
-		do(t, "GET", tt.gw+"/", "", spoof)
+		testhttp.Do(t, "GET", tt.gw+"/", "", spoof)
 		r := <-got
 		if got := strings.Join(r.header.Values("X-Forwarded-For"), ", "); got != tt.xff {
 			t.Errorf("%s: X-Forwarded-For %q, want %q", tt.name, got, tt.xff)
