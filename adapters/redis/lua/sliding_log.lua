@@ -8,52 +8,59 @@
 local now = clock() -- every decision of this algorithm reads the clock
 local S = 3
 
-local function read(i, key, c)
+-- age returns the age (µs) of the unit of rank k (1: the oldest) in
+-- st's key, read once per state: decide needs it only to say when a
+-- unit leaves (a denial's wait, a check's reset), never to admit.
+local function age(st, k)
+  st.ages = st.ages or {}
+  if not st.ages[k] then
+    st.ages[k] = now - tonumber(redis.call('ZRANGE', st.key, k - 1, k - 1, 'WITHSCORES')[2])
+  end
+  return st.ages[k]
+end
+
+local function read(i, key)
   local limit, window = arg(S, i, 1), arg(S, i, 2)
-  local count
   if peek then
     -- Read only: the units still in the window, at most the newest limit.
-    count = math.min(redis.call('ZCOUNT', key, '(' .. string.format('%d', now - window), '+inf'), limit)
-    local st = {count = count, newest = 0, free = 0}
+    local count = math.min(redis.call('ZCOUNT', key, '(' .. string.format('%d', now - window), '+inf'), limit)
+    local skip = 0
     if count > 0 then
-      st.newest = now - tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+      -- The units counted are the set's newest: rank past the others.
+      skip = redis.call('ZCARD', key) - count
     end
-    return st
+    return {key = key, count = count, skip = skip}
   end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
-  count = redis.call('ZCARD', key)
+  local count = redis.call('ZCARD', key)
   if count > limit then
     -- The limit shrank: only the newest limit units count.
     redis.call('ZREMRANGEBYRANK', key, 0, count - limit - 1)
     count = limit
   end
-  local st = {count = count, newest = 0, free = 0}
-  if count > 0 then
-    st.newest = now - tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
-    -- The unit whose leaving makes room for this request's cost.
-    local k = math.min(math.max(count + c - limit, 1), count)
-    st.free = now - tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2])
-  end
-  return st
+  return {key = key, count = count, skip = 0}
 end
 
 local function decide(i, st, c)
   local limit, window = arg(S, i, 1), arg(S, i, 2)
   local count = st.count
+  if c > 0 and count + c <= limit then
+    return {1, limit - count - c, window, 0}
+  end
+  -- The window resets when its newest unit leaves.
   local reset = 0
   if count > 0 then
-    reset = window - math.min(math.max(st.newest, 0), window)
+    reset = window - math.min(math.max(age(st, st.skip + count), 0), window)
   end
   if count + c <= limit then
-    if c > 0 then
-      reset = window
-    end
-    return {1, limit - count - c, reset, 0}
+    return {1, limit - count, reset, 0}
   end
   if c > limit then
     return {0, limit - count, reset, window}
   end
-  return {0, limit - count, reset, math.max(window - math.min(math.max(st.free, 0), window), 1)}
+  -- The unit whose leaving makes room for this request's cost.
+  local k = math.min(math.max(count + c - limit, 1), count)
+  return {0, limit - count, reset, math.max(window - math.min(math.max(age(st, st.skip + k), 0), window), 1)}
 end
 
 local function spend(i, key, st, c)
