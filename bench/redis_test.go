@@ -266,11 +266,25 @@ var redisLimiters = []struct {
 }
 
 // BenchmarkRedis is every Redis limiter at 1, 64 and 512 goroutines over
-// 1000 tenants, on one local Redis.
+// 1000 tenants, on one local Redis. In round r of R
+// (TOLLGATE_BENCH_ROUND=r/R, which scripts/bench.sh sets) each goroutine
+// count's limiters start (r−1)/R of the way down the list, wrapping: over
+// a run's rounds the start moves through the list, so what a run leaves
+// behind for the next (a Redis grown by it, a busier machine) falls on
+// tollgate's limiters and the peers alike.
 func BenchmarkRedis(b *testing.B) {
 	addr := redisAddr(b)
+	shift := 0
+	if r, n, ok := strings.Cut(os.Getenv("TOLLGATE_BENCH_ROUND"), "/"); ok {
+		r, _ := strconv.Atoi(r)
+		n, _ := strconv.Atoi(n)
+		if r >= 1 && n >= r {
+			shift = (r - 1) * len(redisLimiters) / n
+		}
+	}
 	for _, g := range redisGoroutines {
-		for _, l := range redisLimiters {
+		for k := range redisLimiters {
+			l := redisLimiters[(k+shift)%len(redisLimiters)]
 			b.Run(fmt.Sprintf("g=%d/impl=%s", g, l.name), func(b *testing.B) {
 				decide := l.new(b, addr, g)
 				runRedis(b, g, decide)

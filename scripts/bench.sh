@@ -61,15 +61,16 @@ for _ in $(seq 50); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep
 log "redis-server $(redis-server --version | awk '{print $3}') on 127.0.0.1:$PORT"
 
 # 1. Store work: BenchmarkRedis, ROUNDS interleaved rounds of every
-# limiter (each round runs them all once, so load from elsewhere on the
-# machine falls on every limiter alike).
+# limiter (each round runs them all once, starting one further down the
+# list each round, so load from elsewhere on the machine, and what one
+# run leaves behind for the next, falls on every limiter alike).
 (cd bench && go test -c -o "$RUN_DIR/bench.test" .)
 rounds() { # rounds ADDR FILE: ROUNDS rounds of BenchmarkRedis on ADDR, appended to FILE
   : >"$2"
   for r in $(seq "$ROUNDS"); do
     log "BenchmarkRedis round $r/$ROUNDS on $1"
     redis-cli -h "${1%:*}" -p "${1##*:}" flushall >/dev/null
-    (cd bench && TOLLGATE_BENCH_REDIS=$1 "$RUN_DIR/bench.test" \
+    (cd bench && TOLLGATE_BENCH_REDIS=$1 TOLLGATE_BENCH_ROUND=$r/$ROUNDS "$RUN_DIR/bench.test" \
       -test.run '^$' -test.bench '^BenchmarkRedis$' -test.benchtime "$BENCHTIME" -test.benchmem -test.count 1) \
       | tee -a "$2" | grep -E '^Benchmark' >&2 || true
   done
