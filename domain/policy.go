@@ -258,56 +258,6 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 	return p, nil
 }
 
-// Match returns the route of a request with method and path, path being
-// what [MatchPath] returns for the request's normal path: of the routes
-// whose path (as MatchPath reads it) is a prefix of path at a segment
-// boundary and that take method, the one with the longest path; else the
-// implicit route [DefaultRoute]. Matching is case-sensitive on the path;
-// methods are compared in any case.
-//
-// A route without a method takes every method, and one with a method
-// takes that method; a GET route also takes HEAD, since Go's ServeMux,
-// Flask and Express serve HEAD with the GET handler. At equal length the
-// most specific route wins: for HEAD a HEAD route, then a GET route, then
-// one without a method; for another method a route with that method, then
-// one without. Length comes first, so for HEAD /v1/export/x a GET
-// /v1/export route beats a HEAD /v1 route and a method-less /v1 one, as
-// it would for GET. Match does not allocate.
-func (p *Policy) Match(method, path string) *Route {
-	head := strings.EqualFold(method, "HEAD")
-	for _, r := range p.routes { // in the order above: see NewPolicy's sort
-		if (r.Method == "" || strings.EqualFold(r.Method, method) || head && strings.EqualFold(r.Method, "GET")) && underPath(path, r.match) {
-			return r
-		}
-	}
-	return p.def
-}
-
-// methodRank orders routes of one path length for [Policy.Match]: a HEAD
-// route (2) before a route with another method (1), before one without
-// (0). A HEAD request thus meets its HEAD route before the GET route it
-// falls back to, and every other request its own method's route before
-// a method-less one (HEAD routes do not take it).
-func methodRank(method string) int {
-	switch {
-	case strings.EqualFold(method, "HEAD"):
-		return 2
-	case method != "":
-		return 1
-	}
-	return 0
-}
-
-// underPath reports whether path is prefix or lies under it, at a
-// segment boundary: /v1/export is under /v1/export, and /v1/export/x,
-// but /v1/exports is not.
-func underPath(path, prefix string) bool {
-	if !strings.HasPrefix(path, prefix) {
-		return false
-	}
-	return len(path) == len(prefix) || prefix == "/" || path[len(prefix)] == '/'
-}
-
 // Limits returns the policy's global limits, in order. The caller must
 // not modify it.
 func (p *Policy) Limits() []PolicyLimit { return p.limits }
@@ -327,36 +277,6 @@ func (p *Policy) Declared() []*Route { return p.declared }
 func (p *Policy) Limit(name string) (PolicyLimit, bool) {
 	l, ok := p.names[name]
 	return l, ok
-}
-
-// ValidName reports whether s can name a limit or a route: 1 to
-// [MaxNameLen] bytes of a-z 0-9 -. Such a name is a valid structured
-// field string, metric label and key part as it is.
-func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > MaxNameLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// ValidToken reports whether s is an RFC 9110 token, as an HTTP method
-// and a header name are.
-func ValidToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // CheckOverride reports whether rule may replace the rule of p's limit
