@@ -1,0 +1,51 @@
+package memory
+
+import (
+	"github.com/tollgate/tollgate/domain"
+)
+
+// The limiter's keys: one entry per key, created on first use within the
+// store's bound, dropped by the sweeper once idle.
+
+// entry returns lim's entry, creating it, unless that would take the
+// store past its bound for a tenant other than [domain.Unknown].
+func (l *limiter[S, P]) entry(lim domain.Limit, tenant domain.TenantID) (*limiterEntry[S], error) {
+	if v, ok := l.keys.Load(lim.Key); ok {
+		return v.(*limiterEntry[S]), nil
+	}
+	if l.maxKeys >= 0 && l.n.Load() >= l.maxKeys && tenant != domain.Unknown {
+		return nil, ErrFull
+	}
+	l.sweeper.saw(lim.Rule.Window)
+	v, loaded := l.keys.LoadOrStore(lim.Key, new(limiterEntry[S]))
+	if !loaded {
+		l.n.Add(1)
+	}
+	return v.(*limiterEntry[S]), nil
+}
+
+// Len returns the number of keys held, idle ones not yet swept included.
+func (l *limiter[S, P]) Len() int { return int(l.n.Load()) }
+
+// Close stops the sweeper and waits for it. It is idempotent.
+func (l *limiter[S, P]) Close() error {
+	l.sweeper.close()
+	return nil
+}
+
+// sweep drops every key whose budget is whole again.
+func (l *limiter[S, P]) sweep() {
+	_, now := l.clock.read()
+	l.keys.Range(func(k, v any) bool {
+		e := v.(*limiterEntry[S])
+		e.mu.Lock()
+		if !e.swept && e.idleAt <= now {
+			e.swept = true
+			if l.keys.CompareAndDelete(k, e) {
+				l.n.Add(-1)
+			}
+		}
+		e.mu.Unlock()
+		return true
+	})
+}
