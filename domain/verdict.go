@@ -1,0 +1,224 @@
+package domain
+
+import "time"
+
+// Outcome is how a request was decided, as the decisions metric labels
+// it. The zero value is [OutcomeAllowed].
+type Outcome uint8
+
+// Outcomes of a decision.
+const (
+	// OutcomeAllowed: every limit admitted the request, on the store.
+	OutcomeAllowed Outcome = iota
+	// OutcomeDenied: a limit denied it, on the store.
+	OutcomeDenied
+	// OutcomeShadowDenied: only limits in shadow mode would have denied
+	// it; it is admitted.
+	OutcomeShadowDenied
+	// OutcomeError: the store failed; the fail mode decided (open admits
+	// without decisions, closed denies without decisions).
+	OutcomeError
+	// OutcomeLocalAllowed: the store failed and the local fallback
+	// admitted it.
+	OutcomeLocalAllowed
+	// OutcomeLocalDenied: the store failed and the local fallback denied
+	// it.
+	OutcomeLocalDenied
+	// OutcomeCachedDenied: denied from the deny cache, without the store.
+	OutcomeCachedDenied
+)
+
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "error", "local_allowed", "local_denied", "cached_denied"}
+
+// Outcomes lists every outcome, for metrics that pre-create their series.
+var Outcomes = []Outcome{OutcomeAllowed, OutcomeDenied, OutcomeShadowDenied, OutcomeError, OutcomeLocalAllowed, OutcomeLocalDenied, OutcomeCachedDenied}
+
+// String returns the outcome's metric label: "allowed", "denied",
+// "shadow_denied", "error", "local_allowed", "local_denied" or
+// "cached_denied".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Verdict is a limiter's answer to a [Request]: one Decision per limit,
+// in the request's order, and whether the request is admitted.
+type Verdict struct {
+	// Allowed reports whether the request is admitted: every limit not
+	// in shadow mode admitted it (or the fail mode admits it).
+	Allowed bool
+	// Outcome says how it was decided.
+	Outcome Outcome
+	// Decisions holds one Decision per limit of the request, in its
+	// order. It is nil when no limit decided: a fail mode that admits or
+	// denies without the store. A limit that would have admitted a
+	// request that another limit denied reports what it has left with
+	// nothing spent.
+	Decisions []Decision
+	// Release, when not nil, gives back the slots of the concurrency
+	// limits ([Limit.Concurrency]) that the admitted request took, on
+	// the store that took them. Whoever holds the verdict calls it once
+	// the request has ended, however it ended; it is idempotent and safe
+	// for concurrent use. It is nil when the request took no slot (it was
+	// denied, has no concurrency limit, or the fail mode admitted it
+	// without a store).
+	Release func()
+}
+
+// Tightest returns the index in v.Decisions of the most constrained
+// enforced limit: the fewest remaining, and on a tie the later reset.
+// Shadow limits never steer it (they deny nothing) unless every limit is
+// in shadow mode; then it is the most constrained of them. It returns -1
+// when v has no decisions.
+func (v Verdict) Tightest() int {
+	best, bestShadow := -1, true
+	for i, d := range v.Decisions {
+		if best >= 0 && d.Shadow && !bestShadow {
+			continue
+		}
+		if best < 0 || (bestShadow && !d.Shadow) {
+			best, bestShadow = i, d.Shadow
+			continue
+		}
+		b := v.Decisions[best]
+		if d.Remaining < b.Remaining || (d.Remaining == b.Remaining && d.ResetAfter > b.ResetAfter) {
+			best = i
+		}
+	}
+	return best
+}
+
+// RetryAfter returns how long until a request that v denied would be
+// admitted: until every enforced limit that denied it admits (the
+// longest of their RetryAfter) and, when it was denied because every
+// quota limit denied it, until one of them admits (the shortest of
+// theirs). Shadow limits are left out (they deny nothing). It is zero
+// when v is allowed.
+func (v Verdict) RetryAfter() time.Duration {
+	var r, quota time.Duration
+	quotas, quotaDenied := 0, 0
+	for _, d := range v.Decisions {
+		switch {
+		case d.Quota:
+			quotas++
+			if !d.Allowed && !d.Shadow {
+				if quotaDenied == 0 || d.RetryAfter < quota {
+					quota = d.RetryAfter
+				}
+				quotaDenied++
+			}
+		case !d.Allowed && !d.Shadow:
+			r = max(r, d.RetryAfter)
+		}
+	}
+	if quotas > 0 && quotaDenied == quotas {
+		r = max(r, quota)
+	}
+	return r
+}
+
+// Admits reports whether decisions, one per limit of a request with
+// their limits' Shadow and Quota, admit it: every enforced limit (in
+// neither mode) admits it, and if it has quota limits, one of them admits
+// it or is in shadow mode (Envoy's quota_mode: the quota limits deny only
+// together). Shadow limits never deny. It is [Settle]'s rule, and every
+// store's.
+func Admits(decisions []Decision) bool {
+	quotas, quotaDenied := 0, 0
+	for _, d := range decisions {
+		if d.Quota {
+			quotas++
+		}
+		switch {
+		case d.Allowed, d.Shadow:
+		case d.Quota:
+			quotaDenied++
+		default:
+			return false
+		}
+	}
+	return quotas == 0 || quotaDenied < quotas
+}
+
+// Settle makes the verdict of req, each of whose limits is decided by
+// decide(i, cost), cost being what limit i spends ([Request.CostOf]) plus
+// what the limits before it with the same key spend (one state, counted
+// in order). The request is admitted when every enforced limit (not in
+// shadow or quota mode) admits it and, if it has quota limits, one of
+// them admits it or is in shadow mode. decide must not change state:
+// the caller spends afterwards, by one rule that every store follows
+// ([Spends]):
+//
+//	limit i spends CostOf(i)  ⇔  v.Allowed && (v.Decisions[i].Allowed || req.CountOver)
+//
+// So a request that the limits deny spends nothing anywhere, and each
+// limit that would have admitted it is decided again at cost 0, which
+// reports what it has left untouched. A shadow limit that would deny an
+// admitted request does not deny it (the verdict's outcome is
+// [OutcomeShadowDenied]) and spends nothing from itself: it keeps
+// exactly the state it would have if it were enforced, so its would-be
+// denials are what enforcing it would deny; with req.CountOver it
+// spends (and reports nothing left), as a counter does. Every decision
+// carries its limit's Shadow and Quota. The verdict's decisions are
+// written to req.Decisions when it has room for them, and else are
+// Settle's one allocation.
+func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
+	n := len(req.Limits)
+	dst := req.Decisions
+	if cap(dst) < n {
+		dst = make([]Decision, 0, n)
+	}
+	v := Verdict{Decisions: dst[:0]}
+	shadowDenied := false
+	for i := range n {
+		lim := req.Limits[i]
+		d := decide(i, req.ahead(i)+req.CostOf(i))
+		d.Shadow, d.Quota = lim.Shadow, lim.Quota
+		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
+		v.Decisions = append(v.Decisions, d)
+	}
+	v.Allowed = Admits(v.Decisions)
+	if v.Allowed {
+		if shadowDenied {
+			v.Outcome = OutcomeShadowDenied
+		}
+		if req.CountOver {
+			for i := range v.Decisions {
+				if !v.Decisions[i].Allowed && !req.Limits[i].Concurrency {
+					v.Decisions[i].Remaining = 0 // counted: nothing is left
+				}
+			}
+		}
+		return v
+	}
+	v.Outcome = OutcomeDenied
+	for i, d := range v.Decisions {
+		if req.CountDenied && !req.Limits[i].Concurrency {
+			if !d.Allowed {
+				v.Decisions[i].Remaining = 0
+			}
+			continue
+		}
+		if d.Allowed {
+			v.Decisions[i] = decide(i, 0)
+			v.Decisions[i].Shadow, v.Decisions[i].Quota = d.Shadow, d.Quota
+		}
+	}
+	return v
+}
+
+// Spends reports whether limit i of req spends req.CostOf(i) under v,
+// the verdict [Settle] made: when v admits the request and limit i
+// admits it (a shadow limit that would deny spends nothing) or
+// req.CountOver; always with req.CountDenied. A concurrency limit spends
+// (takes a slot) only when v admits the request and it admits it,
+// whatever req.CountDenied or req.CountOver say (and a limit of cost 0,
+// a check, takes none): a request holds no slot it would not give back.
+func Spends(req Request, v Verdict, i int) bool {
+	if req.Limits[i].Concurrency {
+		return v.Allowed && v.Decisions[i].Allowed && req.CostOf(i) > 0
+	}
+	return req.CountDenied || (v.Allowed && (req.CountOver || v.Decisions[i].Allowed))
+}
