@@ -28,7 +28,7 @@ import (
 // against the same policy. Plain go test runs the seed corpus; go test
 // -fuzz FuzzMatchSpellings ./domain explores.
 func FuzzMatchSpellings(f *testing.F) {
-	// The hostile test's policy and requests (issue 19).
+	// The policy and requests of a hostile test of the route matching.
 	hostile := policySeed("/v1/export", "/status", "GET /v1/getx", "/v1")
 	for _, s := range [][2]string{
 		{"GET", "/v1%2Fexport"}, {"GET", "/v1%2fexport"}, {"GET", "/v1%5Cexport"}, {"GET", `/v1\export`},

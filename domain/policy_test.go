@@ -118,7 +118,7 @@ func TestPolicyMatchHead(t *testing.T) {
 	}
 }
 
-// TestPolicyMatchSpellings: the hostile test's spellings (issue 19),
+// TestPolicyMatchSpellings: the spellings a hostile test tried,
 // through NormalizePath, MatchPath and Match, are metered on the route
 // the upstreams that decode %2F, drop parameters, read "..;" as ".." or
 // serve HEAD with GET served them on, or refused.

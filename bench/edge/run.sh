@@ -13,7 +13,7 @@
 #   limit-req      nginx limit_req keyed by the tenant header → the upstream
 #   check          wrk → tollgate's check listener alone: decisions/s
 #   proxy          wrk → tollgate's proxy listener → the upstream
-# The upstream is nginx answering "ok" (one worker). Target of issue 20:
+# The upstream is nginx answering "ok" (one worker). The target:
 # auth-tollgate ≥ 0.6 × auth-static.
 #
 # Output: the raw rounds (docs/edge-bench.tsv) and the table of medians,
