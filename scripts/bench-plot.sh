@@ -51,12 +51,12 @@ set ylabel "decisions/s"
 set logscale x 2
 set xrange [0.8:700]
 set xtics ("1" 1, "64" 64, "512" 512)
-# Ten distinct colours; tollgate's lines solid, the peers' dashed.
+# Distinct colours (sixteen, cycling past them); tollgate's lines solid, the peers' dashed.
 dashes = "$dashes"
-colors = "#1b9e77 #d95f02 #7570b3 #e7298a #66a61e #e6ab02 #a6761d #000000 #e41a1c #377eb8 #999999 #4daf4a"
+colors = "#1b9e77 #d95f02 #7570b3 #e7298a #66a61e #e6ab02 #a6761d #000000 #e41a1c #377eb8 #999999 #4daf4a #984ea3 #ff7f00 #a65628 #f781bf"
 set format y "%.0s%c"
 set key outside right top
 set termoption noenhanced
 set grid ytics
-plot for [i=2:$cols] "$DAT" using 1:i with linespoints lw 2 pt 7 lc rgb word(colors, i-1) dt int(word(dashes, i-1)) title columnheader(i)
+plot for [i=2:$cols] "$DAT" using 1:i with linespoints lw 2 pt 7 lc rgb word(colors, (i-2)%16+1) dt int(word(dashes, i-1)) title columnheader(i)
 GP
