@@ -108,19 +108,30 @@ func usageAPI(t *testing.T, rdb goredis.UniversalClient, url string, environ ...
 	for _, k := range keys {
 		ttls[k] = rdb.PTTL(ctx, k).Val()
 	}
-	resetStats(t, rdb)
-	code, u := adminCall(t, a, "GET", "/v1/tenants/acme/usage")
-	calls := commandCalls(t, rdb)
-	if code != 200 || u.Limits[0].Used != 3 || u.Limits[1].Name != "monthly" || u.Limits[1].Used != 3 || u.Limits[1].Timezone != "Europe/Paris" {
-		t.Errorf("acme's usage: %d %+v, want 3 used of per-minute and monthly", code, u)
-	}
-	if n := calls["evalsha"] + calls["eval"]; n != 1 {
-		t.Errorf("one usage read ran %v, want one script call", calls)
-	}
-	for _, w := range []string{"set", "del", "incr", "incrby", "pexpire", "expire", "pexpireat", "zadd", "zremrangebyscore", "zremrangebyrank", "hset", "hincrby"} {
-		if calls[w] != 0 {
-			t.Errorf("a usage read wrote: %v", calls)
+	// The commands counted are the whole store's: on a store other tests
+	// share (the cluster), their traffic adds to a read's, so a read is
+	// measured again until one window holds nothing else. A read that ran
+	// more than one script, or wrote, never gives a clean window.
+	writes := []string{"set", "del", "incr", "incrby", "pexpire", "expire", "pexpireat", "zadd", "zremrangebyscore", "zremrangebyrank", "hset", "hincrby"}
+	var calls map[string]int64
+	for attempt := 0; ; attempt++ {
+		resetStats(t, rdb)
+		code, u := adminCall(t, a, "GET", "/v1/tenants/acme/usage")
+		calls = commandCalls(t, rdb)
+		if code != 200 || u.Limits[0].Used != 3 || u.Limits[1].Name != "monthly" || u.Limits[1].Used != 3 || u.Limits[1].Timezone != "Europe/Paris" {
+			t.Fatalf("acme's usage: %d %+v, want 3 used of per-minute and monthly", code, u)
 		}
+		clean := calls["evalsha"]+calls["eval"] == 1
+		for _, w := range writes {
+			clean = clean && calls[w] == 0
+		}
+		if clean {
+			break
+		}
+		if attempt == 20 {
+			t.Fatalf("no read of 20 ran alone as one script that writes nothing; the last window: %v", calls)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	for _, k := range keys {
 		if ttl := rdb.PTTL(ctx, k).Val(); ttl > ttls[k] || ttl <= 0 {
@@ -132,7 +143,7 @@ func usageAPI(t *testing.T, rdb goredis.UniversalClient, url string, environ ...
 	}
 
 	// A reset on a: b admits acme again within a second.
-	code, u = adminCall(t, a, "POST", "/v1/tenants/acme/reset?limit=monthly")
+	code, u := adminCall(t, a, "POST", "/v1/tenants/acme/reset?limit=monthly")
 	reset := time.Now()
 	if code != 200 || u.Limits[1].Used != 0 || u.Limits[0].Used != 3 {
 		t.Fatalf("reset of monthly: %d %+v, want monthly whole and per-minute as it was", code, u)
