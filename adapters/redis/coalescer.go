@@ -241,9 +241,14 @@ func (c *coalescer) send(batch []*call) {
 		ctx, cancel = context.WithTimeout(ctx, c.opts.hardWait)
 		defer cancel()
 	}
-	sent := time.Now()
-	c.pipeline(ctx, live, func(k *call) *goredis.Cmd { return k.cmd })
+	// A light batch's round trip is what the network takes (observeRTT);
+	// a deep one's is Redis's work too, and is not timed.
+	var sent time.Time
 	if len(live) <= 2 {
+		sent = time.Now()
+	}
+	c.pipeline(ctx, live, func(k *call) *goredis.Cmd { return k.cmd })
+	if !sent.IsZero() {
 		c.observeRTT(time.Since(sent))
 	}
 
