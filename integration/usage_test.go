@@ -128,7 +128,7 @@ func usageAPI(t *testing.T, rdb goredis.UniversalClient, url string, environ ...
 		if clean {
 			break
 		}
-		if attempt == 20 {
+		if attempt+1 == 20 {
 			t.Fatalf("no read of 20 ran alone as one script that writes nothing; the last window: %v", calls)
 		}
 		time.Sleep(50 * time.Millisecond)
