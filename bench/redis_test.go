@@ -127,8 +127,11 @@ func tollgateLimits(algo string, batching redis.Batching, lanes int, limits limi
 		reqs := make([]domain.Request, tenants)
 		for i := range reqs {
 			t := domain.TenantID("tenant-" + strconv.Itoa(i))
-			// Counting denials, as the gateway's default limit does.
-			reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, CountDenied: true, Limits: limits(t, algo)}
+			ls := limits(t, algo)
+			// As the gateway: its default limit counts denials, a policy's
+			// limits (several, a calendar quota) are all or nothing.
+			countDenied := len(ls) == 1 && ls[0].Name == domain.DefaultLimit
+			reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, CountDenied: countDenied, Limits: ls}
 		}
 		return func(ctx context.Context, i int) error {
 			v, err := lim.Allow(ctx, reqs[i])
@@ -375,16 +378,19 @@ func runRedis(b *testing.B, g int, decide decideFunc) {
 	}
 }
 
-// BenchmarkConcurrencyCost is what a concurrency limit costs on Redis:
-// its acquire and release together (tollgate-concurrency) beside one
-// fixed-window decision, at 64 goroutines over 1000 tenants, in
-// interleaved rounds of one run (so that both see the same machine). It
-// logs the ratio of their medians of ns/op, and of the CPU each spends
+// BenchmarkShapeCost is what each shape of decision costs on Redis
+// beside the gateway's default one (one fixed-window limit): three
+// limits at once, a calendar month, a concurrency limit's acquire and
+// release together, and the other algorithms' one limit, at 64
+// goroutines over 1000 tenants, in interleaved rounds of one run (so
+// that all see the same machine). It logs, per shape, the ratio of the
+// medians of ns/op to the fixed window's, and of the CPU each spends
 // per decision, this process's and Redis's together (cpu-µs/op: less
-// sensitive than ns/op to what else the machine runs).
+// sensitive than ns/op to what else the machine runs), and Redis's own
+// (redis-µs/op: what a Redis shared by every replica spends).
 //
-//	TOLLGATE_BENCH_REDIS=127.0.0.1:6379 go test -run '^$' -bench BenchmarkConcurrencyCost .
-func BenchmarkConcurrencyCost(b *testing.B) {
+//	TOLLGATE_BENCH_REDIS=127.0.0.1:6379 go test -run '^$' -bench BenchmarkShapeCost .
+func BenchmarkShapeCost(b *testing.B) {
 	addr := redisAddr(b)
 	const rounds, g = 7, 64
 	impls := []struct {
@@ -392,21 +398,30 @@ func BenchmarkConcurrencyCost(b *testing.B) {
 		new  func(*testing.B, string, int) decideFunc
 	}{
 		{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchCoalesce)},
+		{"tollgate-fixed_window-3limits", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, threeLimits)},
+		{"tollgate-calendar_month", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, monthly)},
 		{"tollgate-concurrency", tollgateSlots},
+		{"tollgate-token_bucket", tollgateRedis(domain.AlgorithmTokenBucket, redis.BatchCoalesce)},
+		{"tollgate-sliding_window", tollgateRedis(domain.AlgorithmSlidingWindow, redis.BatchCoalesce)},
+		{"tollgate-sliding_log", tollgateRedis(domain.AlgorithmSlidingLog, redis.BatchCoalesce)},
 	}
 	info := peerClient(b, addr, 1)
-	// ns/op and CPU µs/op, by impl, one per round: the last measured run's.
-	ns, cpu := make([][]float64, len(impls)), make([][]float64, len(impls))
+	// ns/op, CPU µs/op and Redis µs/op by impl, one per round: the last
+	// measured run's.
+	ns, cpu, srv := make([][]float64, len(impls)), make([][]float64, len(impls)), make([][]float64, len(impls))
 	for round := range rounds {
 		for k, impl := range impls {
 			b.Run(fmt.Sprintf("round=%d/g=%d/impl=%s", round+1, g, impl.name), func(b *testing.B) {
 				decide := impl.new(b, addr, g)
-				before := cpuSeconds(b, info)
+				self0, redis0 := cpuSeconds(b, info)
 				runRedis(b, g, decide)
-				used := cpuSeconds(b, info) - before
+				self1, redis1 := cpuSeconds(b, info)
+				used := (self1 - self0) + (redis1 - redis0)
 				b.ReportMetric(used*1e6/float64(b.N), "cpu-µs/op")
+				b.ReportMetric((redis1-redis0)*1e6/float64(b.N), "redis-µs/op")
 				ns[k] = setRound(ns[k], round, float64(b.Elapsed().Nanoseconds())/float64(b.N))
 				cpu[k] = setRound(cpu[k], round, used*1e6/float64(b.N))
+				srv[k] = setRound(srv[k], round, (redis1-redis0)*1e6/float64(b.N))
 			})
 		}
 	}
@@ -415,10 +430,13 @@ func BenchmarkConcurrencyCost(b *testing.B) {
 		slices.Sort(s)
 		return s[len(s)/2]
 	}
-	if len(ns[0]) == rounds && len(ns[1]) == rounds {
-		b.Logf("medians of %d rounds at %d goroutines: fixed window %.0f ns/op, %.1f cpu-µs/op; concurrency acquire+release %.0f ns/op, %.1f cpu-µs/op: ratio %.2f (ns/op), %.2f (CPU)",
-			rounds, g, median(ns[0]), median(cpu[0]), median(ns[1]), median(cpu[1]),
-			median(ns[1])/median(ns[0]), median(cpu[1])/median(cpu[0]))
+	for k, impl := range impls {
+		if len(ns[k]) != rounds || len(ns[0]) != rounds {
+			return // a -bench filter left some out
+		}
+		b.Logf("medians of %d rounds at %d goroutines: %s %.0f ns/op, %.1f cpu-µs/op, %.1f redis-µs/op: ÷ fixed window %.2f (ns/op), %.2f (CPU), %.2f (Redis)",
+			rounds, g, impl.name, median(ns[k]), median(cpu[k]), median(srv[k]),
+			median(ns[k])/median(ns[0]), median(cpu[k])/median(cpu[0]), median(srv[k])/median(srv[0]))
 	}
 }
 
@@ -433,17 +451,16 @@ func setRound(xs []float64, round int, x float64) []float64 {
 
 // cpuSeconds returns the CPU this process and the Redis server at rdb
 // have used so far, user and system, in seconds.
-func cpuSeconds(b *testing.B, rdb *goredis.Client) float64 {
+func cpuSeconds(b *testing.B, rdb *goredis.Client) (self, server float64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
 	}
-	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	text, err := rdb.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var server float64
 	for _, line := range strings.Split(text, "\n") {
 		for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
@@ -452,5 +469,5 @@ func cpuSeconds(b *testing.B, rdb *goredis.Client) float64 {
 			}
 		}
 	}
-	return self + server
+	return self, server
 }

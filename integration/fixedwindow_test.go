@@ -75,9 +75,10 @@ func TestRedisFixedWindowStorm(t *testing.T) {
 }
 
 // TestRedisFixedWindowCommandsPerDecision: each decision is one EVALSHA,
-// with PEXPIRE only on a window's first spend: INCRBY then PTTL for the
-// gateway's default (one limit counting denials: it spends first), GET,
-// PTTL, and INCRBY when it spends otherwise.
+// with PEXPIRE only on a window's first spend. It spends first, INCRBY
+// then PTTL, both for the gateway's default (one limit counting denials)
+// and a policy's limit (all or nothing), which takes a denial's spend
+// back (DECRBY): two commands a decision it admits, three one it denies.
 func TestRedisFixedWindowCommandsPerDecision(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t) // its own server: CONFIG RESETSTAT is global
@@ -98,15 +99,11 @@ func TestRedisFixedWindowCommandsPerDecision(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		spends := int64(decisions)
+		undone := int64(0)
 		if !countDenied {
-			spends = keys * limit
+			undone = decisions - keys*limit
 		}
-		gets := int64(decisions)
-		if countDenied {
-			gets = 0
-		}
-		want := map[string]int64{"get": gets, "pttl": decisions, "incrby": spends, "pexpire": keys, "evalsha": decisions, "eval": 0}
+		want := map[string]int64{"get": 0, "pttl": decisions, "incrby": decisions, "decrby": undone, "del": 0, "pexpire": keys, "evalsha": decisions, "eval": 0}
 		got := srv.commandCalls(t)
 		for cmd, n := range want {
 			if got[cmd] != n {

@@ -25,6 +25,7 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 	t.Run("a burst admits exactly the limit", func(t *testing.T) {
 		l := h.New(t)
 		req := h.single(Tenant(), rule)
+		h.startOfWindow(rule.Window)
 		for i := range rule.Limit {
 			d := MustDecide(t, l, req)
 			if !d.Allowed || d.Remaining != rule.Limit-i-1 || d.RetryAfter != 0 {

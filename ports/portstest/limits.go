@@ -54,6 +54,30 @@ func testSeveralLimits(t *testing.T, h LimiterHarness) {
 		}
 	})
 
+	t.Run("a denial creates no key for the limits that admitted", func(t *testing.T) {
+		l := h.New(t)
+		tenant := Tenant()
+		tiny := NamedRule{Name: "tiny", Rule: domain.Rule{Limit: 1, Window: time.Hour}}
+		fresh := NamedRule{Name: "fresh", Rule: domain.Rule{Limit: 5, Window: time.Hour}}
+		MustAllow(t, l, h.Request(tenant, 1, tiny)) // tiny is spent
+		both := h.Request(tenant, 1, fresh, tiny)   // fresh first: decided before the denial
+		for i := range 2 {
+			v := MustAllow(t, l, both)
+			if v.Allowed || !v.Decisions[0].Allowed || v.Decisions[1].Allowed {
+				t.Fatalf("request %d: %+v, want denied by tiny, fresh admitting", i+1, v)
+			}
+			if d := v.Decisions[0]; d.Remaining != 5 {
+				t.Errorf("request %d: fresh says %+v, want remaining 5 (nothing spent)", i+1, d)
+			}
+		}
+		if h.TTLs != nil {
+			key := both.Limits[0].Key
+			if ttl, ok := h.TTLs(t, KeyPrefix+"{"+string(tenant)+"}")[key]; ok {
+				t.Errorf("after denials only: %s exists (TTL %v), want no key", key, ttl)
+			}
+		}
+	})
+
 	t.Run("cost spends units from every limit", func(t *testing.T) {
 		l := h.New(t)
 		tenant := Tenant()

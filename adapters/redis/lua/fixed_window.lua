@@ -36,6 +36,74 @@ if n == 1 and count_denied and not peek and not costs and cost > 0 and flags == 
   return {0, 0, 0, left, left, 0}
 end
 
+-- A policy's usual shape, one enforced limit or several, each on its own
+-- key (not aligned to the epoch, one cost): spend first (INCRBY, PTTL per
+-- limit: 2 commands where reading, deciding, then spending takes 3),
+-- and when one denies and denials do not count, take the spends back
+-- (a key the request created is deleted: a denial writes nothing). The
+-- same verdict as run's. Limits that share a key (Envoy's descriptors)
+-- take run's path: each is decided after the ones before it.
+local function fast_many()
+  if n > 8 or peek or costs or cost <= 0 then
+    return false
+  end
+  for i = 1, n do
+    if string.byte(flags, i) ~= 48 or string.byte(kinds, i) ~= 114 or arg(S, i, 3) ~= 0 then
+      return false
+    end
+    for j = 1, i - 1 do
+      if KEYS[j] == KEYS[i] then
+        return false
+      end
+    end
+  end
+  return true
+end
+
+if fast_many() then
+  local out, counts, admitted = {1}, {}, 1
+  for i = 1, n do
+    local key, w, limit = KEYS[i], arg(S, i, 2), arg(S, i, 1)
+    local count = redis.call('INCRBY', key, cost)
+    local pttl = redis.call('PTTL', key)
+    local left = (pttl + 1) * 1000
+    if pttl < 0 then
+      redis.call('PEXPIRE', key, w) -- the window's first request, or a key found without a TTL
+      left = w * 1000
+    end
+    counts[i] = count
+    local o = 5 * i - 3
+    if count <= limit then
+      out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, limit - count, left, 0, 0
+    else
+      admitted = 0
+      out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 0, left, left, 0
+    end
+  end
+  out[1] = admitted
+  if admitted == 0 and not count_denied then
+    for i = 1, n do
+      local key, limit, o = KEYS[i], arg(S, i, 1), 5 * i - 3
+      local before = counts[i] - cost
+      if before == 0 then
+        redis.call('DEL', key) -- this request's own key
+        out[o], out[o + 1], out[o + 2], out[o + 3] = 1, limit, 0, 0
+        if cost > limit then
+          local w = arg(S, i, 2) * 1000
+          out[o], out[o + 2], out[o + 3] = 0, w, w
+        end
+      else
+        redis.call('DECRBY', key, cost)
+        out[o + 1] = math.max(limit - before, 0)
+        if out[o] == 1 then
+          out[o + 1], out[o + 3] = limit - before, 0
+        end
+      end
+    end
+  end
+  return out
+end
+
 local function read(i, key)
   local w = arg(S, i, 2)
   local count = tonumber(redis.call('GET', key) or '0')

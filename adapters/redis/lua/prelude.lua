@@ -92,8 +92,40 @@ end
 -- counts in the same period at a boundary. The key carries the period's
 -- start and expires a minute after its end: a finished period is never
 -- read again. (PEXPIREAT … NX: Redis 7, Valkey 7.2.)
--- (Built only for a request that has such a limit: a closure costs Lua
--- time on every call of the script.)
+--
+-- One enforced calendar quota alone (a monthly plan): spend first, and
+-- take the spend back when it denies and denials do not count (a key
+-- the request created is deleted: a denial writes nothing); the same
+-- verdict as run's, without its tables.
+if n == 1 and kinds == 'c' and flags == '0' and not peek and not costs and cost > 0 then
+  local now_ms = math.floor(clock() / 1000)
+  local limit, s, e, key = arg(nil, 1, 1), arg(nil, 1, 3), arg(nil, 1, 4), KEYS[1]
+  if now_ms < s then
+    s, e, key = arg(nil, 1, 2), s, KEYS[2]
+  elseif now_ms >= e then
+    s, e, key = e, arg(nil, 1, 5), KEYS[3]
+  end
+  if now_ms < s or now_ms >= e then
+    return redis.error_reply('tollgate: the replica clock is more than a period off Redis time')
+  end
+  local window, left = (e - s) * 1000, e * 1000 - now
+  local count = redis.call('INCRBY', key, cost)
+  if count <= limit or count_denied then
+    redis.call('PEXPIREAT', key, e + 60000, 'NX')
+    if count <= limit then
+      return {1, 1, limit - count, left, 0, window}
+    end
+    return {0, 0, 0, left, left, window}
+  end
+  if count == cost then
+    redis.call('DEL', key) -- this request's own key
+  else
+    redis.call('DECRBY', key, cost)
+  end
+  return {0, 0, math.max(limit - count + cost, 0), left, left, window}
+end
+-- The general path's functions: built only for a request that has such
+-- a limit (a closure costs Lua time on every call of the script).
 local cal_read, cal_decide, cal_spend
 if kinds ~= 'r' and string.find(kinds, 'c', 1, true) then
   local now_ms = math.floor(clock() / 1000)
@@ -147,11 +179,10 @@ end
 -- slots come back by themselves), and the request that takes a slot drops
 -- them (reading writes nothing but the removal of the replica's own
 -- released slots that its releaser has not yet removed: a denial, or a
--- peek, writes no slot); a request
--- is admitted while fewer than the limit are live, and takes one slot
--- whatever its cost. Its
--- holder renews the lease while the request runs and removes it when it
--- ends (lua/lease_renew.lua, lua/lease_release.lua). The key lives two
+-- peek, writes no slot); a request is admitted while fewer than the
+-- limit are live, and takes one slot whatever its cost. Its holder
+-- renews the lease while the request runs and removes it when it ends
+-- (lua/lease_renew.lua, lua/lease_release.lua). The key lives two
 -- leases past its last write (never less than it had: a replica with a
 -- longer lease keeps its slots). Times as domain.DecideSlots: t=0 while
 -- a slot is free, 1 s when none is; a denial waits 1 s.
@@ -203,6 +234,17 @@ if kinds ~= 'r' and string.find(kinds, 'n', 1, true) then
       redis.call('PEXPIRE', st.key, 2 * lease)
     end
   end
+end
+
+-- One enforced concurrency limit alone (a route's in-flight cap): the
+-- same verdict as run's, without its tables.
+if n == 1 and kinds == 'n' and flags == '0' and not peek and not costs and cost > 0 then
+  local st = slot_read(1)
+  local r = slot_decide(1, st, cost)
+  if r[1] == 1 then
+    slot_spend(1, nil, st)
+  end
+  return {r[1], r[1], r[2], r[3], r[4], 0}
 end
 
 local function run(read, decide, spend)
