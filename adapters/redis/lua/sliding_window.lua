@@ -66,4 +66,22 @@ local function spend(i, key, st, c)
   redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
 end
 
+-- One enforced limit (most requests): read as run reads, and an
+-- admission decided and spent in place, without run's tables (a denial
+-- takes decide's path); the same verdict.
+if n == 1 and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' then
+  local key, limit, w = KEYS[1], arg(S, 1, 1), arg(S, 1, 2)
+  local st = read(1, key)
+  local lim = limit - cost + 1
+  local weighted = idiv(st.p * (w - st.e), w)
+  if st.c < lim and weighted < lim - st.c then
+    local curr = st.c + cost
+    redis.call('HSET', key, 's', string.format('%d', st.start), 'p', st.p, 'c', curr)
+    redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
+    return {1, 1, math.max(limit - curr - weighted, 0), 2 * w - st.e, 0, 0}
+  end
+  local r = decide(1, st, cost)
+  return {0, 0, r[2], r[3], r[4], 0}
+end
+
 return run(read, decide, spend)
