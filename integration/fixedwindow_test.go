@@ -246,3 +246,64 @@ func TestRedisCalendarQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisFixedWindowAlignedKeys: a window aligned to the epoch (an
+// Envoy descriptor's) gives a key found without a TTL one that ends with
+// the window, whether the request is admitted or denied (a denial that
+// does not count leaves its count as it was), and starts afresh a
+// counter an earlier window left behind (one that expires before this
+// window's middle: a window since shortened, say).
+func TestRedisFixedWindowAlignedKeys(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	const w = 10 * time.Second
+	aligned := func(key string) domain.Request {
+		req := one(key, domain.Rule{Limit: 10, Window: w})
+		req.Limits[0].Epoch = true
+		return req
+	}
+	decide := func(key string) domain.Decision {
+		v, err := lim.Allow(t.Context(), aligned(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Decisions[0]
+	}
+	check := func(key, want string) {
+		t.Helper()
+		if got := srv.Client.Get(t.Context(), key).Val(); got != want {
+			t.Errorf("%s holds %q, want %q", key, got, want)
+		}
+		if ttl := srv.Client.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > w {
+			t.Errorf("%s: PTTL %v, want (0, %v]", key, ttl, w)
+		}
+	}
+	// Early in a window, so that a TTL of a second ends before its middle.
+	if e := time.Duration(time.Now().UnixNano() % int64(w)); e > w/4 {
+		time.Sleep(w - e)
+	}
+	for name, val := range map[string]int{"immortal-full": 10, "immortal": 5} {
+		if err := srv.Client.Set(t.Context(), prefix+name, val, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Client.Set(t.Context(), prefix+"stale", 100, time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(prefix + "immortal-full"); d.Allowed || d.Remaining != 0 {
+		t.Errorf("a full key without TTL: %+v, want denied, remaining 0", d)
+	}
+	check(prefix+"immortal-full", "10")
+	if d := decide(prefix + "immortal"); !d.Allowed || d.Remaining != 4 {
+		t.Errorf("a key without TTL at 5: %+v, want allowed, remaining 4", d)
+	}
+	check(prefix+"immortal", "6")
+	if d := decide(prefix + "stale"); !d.Allowed || d.Remaining != 9 {
+		t.Errorf("an earlier window's counter at 100: %+v, want allowed afresh, remaining 9", d)
+	}
+	check(prefix+"stale", "1")
+	if ttl := srv.Client.PTTL(t.Context(), prefix+"stale").Val(); ttl <= time.Second {
+		t.Errorf("the fresh counter's PTTL %v, want the window's end, past its old second", ttl)
+	}
+}

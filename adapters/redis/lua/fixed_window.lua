@@ -36,6 +36,48 @@ if n == 1 and count_denied and not peek and not costs and cost > 0 and flags == 
   return {0, 0, 0, left, left, 0}
 end
 
+-- One enforced limit aligned to the epoch (an Envoy descriptor's): spend
+-- first too (INCRBY, PTTL), then set the TTL of a new window's counter,
+-- or start afresh a counter the previous window left (its expiry before
+-- this window's middle), and take a denial's spend back unless denials
+-- count (a key the request created is deleted). The same verdict as
+-- run's, in one command fewer.
+if n == 1 and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' and arg(S, 1, 3) == 1 then
+  local key, w, limit = KEYS[1], arg(S, 1, 2), arg(S, 1, 1)
+  local now = clock()
+  local wus = w * 1000
+  local start = now - math.fmod(now, wus)
+  local left, until_ms = start + wus - now, (start + wus) / 1000
+  local count = redis.call('INCRBY', key, cost)
+  local pttl = redis.call('PTTL', key)
+  local stale = pttl >= 0 and idiv(now, 1000) + pttl < start / 1000 + w / 2
+  local spent = count
+  if stale then
+    spent = cost
+  end
+  if spent <= limit or count_denied then
+    if stale then
+      redis.call('SET', key, cost)
+    end
+    if stale or pttl == -1 then
+      redis.call('PEXPIREAT', key, until_ms)
+    end
+    if spent <= limit then
+      return {1, 1, limit - spent, left, 0, 0}
+    end
+    return {0, 0, 0, left, left, 0}
+  end
+  if count == cost and pttl == -1 then
+    redis.call('DEL', key) -- this request's own key
+  else
+    redis.call('DECRBY', key, cost)
+    if pttl == -1 then
+      redis.call('PEXPIREAT', key, until_ms) -- a key found without a TTL
+    end
+  end
+  return {0, 0, math.max(limit - spent + cost, 0), left, left, 0}
+end
+
 -- A policy's usual shape, one enforced limit or several, each on its own
 -- key (not aligned to the epoch, one cost): spend first (INCRBY, PTTL per
 -- limit: 2 commands where reading, deciding, then spending takes 3),
