@@ -42,6 +42,9 @@
 -- reset_us, retry_us} for limit i at cost c without writing; spend
 -- writes. run returns {admitted, then per limit ok, remaining, reset_us,
 -- retry_us, window_us (0: the rule's)}: the verdict, decided here once.
+-- The commonest shapes (one limit, a policy's fixed windows, a calendar
+-- quota or a concurrency limit alone) return earlier, from guarded
+-- blocks here and in the bodies: the same verdict, without run's tables.
 -- now is Redis's clock in µs, read (TIME) by clock() on first use: a
 -- fixed window of the gateway's default shape needs none (its PTTL is
 -- its clock).
