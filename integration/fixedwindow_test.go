@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -305,5 +306,77 @@ func TestRedisFixedWindowAlignedKeys(t *testing.T) {
 	check(prefix+"stale", "1")
 	if ttl := srv.Client.PTTL(t.Context(), prefix+"stale").Val(); ttl <= time.Second {
 		t.Errorf("the fresh counter's PTTL %v, want the window's end, past its old second", ttl)
+	}
+}
+
+// TestRedisFullStillDenies: a Redis at its maxmemory under noeviction
+// (what docs/policies.md recommends) refuses a script's first write. The
+// shapes that spend first then leave the request to the path that reads
+// first, so a request over its limit is still denied, not failed to the
+// fail mode; one that would spend fails, as before.
+func TestRedisFullStillDenies(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	cal := domain.Calendar{Unit: domain.PeriodMonth}
+	shapes := map[string]domain.Request{
+		"a policy's limit": one(prefix+"policy", domain.Rule{Limit: 2, Window: time.Minute}),
+		"two limits": {Tenant: "it", Route: "default", Cost: 1, Limits: []domain.Limit{
+			{Name: "wide", Rule: domain.Rule{Limit: 100, Window: time.Hour}, Key: prefix + "two-wide"},
+			{Name: "narrow", Rule: domain.Rule{Limit: 2, Window: time.Minute}, Key: prefix + "two-narrow"}}},
+		"aligned to the epoch": one(prefix+"aligned", domain.Rule{Limit: 2, Window: time.Hour}),
+		"a calendar month": {Tenant: "it", Route: "default", Cost: 1, Limits: []domain.Limit{{Name: "monthly",
+			Rule: domain.Rule{Limit: 2, Window: domain.NominalWindow(cal.Unit)}, Key: prefix + "monthly", Calendar: &cal}}},
+	}
+	aligned := shapes["aligned to the epoch"]
+	aligned.Limits[0].Epoch = true
+	for name, req := range shapes {
+		for range 2 {
+			if v, err := lim.Allow(t.Context(), req); err != nil || !v.Allowed {
+				t.Fatalf("%s, filling: %+v, %v", name, v, err)
+			}
+		}
+	}
+	ctx := t.Context()
+	if err := srv.Client.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Client.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Client.ConfigSet(context.Background(), "maxmemory", "0")
+	for name, req := range shapes {
+		v, err := lim.Allow(ctx, req)
+		if err != nil || v.Allowed {
+			t.Errorf("%s, over its limit on a full Redis: %+v, %v; want denied", name, v, err)
+		}
+	}
+	fresh := one(prefix+"fresh", domain.Rule{Limit: 2, Window: time.Minute})
+	if _, err := lim.Allow(ctx, fresh); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("a spend on a full Redis: err %v, want Redis's OOM error", err)
+	}
+	if n := srv.Client.Exists(ctx, prefix+"fresh").Val(); n != 0 {
+		t.Errorf("the refused spend left its key")
+	}
+}
+
+// TestRedisPolicyErrorSpendsNothing: a request whose second limit's key
+// is of another type (written by something else) fails, and its first
+// limit is left as it was: no key created, nothing spent.
+func TestRedisPolicyErrorSpendsNothing(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	if err := srv.Client.HSet(t.Context(), prefix+"hash", "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	req := domain.Request{Tenant: "it", Route: "default", Cost: 1, Limits: []domain.Limit{
+		{Name: "first", Rule: domain.Rule{Limit: 5, Window: time.Minute}, Key: prefix + "first"},
+		{Name: "second", Rule: domain.Rule{Limit: 5, Window: time.Minute}, Key: prefix + "hash"}}}
+	if _, err := lim.Allow(t.Context(), req); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("a limit on a hash: err %v, want WRONGTYPE", err)
+	}
+	if n := srv.Client.Exists(t.Context(), prefix+"first").Val(); n != 0 {
+		t.Errorf("the failed request left the first limit's key: %q", srv.Client.Get(t.Context(), prefix+"first").Val())
 	}
 }

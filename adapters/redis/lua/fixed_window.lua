@@ -36,19 +36,46 @@ if n == 1 and count_denied and not peek and not costs and cost > 0 and flags == 
   return {0, 0, 0, left, left, 0}
 end
 
+-- The spend-first shapes below write first. A refused first write (a
+-- full Redis under noeviction refuses a script's first write, not its
+-- later ones; a key of another type) is taken back if any was made, and
+-- the request left to run's path, which reads first: a full Redis still
+-- answers denials, and an error leaves nothing spent.
+local function refused(reply)
+  return type(reply) == 'table' and reply.err ~= nil
+end
+
+-- take_back undoes a spend of cost on key, which holds count after it
+-- (a key the spend created is deleted); a key found without a TTL
+-- (pttl -1) is given one, expiring at ms (PEXPIREAT) or in ttl ms.
+local function take_back(key, count, pttl, at, ttl)
+  if count == cost and pttl == -1 then
+    redis.call('DEL', key) -- this request's own key
+    return
+  end
+  redis.call('DECRBY', key, cost)
+  if pttl == -1 and at then
+    redis.call('PEXPIREAT', key, at)
+  elseif pttl == -1 then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
 -- One enforced limit aligned to the epoch (an Envoy descriptor's): spend
 -- first too (INCRBY, PTTL), then set the TTL of a new window's counter,
 -- or start afresh a counter the previous window left (its expiry before
 -- this window's middle), and take a denial's spend back unless denials
--- count (a key the request created is deleted). The same verdict as
--- run's, in one command fewer.
-if n == 1 and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' and arg(S, 1, 3) == 1 then
+-- count. The same verdict as run's, in one command fewer.
+local function aligned_one()
   local key, w, limit = KEYS[1], arg(S, 1, 2), arg(S, 1, 1)
   local now = clock()
   local wus = w * 1000
   local start = now - math.fmod(now, wus)
   local left, until_ms = start + wus - now, (start + wus) / 1000
-  local count = redis.call('INCRBY', key, cost)
+  local count = redis.pcall('INCRBY', key, cost)
+  if refused(count) then
+    return nil
+  end
   local pttl = redis.call('PTTL', key)
   local stale = pttl >= 0 and idiv(now, 1000) + pttl < start / 1000 + w / 2
   local spent = count
@@ -67,15 +94,15 @@ if n == 1 and not peek and not costs and cost > 0 and flags == '0' and kinds == 
     end
     return {0, 0, 0, left, left, 0}
   end
-  if count == cost and pttl == -1 then
-    redis.call('DEL', key) -- this request's own key
-  else
-    redis.call('DECRBY', key, cost)
-    if pttl == -1 then
-      redis.call('PEXPIREAT', key, until_ms) -- a key found without a TTL
-    end
-  end
+  take_back(key, count, pttl, until_ms)
   return {0, 0, math.max(limit - spent + cost, 0), left, left, 0}
+end
+
+if n == 1 and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' and arg(S, 1, 3) == 1 then
+  local r = aligned_one()
+  if r then
+    return r
+  end
 end
 
 -- A policy's usual shape, one enforced limit or several, each on its own
@@ -102,18 +129,24 @@ local function fast_many()
   return true
 end
 
-if fast_many() then
-  local out, counts, admitted = {1}, {}, 1
+local function spend_many()
+  local out, counts, pttls, admitted = {1}, {}, {}, 1
   for i = 1, n do
     local key, w, limit = KEYS[i], arg(S, i, 2), arg(S, i, 1)
-    local count = redis.call('INCRBY', key, cost)
+    local count = redis.pcall('INCRBY', key, cost)
+    if refused(count) then
+      for j = 1, i - 1 do
+        take_back(KEYS[j], counts[j], pttls[j], nil, arg(S, j, 2))
+      end
+      return nil
+    end
     local pttl = redis.call('PTTL', key)
     local left = (pttl + 1) * 1000
     if pttl < 0 then
       redis.call('PEXPIRE', key, w) -- the window's first request, or a key found without a TTL
       left = w * 1000
     end
-    counts[i] = count
+    counts[i], pttls[i] = count, pttl
     local o = 5 * i - 3
     if count <= limit then
       out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, limit - count, left, 0, 0
@@ -125,17 +158,23 @@ if fast_many() then
   out[1] = admitted
   if admitted == 0 and not count_denied then
     for i = 1, n do
-      local key, limit, o = KEYS[i], arg(S, i, 1), 5 * i - 3
+      local limit, o = arg(S, i, 1), 5 * i - 3
       local before = counts[i] - cost
-      if before == 0 then
-        redis.call('DEL', key) -- this request's own key
+      -- A key this request created goes (take_back, told pttl -1); a
+      -- TTL another lacked was set above: nothing more to repair.
+      local created = pttls[i] == -1 and before == 0
+      local pttl = 0
+      if created then
+        pttl = -1
+      end
+      take_back(KEYS[i], counts[i], pttl)
+      if created then
         out[o], out[o + 1], out[o + 2], out[o + 3] = 1, limit, 0, 0
         if cost > limit then
           local w = arg(S, i, 2) * 1000
           out[o], out[o + 2], out[o + 3] = 0, w, w
         end
       else
-        redis.call('DECRBY', key, cost)
         out[o + 1] = math.max(limit - before, 0)
         if out[o] == 1 then
           out[o + 1], out[o + 3] = limit - before, 0
@@ -144,6 +183,13 @@ if fast_many() then
     end
   end
   return out
+end
+
+if fast_many() then
+  local out = spend_many()
+  if out then
+    return out
+  end
 end
 
 local function read(i, key)

@@ -101,31 +101,43 @@ end
 -- the request created is deleted: a denial writes nothing); the same
 -- verdict as run's, without its tables.
 if n == 1 and kinds == 'c' and flags == '0' and not peek and not costs and cost > 0 then
-  local now_ms = math.floor(clock() / 1000)
-  local limit, s, e, key = arg(nil, 1, 1), arg(nil, 1, 3), arg(nil, 1, 4), KEYS[1]
-  if now_ms < s then
-    s, e, key = arg(nil, 1, 2), s, KEYS[2]
-  elseif now_ms >= e then
-    s, e, key = e, arg(nil, 1, 5), KEYS[3]
-  end
-  if now_ms < s or now_ms >= e then
-    return redis.error_reply('tollgate: the replica clock is more than a period off Redis time')
-  end
-  local window, left = (e - s) * 1000, e * 1000 - now
-  local count = redis.call('INCRBY', key, cost)
-  if count <= limit or count_denied then
-    redis.call('PEXPIREAT', key, e + 60000, 'NX')
-    if count <= limit then
-      return {1, 1, limit - count, left, 0, window}
+  local function calendar_one()
+    local now_ms = math.floor(clock() / 1000)
+    local limit, s, e, key = arg(nil, 1, 1), arg(nil, 1, 3), arg(nil, 1, 4), KEYS[1]
+    if now_ms < s then
+      s, e, key = arg(nil, 1, 2), s, KEYS[2]
+    elseif now_ms >= e then
+      s, e, key = e, arg(nil, 1, 5), KEYS[3]
     end
-    return {0, 0, 0, left, left, window}
+    if now_ms < s or now_ms >= e then
+      return redis.error_reply('tollgate: the replica clock is more than a period off Redis time')
+    end
+    local window, left = (e - s) * 1000, e * 1000 - now
+    -- A refused first write (a full Redis under noeviction, a key of
+    -- another type): run's path, which reads first, answers instead.
+    local count = redis.pcall('INCRBY', key, cost)
+    if type(count) == 'table' then
+      return nil
+    end
+    if count <= limit or count_denied then
+      redis.call('PEXPIREAT', key, e + 60000, 'NX')
+      if count <= limit then
+        return {1, 1, limit - count, left, 0, window}
+      end
+      return {0, 0, 0, left, left, window}
+    end
+    if count == cost then
+      redis.call('DEL', key) -- this request's own key
+    else
+      redis.call('DECRBY', key, cost)
+      redis.call('PEXPIREAT', key, e + 60000, 'NX') -- a key found without a TTL gets one
+    end
+    return {0, 0, math.max(limit - count + cost, 0), left, left, window}
   end
-  if count == cost then
-    redis.call('DEL', key) -- this request's own key
-  else
-    redis.call('DECRBY', key, cost)
+  local r = calendar_one()
+  if r then
+    return r
   end
-  return {0, 0, math.max(limit - count + cost, 0), left, left, window}
 end
 -- The general path's functions: built only for a request that has such
 -- a limit (a closure costs Lua time on every call of the script).

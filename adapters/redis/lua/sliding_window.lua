@@ -69,7 +69,7 @@ end
 -- One enforced limit (most requests): read as run reads, and an
 -- admission decided and spent in place, without run's tables (a denial
 -- takes decide's path); the same verdict.
-if n == 1 and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' then
+if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
   local key, limit, w = KEYS[1], arg(S, 1, 1), arg(S, 1, 2)
   local st = read(1, key)
   local lim = limit - cost + 1

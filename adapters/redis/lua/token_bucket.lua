@@ -9,7 +9,7 @@ local S = 3
 
 -- One enforced limit (most requests), without the tables of run's
 -- general path: the same verdict, read, decided and spent in place.
-if n == 1 and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' then
+if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
   local key = KEYS[1]
   local limit, interval = arg(S, 1, 1), arg(S, 1, 2)
   local capacity = limit * interval
