@@ -42,8 +42,9 @@ import (
 // decision waits for its own reply, up to hardWait from its send: a
 // process starved of CPU, whose flushers read replies late, does not
 // fail decisions Redis answered in time. The wait to be sent is bounded
-// apart, by hardWait too: a decision not sent by then fails with
-// errNotSent.
+// apart: a decision queued for timeout while Redis answered nothing for
+// as long (every lane stuck on a frozen Redis) fails then, as one in
+// flight does; one not sent by hardWait fails with errNotSent.
 //
 // A batch is never retried: a script that ran but whose reply was lost
 // would count twice. Its commands fail with the batch's error, and the

@@ -379,6 +379,35 @@ func TestCoalescerHardWait(t *testing.T) {
 	})
 }
 
+// TestCoalescerQueuedBehindSilentRedis: a decision queued behind lanes
+// stuck on a Redis that answers nothing (frozen, say) fails at the
+// timeout, as one in flight does, not at hardWait; its command is never
+// sent.
+func TestCoalescerQueuedBehindSilentRedis(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeWire{reply: echo, gate: make(chan error), stuck: true}
+		c := newCoalescer(f, newLiveness(), coalescerOptions{lanes: 1, maxBatch: 64, timeout: 50 * time.Millisecond, hardWait: time.Second})
+		defer c.close()
+		_, first := start(c, t.Context(), "stuck")
+		synctest.Wait()
+		t0 := time.Now()
+		_, queued := start(c, t.Context(), "never")
+		if err := <-queued; !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) != 50*time.Millisecond {
+			t.Errorf("queued behind a lane stuck on a silent Redis: %v after %v, want DeadlineExceeded at 50ms", err, time.Since(t0))
+		}
+		if err := <-first; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the stuck decision: %v, want DeadlineExceeded", err)
+		}
+		f.gate <- nil
+		synctest.Wait()
+		for _, trip := range f.recorded() {
+			if slices.Contains(trip, "evalsha never") {
+				t.Errorf("trips %v: the abandoned command was sent", f.recorded())
+			}
+		}
+	})
+}
+
 // TestCoalescerLanesFollowDemand: with Redis far (light round trips of
 // 5 ms) and every lane busy for longer than spawnAfter, more lanes open
 // for the queued callers, up to maxLanes, so no caller waits for a round

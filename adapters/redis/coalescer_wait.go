@@ -100,17 +100,27 @@ func (c *coalescer) firstCheck() time.Duration {
 }
 
 // overdue decides, at a check, whether k's caller gives up: not sent
-// within hardWait (errNotSent); in flight for the timeout while Redis
-// answered nothing since the send (errNoAnswer); in flight for hardWait
-// (errNoAnswer). Otherwise it returns how long until the next check.
+// within hardWait (errNotSent); queued for the timeout while Redis
+// answered nothing for as long (errNoAnswer: every lane is stuck on a
+// silent Redis, so waiting for one would outlast the deadline); in
+// flight for the timeout while Redis answered nothing since the send
+// (errNoAnswer); in flight for hardWait (errNoAnswer). Otherwise it
+// returns how long until the next check.
 func (c *coalescer) overdue(k *call, queuedAt int64) (time.Duration, error) {
 	now := c.nanos()
 	if k.state.Load() == callQueued {
-		if c.opts.hardWait > 0 && now-queuedAt >= int64(c.opts.hardWait) {
+		waited := now - queuedAt
+		silent := c.opts.timeout > 0 && waited >= int64(c.opts.timeout) && now-c.live.last.Load() >= int64(c.opts.timeout)
+		switch {
+		case c.opts.hardWait > 0 && waited >= int64(c.opts.hardWait):
 			if k.state.CompareAndSwap(callQueued, callAbandoned) {
 				return 0, errNotSent
 			}
-		} else {
+		case silent:
+			if k.state.CompareAndSwap(callQueued, callAbandoned) {
+				return 0, errNoAnswer
+			}
+		default:
 			return c.firstCheck(), nil
 		}
 	}
