@@ -14,28 +14,6 @@
 -- empty, and the next spend overwrites it.
 local S = 3
 
--- The gateway's default shape, one enforced limit that counts every
--- request, spends first and decides after (INCRBY, PTTL: the seed's
--- INCR first), without the machinery of several limits: the same
--- verdict as run's, in fewer commands. (Before the functions below: a
--- closure costs Lua time on every call of the script.)
-if n == 1 and count_denied and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' and arg(S, 1, 3) == 0 then
-  local key, w, limit = KEYS[1], arg(S, 1, 2), arg(S, 1, 1)
-  local count = redis.call('INCRBY', key, cost)
-  local pttl = redis.call('PTTL', key)
-  local left
-  if pttl < 0 then
-    redis.call('PEXPIRE', key, w) -- the window's first request, or a key found without a TTL
-    left = w * 1000
-  else
-    left = (pttl + 1) * 1000
-  end
-  if count <= limit then
-    return {1, 1, limit - count, left, 0, 0}
-  end
-  return {0, 0, 0, left, left, 0}
-end
-
 -- The spend-first shapes below write first. A refused first write (a
 -- full Redis under noeviction refuses a script's first write, not its
 -- later ones; a key of another type) is taken back if any was made, and
@@ -45,19 +23,47 @@ local function refused(reply)
   return type(reply) == 'table' and reply.err ~= nil
 end
 
--- take_back undoes a spend of cost on key, which holds count after it
--- (a key the spend created is deleted); a key found without a TTL
--- (pttl -1) is given one, expiring at ms (PEXPIREAT) or in ttl ms.
-local function take_back(key, count, pttl, at, ttl)
-  if count == cost and pttl == -1 then
-    redis.call('DEL', key) -- this request's own key
-    return
+-- spend_first spends the cost on limit i's key before deciding (INCRBY,
+-- PTTL) and gives a window's first request, or a key found without a
+-- TTL, the window's (PEXPIRE): the count after the spend, the PTTL it
+-- read and the time left in µs; nil when the write was refused.
+local function spend_first(i)
+  local key = KEYS[i]
+  local count = redis.pcall('INCRBY', key, cost)
+  if refused(count) then
+    return nil
   end
-  redis.call('DECRBY', key, cost)
-  if pttl == -1 and at then
-    redis.call('PEXPIREAT', key, at)
-  elseif pttl == -1 then
-    redis.call('PEXPIRE', key, ttl)
+  local pttl = redis.call('PTTL', key)
+  if pttl < 0 then
+    local w = arg(S, i, 2)
+    redis.call('PEXPIRE', key, w)
+    return count, pttl, w * 1000
+  end
+  return count, pttl, (pttl + 1) * 1000
+end
+
+-- take_back undoes a spend of cost on key: a key the spend created is
+-- deleted, another one counts as it did.
+local function take_back(key, created)
+  if created then
+    redis.call('DEL', key)
+  else
+    redis.call('DECRBY', key, cost)
+  end
+end
+
+-- The gateway's default shape, one enforced limit that counts every
+-- request, spends first and decides after (the seed's INCR first),
+-- without the machinery of several limits: the same verdict as run's,
+-- in fewer commands.
+if n == 1 and count_denied and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' and arg(S, 1, 3) == 0 then
+  local count, _, left = spend_first(1)
+  if count then
+    local limit = arg(S, 1, 1)
+    if count <= limit then
+      return {1, 1, limit - count, left, 0, 0}
+    end
+    return {0, 0, 0, left, left, 0}
   end
 end
 
@@ -94,7 +100,11 @@ local function aligned_one()
     end
     return {0, 0, 0, left, left, 0}
   end
-  take_back(key, count, pttl, until_ms)
+  local created = count == cost and pttl == -1
+  take_back(key, created)
+  if pttl == -1 and not created then
+    redis.call('PEXPIREAT', key, until_ms) -- a key found without a TTL
+  end
   return {0, 0, math.max(limit - spent + cost, 0), left, left, 0}
 end
 
@@ -130,23 +140,18 @@ local function fast_many()
 end
 
 local function spend_many()
-  local out, counts, pttls, admitted = {1}, {}, {}, 1
+  local out, counts, created, admitted = {1}, {}, {}, 1
   for i = 1, n do
-    local key, w, limit = KEYS[i], arg(S, i, 2), arg(S, i, 1)
-    local count = redis.pcall('INCRBY', key, cost)
-    if refused(count) then
+    local count, pttl, left = spend_first(i)
+    if not count then
       for j = 1, i - 1 do
-        take_back(KEYS[j], counts[j], pttls[j], nil, arg(S, j, 2))
+        take_back(KEYS[j], created[j])
       end
       return nil
     end
-    local pttl = redis.call('PTTL', key)
-    local left = (pttl + 1) * 1000
-    if pttl < 0 then
-      redis.call('PEXPIRE', key, w) -- the window's first request, or a key found without a TTL
-      left = w * 1000
-    end
-    counts[i], pttls[i] = count, pttl
+    local limit = arg(S, i, 1)
+    -- (A TTL the key lacked is set: its undoing need not repair one.)
+    counts[i], created[i] = count, pttl == -1 and count == cost
     local o = 5 * i - 3
     if count <= limit then
       out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, limit - count, left, 0, 0
@@ -159,26 +164,15 @@ local function spend_many()
   if admitted == 0 and not count_denied then
     for i = 1, n do
       local limit, o = arg(S, i, 1), 5 * i - 3
-      local before = counts[i] - cost
-      -- A key this request created goes (take_back, told pttl -1); a
-      -- TTL another lacked was set above: nothing more to repair.
-      local created = pttls[i] == -1 and before == 0
-      local pttl = 0
-      if created then
-        pttl = -1
-      end
-      take_back(KEYS[i], counts[i], pttl)
-      if created then
+      take_back(KEYS[i], created[i])
+      if created[i] then
         out[o], out[o + 1], out[o + 2], out[o + 3] = 1, limit, 0, 0
         if cost > limit then
           local w = arg(S, i, 2) * 1000
           out[o], out[o + 2], out[o + 3] = 0, w, w
         end
       else
-        out[o + 1] = math.max(limit - before, 0)
-        if out[o] == 1 then
-          out[o + 1], out[o + 3] = limit - before, 0
-        end
+        out[o + 1] = math.max(limit - counts[i] + cost, 0) -- what it had
       end
     end
   end

@@ -7,28 +7,6 @@
 local now = clock() -- every decision of this algorithm reads the clock
 local S = 3
 
--- One enforced limit (most requests), without the tables of run's
--- general path: the same verdict, read, decided and spent in place.
-if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
-  local key = KEYS[1]
-  local limit, interval = arg(S, 1, 1), arg(S, 1, 2)
-  local capacity = limit * interval
-  local ahead = math.max(tonumber(redis.call('GET', key) or '0') - now, 0)
-  local next = ahead + cost * interval
-  if cost <= limit and next <= capacity then
-    redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
-    return {1, 1, idiv(capacity - next, interval), next, 0, 0}
-  end
-  local remaining, retry = 0, next - capacity
-  if ahead < capacity then
-    remaining = idiv(capacity - ahead, interval)
-  end
-  if cost > limit then
-    retry = arg(S, 1, 3)
-  end
-  return {0, 0, remaining, ahead, retry, 0}
-end
-
 local function read(i, key)
   local tat = tonumber(redis.call('GET', key) or '0')
   return {ahead = math.max(tat - now, 0)}
@@ -56,6 +34,21 @@ local function spend(i, key, st, c, r)
   -- admitted request's every limit) owes no more than its capacity.
   local next = math.min(st.ahead + c * arg(S, i, 2), arg(S, i, 1) * arg(S, i, 2))
   redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
+end
+
+-- One enforced limit (most requests): an admission decided and spent
+-- in place, without run's tables (a denial takes decide's path); the
+-- same verdict.
+if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
+  local key, limit, interval = KEYS[1], arg(S, 1, 1), arg(S, 1, 2)
+  local st = read(1, key)
+  local capacity, next = limit * interval, st.ahead + cost * interval
+  if cost <= limit and next <= capacity then
+    redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
+    return {1, 1, idiv(capacity - next, interval), next, 0, 0}
+  end
+  local r = decide(1, st, cost)
+  return {0, 0, r[2], r[3], r[4], 0}
 end
 
 return run(read, decide, spend)
