@@ -28,6 +28,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 	"github.com/testcontainers/testcontainers-go/wait"
+	"github.com/tollgate/tollgate/internal/freeport"
 )
 
 func TestMain(m *testing.M) {
@@ -223,15 +224,9 @@ func freePort(tb testing.TB) int {
 	return p
 }
 
-// loopbackPort returns a TCP port that was free on loopback a moment ago.
-func loopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// loopbackPort returns a TCP port that was free on loopback a moment ago
+// (freeport.Loopback: below the ephemeral range).
+func loopbackPort() (int, error) { return freeport.Loopback() }
 
 // pause freezes the Redis process (docker pause): connections stay open
 // and nothing answers.

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/internal/freeport"
 )
 
 // tenants is the gateway's tenants file: acme's key, 3 requests an hour.
@@ -316,12 +317,11 @@ func writeFile(t *testing.T, path, content string) {
 // freePort returns a loopback TCP port that was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(p)
 }
 
 // hostPort returns the host:port of a base URL.
