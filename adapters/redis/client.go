@@ -162,7 +162,7 @@ func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
 		tune(rawURL, opts, tuning{&o.PoolSize, &o.MinIdleConns, &o.ReadTimeout, &o.WriteTimeout, &o.DialTimeout,
-			&o.ContextTimeoutEnabled, &o.DialerRetries, &o.DisableIdentity, &o.MaintNotificationsConfig})
+			&o.ContextTimeoutEnabled, &o.DialerRetries, &o.DisableIdentity, &o.MaintNotificationsConfig, &o.Protocol})
 		o.Dialer = live.dialer(goredis.NewDialer(&goredis.Options{DialTimeout: o.DialTimeout, TLSConfig: o.TLSConfig}))
 		rdb = newClusterClient(rawURL, o)
 	} else {
@@ -174,7 +174,7 @@ func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
 		tune(rawURL, opts, tuning{&o.PoolSize, &o.MinIdleConns, &o.ReadTimeout, &o.WriteTimeout, &o.DialTimeout,
-			&o.ContextTimeoutEnabled, &o.DialerRetries, &o.DisableIdentity, &o.MaintNotificationsConfig})
+			&o.ContextTimeoutEnabled, &o.DialerRetries, &o.DisableIdentity, &o.MaintNotificationsConfig, &o.Protocol})
 		o.MaxRetries = -1
 		o.Dialer = live.dialer(goredis.NewDialer(o))
 		rdb = goredis.NewClient(o)

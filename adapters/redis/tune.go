@@ -19,6 +19,7 @@ type tuning struct {
 	dialerRetries             *int
 	disableIdentity           *bool
 	maintNotifications        **maintnotifications.Config
+	protocol                  *int
 }
 
 // tune applies Open's defaults to t, but for those rawURL's query sets:
@@ -31,6 +32,11 @@ func tune(rawURL string, opts ClientOptions, t tuning) {
 	}
 	set("pool_size", func() { *t.poolSize = opts.poolSize() })
 	set("min_idle_conns", func() { *t.minIdleConns = 0 })
+	// RESP2: the gateway's replies are integers, arrays and errors, the
+	// same in both, and RESP3's push notifications (which a RESP3 client
+	// looks for before every reply it reads: 4% of a decision's CPU on
+	// this side) carry nothing it uses.
+	set("protocol", func() { *t.protocol = 2 })
 	if opts.Timeout > 0 {
 		set("read_timeout", func() { *t.readTimeout = hardWait(opts.Timeout) })
 		set("write_timeout", func() { *t.writeTimeout = hardWait(opts.Timeout) })
