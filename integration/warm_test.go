@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,12 +17,16 @@ import (
 )
 
 // scriptSHAs are the SHA-1s of every script the Redis store runs, read
-// from its sources: each algorithm's after the shared prelude, and the
-// replicas' alone.
+// from its sources: each algorithm's between the shared prelude and the
+// general path (lua/run.lua), and the replicas' alone.
 func scriptSHAs(t *testing.T) []string {
 	t.Helper()
 	const dir = "../adapters/redis/lua/"
 	prelude, err := os.ReadFile(dir + "prelude.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	general, err := os.ReadFile(dir + "run.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +37,7 @@ func scriptSHAs(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		if name != "replicas" {
-			src = append(append(append([]byte{}, prelude...), '\n'), src...)
+			src = slices.Concat(prelude, []byte("\n"), src, []byte("\n"), general)
 		}
 		sum := sha1.Sum(src)
 		shas = append(shas, hex.EncodeToString(sum[:]))

@@ -53,7 +53,7 @@ print(month(t.year, t.month - 1), month(t.year, t.month), month(t.year, t.month 
 printf 'return 1\n' >"$dir/empty.lua"
 printf 'local c = redis.call("INCR", KEYS[1])\nif c == 1 then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end\nreturn {c, redis.call("PTTL", KEYS[1])}\n' >"$dir/incr.lua"
 lim=1000000000
-# label | script (with: the prelude first) | numkeys keys... args...
+# label | script (a limiter body: between the prelude and lua/run.lua) | numkeys keys... args...
 shapes=(
   "empty script|-$dir/empty.lua|1 k{__rand_int__}"
   "INCR, PEXPIRE, PTTL (the peers' fixed window)|-$dir/incr.lua|1 k{__rand_int__} 60000"
@@ -72,7 +72,7 @@ shapes=(
 cost() {
   local body=$1; shift
   local src
-  if [[ $body == -* ]]; then src=$(cat "${body#-}"); else src=$(cat "$LUA/prelude.lua"; echo; cat "$LUA/$body.lua"); fi
+  if [[ $body == -* ]]; then src=$(cat "${body#-}"); else src=$(cat "$LUA/prelude.lua"; echo; cat "$LUA/$body.lua"; echo; cat "$LUA/run.lua"); fi
   local sha
   sha=$(cli script load "$src")
   cli flushall >/dev/null

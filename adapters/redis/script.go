@@ -23,19 +23,25 @@ type script struct {
 	name   string // for errors: "sliding_log"
 }
 
-// prelude is what every limiter script starts with (lua/prelude.lua).
-var prelude = mustRead("prelude.lua")
+// prelude is what every limiter script starts with (lua/prelude.lua),
+// and generalPath what it ends with (lua/run.lua).
+var prelude, generalPath = mustRead("prelude.lua"), mustRead("run.lua")
 
-// newScript returns the script of lua/<name>.lua, after the prelude when
-// withPrelude.
+// newScript returns the script of lua/<name>.lua; withPrelude, a
+// limiter's: the prelude, the algorithm's body, then the general path.
 func newScript(name string, withPrelude bool) *script {
 	src := mustRead(name + ".lua")
 	if withPrelude {
-		src = prelude + "\n" + src
+		src = limiterSource(src)
 	}
 	sha := goredis.NewScript(src).Hash()
 	return &script{src: src, sha: sha, shaArg: sha, name: name}
 }
+
+// limiterSource is a limiter script around body (lua/<algorithm>.lua):
+// the prelude's shapes return before the body, the body's before the
+// general path.
+func limiterSource(body string) string { return prelude + "\n" + body + "\n" + generalPath }
 
 func mustRead(file string) string {
 	b, err := luaFiles.ReadFile("lua/" + file)

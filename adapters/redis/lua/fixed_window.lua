@@ -247,5 +247,3 @@ local function spend(i, key, st, c)
     redis.call('PEXPIRE', key, arg(S, i, 2))
   end
 end
-
-return run(read, decide, spend)

@@ -76,5 +76,3 @@ local function spend(i, key, st, c)
   end
   redis.call('PEXPIRE', key, arg(S, i, 3))
 end
-
-return run(read, decide, spend)

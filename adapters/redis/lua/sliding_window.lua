@@ -83,5 +83,3 @@ if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags
   local r = decide(1, st, cost)
   return {0, 0, r[2], r[3], r[4], 0}
 end
-
-return run(read, decide, spend)
