@@ -112,10 +112,18 @@ func SetRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict,
 		b = appendItem(appendItem(b, i, limits[i].Name, ";r=", max(d.Remaining, 0)), -1, "", ";t=", domain.CeilSeconds(d.ResetAfter))
 	}
 	ends[1] = len(b)
-	d := v.Decisions[v.Tightest()]
+	tight := v.Tightest()
+	d := v.Decisions[tight]
 	resetAt := now.Add(d.ResetAfter)
 	resetUnix := resetAt.Unix()
-	if resetAt.Nanosecond() > 0 {
+	switch {
+	case limits[tight].Calendar != nil:
+		// A period ends on a whole second (midnight in a zone, whose
+		// offset is whole seconds): the nearest one is that boundary
+		// while this clock is within half a second of the store's,
+		// where rounding up would name the second after it.
+		resetUnix = resetAt.Add(500 * time.Millisecond).Unix()
+	case resetAt.Nanosecond() > 0:
 		resetUnix++
 	}
 	for i, n := range [...]int64{d.Limit, max(d.Remaining, 0), resetUnix} {
