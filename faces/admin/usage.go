@@ -170,49 +170,59 @@ func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 	u.answer(w, id, "", us, err)
 }
 
-// reset answers POST /v1/tenants/{id}/reset[?limit=name].
+// reset answers POST /v1/tenants/{id}/reset[?limit=name]. Every call
+// that passed the token check writes one audit line: "usage API: reset"
+// when it was done, "usage API: reset not done" with the status when it
+// was refused or failed (each counted as a reset: the calls, whatever
+// they answered).
 func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 	u.opts.Count("reset")
-	limit := ""
+	id := domain.TenantID(chi.URLParam(r, "id"))
+	limit, code := "", 0
+	defer func() {
+		what := limit
+		if what == "" {
+			what = "all"
+		}
+		if code == http.StatusOK {
+			u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r))
+			return
+		}
+		u.opts.Log.Warn("usage API: reset not done", "tenant", string(id), "limit", what, "client", peer(r), "status", code)
+	}()
 	if vs, ok := r.URL.Query()["limit"]; ok {
 		if len(vs) != 1 || !domain.ValidName(vs[0]) {
-			writeJSON(w, http.StatusBadRequest, errorBody{"limit: want one limit name of the policy, such as ?limit=per-minute"})
+			limit, code = strings.Join(vs, ","), http.StatusBadRequest
+			writeJSON(w, code, errorBody{"limit: want one limit name of the policy, such as ?limit=per-minute"})
 			return
 		}
 		limit = vs[0]
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), u.opts.Timeout)
 	defer cancel()
-	id := domain.TenantID(chi.URLParam(r, "id"))
 	us, err := u.opts.Engine.Reset(ctx, id, limit)
-	if err == nil {
-		what := limit
-		if what == "" {
-			what = "all"
-		}
-		u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r))
-	}
-	u.answer(w, id, limit, us, err)
+	code = u.answer(w, id, limit, us, err)
 }
 
-// answer writes the usage us of tenant id, or err as its status.
-func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit string, us []engine.LimitUsage, err error) {
+// answer writes the usage us of tenant id, or err as its status, and
+// returns the status.
+func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit string, us []engine.LimitUsage, err error) int {
 	switch {
 	case err == nil:
 	case errors.Is(err, domain.ErrInvalidTenant):
 		writeJSON(w, http.StatusBadRequest, errorBody{fmt.Sprintf("invalid tenant id %s: want 1 to %d of A-Z a-z 0-9 . _ -", quoted(string(id)), domain.MaxTenantIDLen)})
-		return
+		return http.StatusBadRequest
 	case errors.Is(err, engine.ErrNoLimit):
 		writeJSON(w, http.StatusBadRequest, errorBody{fmt.Sprintf("no limit %q in the policy", limit)})
-		return
+		return http.StatusBadRequest
 	case errors.Is(err, engine.ErrNoTenant):
 		writeJSON(w, http.StatusNotFound, errorBody{fmt.Sprintf("no tenant %q in the tenants file", id)})
-		return
+		return http.StatusNotFound
 	default:
 		u.opts.Log.Error("usage API: the store failed", "tenant", string(id), "err", err)
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{"store unavailable"})
-		return
+		return http.StatusServiceUnavailable
 	}
 	body := UsageBody{Tenant: string(id), Limits: make([]LimitBody, len(us))}
 	for i, l := range us {
@@ -243,6 +253,7 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit strin
 		body.Limits[i] = b
 	}
 	writeJSON(w, http.StatusOK, body)
+	return http.StatusOK
 }
 
 // quoted is s quoted for an error message, cut at 80 bytes: an id from

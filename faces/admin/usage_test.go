@@ -232,6 +232,13 @@ func TestUsageBadRequests(t *testing.T) {
 	if f.store.Len() != 0 {
 		t.Errorf("bad requests created %d keys", f.store.Len())
 	}
+	// Every reset call has its audit line, and its count.
+	log := f.log.String()
+	if n := strings.Count(log, `"msg":"usage API: reset not done"`); n != 5 || f.actions["reset"] != 5 ||
+		!strings.Contains(log, `"tenant":"globex","limit":"all","client":"192.0.2.1","status":404`) ||
+		!strings.Contains(log, `"limit":"monthly,per-minute","client":"192.0.2.1","status":400`) {
+		t.Errorf("%d resets counted, audit log %s: want 5 lines of resets not done, with their statuses", f.actions["reset"], log)
+	}
 }
 
 // failing is a store whose usage calls fail.
@@ -253,8 +260,9 @@ func TestUsageStoreFails(t *testing.T) {
 			t.Errorf("%s %s on a failing store: %d %v, want 503 with Retry-After: 1", call[0], call[1], w.Code, w.Header())
 		}
 	}
-	if strings.Contains(f.log.String(), "usage API: reset") {
-		t.Errorf("a failed reset was logged as done: %s", f.log)
+	if log := f.log.String(); strings.Contains(log, `"msg":"usage API: reset",`) ||
+		!strings.Contains(log, `"msg":"usage API: reset not done","tenant":"acme","limit":"all","client":"192.0.2.1","status":503`) {
+		t.Errorf("audit log %s, want the failed reset logged as not done, with its status", log)
 	}
 }
 
