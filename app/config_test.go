@@ -229,6 +229,14 @@ func TestMaskURL(t *testing.T) {
 		{"rediss://user:secret@redis:6380", "rediss://user:xxxxx@redis:6380"},
 		// go-redis reads a lone user-info field as the password.
 		{"redis://s3cret@host:6379/0", "redis://xxxxx@host:6379/0"},
+		// go-redis reads a password query parameter too, in any case.
+		{"redis://host:6379/0?password=s3cret&pool_size=8", "redis://host:6379/0?password=xxxxx&pool_size=8"},
+		{"redis://host:6379/0?PassWord=s3cret", "redis://host:6379/0?PassWord=xxxxx"},
+		// A pair that does not parse: the whole query.
+		{"redis://host:6379/0?password=s3cret;x=1", "redis://host:6379/0?xxxxx"},
+		{"redis://host:6379/0?x=1;password=s3cret", "redis://host:6379/0?xxxxx"},
+		{"redis://host:6379/0?password=s3cret%zz", "redis://host:6379/0?xxxxx"},
+		{"redis://host:6379/0?pool_size=8;x=1", "redis://host:6379/0?pool_size=8;x=1"},
 	}
 	for _, tt := range tests {
 		if got := app.MaskURL(tt.in); got != tt.want || strings.Contains(got, "s3cret") {

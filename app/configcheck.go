@@ -84,7 +84,15 @@ func MaskURL(s string) string {
 		}
 		masked = true
 	}
-	if q := u.Query(); u.RawQuery != "" {
+	q, qerr := url.ParseQuery(u.RawQuery)
+	switch {
+	case qerr != nil && strings.Contains(strings.ToLower(u.RawQuery), "password"):
+		// A pair that does not parse (a ';', a bad escape) is dropped by
+		// the parsed query, and would be printed as it is: the whole
+		// query is masked.
+		u.RawQuery = "xxxxx"
+		masked = true
+	case u.RawQuery != "":
 		for k := range q {
 			if strings.EqualFold(k, "password") {
 				q[k] = []string{"xxxxx"}
