@@ -52,7 +52,8 @@ type UpstreamOptions struct {
 //     sent are dropped, not appended to: the gateway is the edge, and a
 //     client could claim any address. From a trusted proxy the received
 //     X-Forwarded-For is kept with the peer appended, and its
-//     X-Forwarded-Proto and -Host are kept.
+//     X-Forwarded-Proto and -Host are kept. Their look-alikes
+//     (X_Forwarded_For, …) are removed from anyone.
 //   - X-Real-IP is the client's address (contract §10); True-Client-IP,
 //     which only a CDN may set, is removed, and so are their look-alikes.
 //   - X-Tenant-ID is the tenant the engine resolved. Any header that a
@@ -120,6 +121,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 			presented := h.Get(apiKeyHeader) != ""
 			for name := range h {
 				if looksLike(name, httpface.HeaderTenantID) || looksLike(name, "X-Real-IP") || looksLike(name, "True-Client-IP") ||
+					looksLike(name, "X-Forwarded-For") || looksLike(name, "X-Forwarded-Host") || looksLike(name, "X-Forwarded-Proto") ||
 					(keys && looksLike(name, httpface.HeaderAPIKey)) {
 					delete(h, name)
 				}
@@ -180,7 +182,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 // backing array, one allocation where Header.Set makes one per header.
 // ReverseProxy has already removed whatever the client sent under the
 // X-Forwarded-* names (Rewrite mode), and the caller any look-alike of
-// X-Tenant-ID or X-Real-IP.
+// those, of X-Tenant-ID or of X-Real-IP.
 func setForwarded(h http.Header, in *http.Request, trusted domain.TrustedProxies) {
 	proto := "http"
 	if in.TLS != nil {

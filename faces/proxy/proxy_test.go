@@ -402,6 +402,13 @@ func TestProxyClientAddressHeaders(t *testing.T) {
 		"X-Forwarded-Proto": {"https"},
 		"X-Real-Ip":         {"6.6.6.6"},
 		"True-Client-Ip":    {"6.6.6.6"},
+		// Look-alikes that CGI, WSGI or nginx's underscores_in_headers
+		// read as the real names: none may reach the upstream.
+		"X_Forwarded_For":   {"6.6.6.6"},
+		"X_forwarded_host":  {"evil.example"},
+		"X_Forwarded_Proto": {"https"},
+		"X_Real_IP":         {"6.6.6.6"},
+		"True_Client_IP":    {"6.6.6.6"},
 	}
 	for _, tt := range []struct {
 		name, gw, xff, realIP, proto string
@@ -423,6 +430,11 @@ func TestProxyClientAddressHeaders(t *testing.T) {
 		}
 		if got := r.header.Values("True-Client-Ip"); len(got) != 0 {
 			t.Errorf("%s: True-Client-IP %q reached the upstream", tt.name, got)
+		}
+		for name, v := range r.header {
+			if strings.Contains(name, "_") {
+				t.Errorf("%s: the look-alike %s: %q reached the upstream", tt.name, name, v)
+			}
 		}
 	}
 }
