@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
 )
 
 // TestGatewayEveryAlgorithm runs the whole gateway on the memory store
@@ -13,7 +14,7 @@ import (
 // Retry-After is a whole number of seconds.
 func TestGatewayEveryAlgorithm(t *testing.T) {
 	t.Parallel()
-	for _, algo := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
+	for _, algo := range domain.AlgorithmNames() {
 		t.Run(algo, func(t *testing.T) {
 			t.Parallel()
 			g := apptest.Start(t, "TOLLGATE_ALGORITHM="+algo, "TOLLGATE_LIMIT=3", "TOLLGATE_WINDOW=1h")

@@ -192,6 +192,7 @@ type ConfigError struct {
 	Want  string // what is accepted
 }
 
+// Error names the variable, the value as given and what is accepted.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
 }

@@ -1,7 +1,10 @@
-// Package app is tollgate's HTTP gateway: configuration from the
-// environment, tenant resolution, the rate-limit middleware, the echo
-// responder and reverse proxy, the admin listener, and [Run], which wires
-// them together and serves until its context ends.
+// Package app is tollgate's composition root: configuration from the
+// environment (and its checks, which exit 2 naming the variable), the
+// policy, tenants and Envoy rate limit files, the wiring of a store and
+// its layers under the engine, the faces (proxy, check, RLS, admin) on
+// their listeners, and [Run], which serves until its context ends.
 //
-// Only backend.go knows the adapters; everything else here sees the ports.
+// Only backend.go (the store and its layers) and report.go (the start-up
+// check of a Redis client's connections) import the adapters; everything
+// else here sees the engine and the ports.
 package app

@@ -42,7 +42,7 @@ func TestKey(t *testing.T) {
 // a live Redis never meets a WRONGTYPE.
 func TestKeysNeverCollide(t *testing.T) {
 	t.Parallel()
-	algorithms := []string{domain.AlgorithmFixedWindow, domain.AlgorithmSlidingLog, domain.AlgorithmSlidingWindow, domain.AlgorithmTokenBucket}
+	algorithms := domain.AlgorithmNames()
 	routes := []string{"", "route", "a", "default"}
 	limits := []string{domain.DefaultLimit, "route", "a", "per-day"}
 	seen := map[string]string{}

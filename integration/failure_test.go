@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
 
@@ -93,7 +94,7 @@ func flood(t testing.TB, g *apptest.Gateway, tenant string, n, workers int) map[
 func TestDenyCacheFloodCostsTheStoreNothing(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	for _, algo := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
+	for _, algo := range domain.AlgorithmNames() {
 		g := startReplica(t, srv.URL, "TOLLGATE_ALGORITHM="+algo, "TOLLGATE_LIMIT=5", "TOLLGATE_WINDOW=1h",
 			"TOLLGATE_KEY_PREFIX="+uniquePrefix(t), "TOLLGATE_REDIS_TIMEOUT=2s", "TOLLGATE_FAIL_MODE=closed")
 		if codes := flood(t, g, "flooder", 6, 1); codes[200] != 5 || codes[429] != 1 {

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/internal/testhttp"
 )
 
@@ -353,7 +354,7 @@ func TestEveryAlgorithmOnRedisWithTenantBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := fmt.Sprintf("it:algos:%d:", time.Now().UnixNano())
-	for _, algo := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
+	for _, algo := range domain.AlgorithmNames() {
 		g := startReplica(t, srv.URL, "TOLLGATE_ALGORITHM="+algo, "TOLLGATE_KEY_PREFIX="+prefix,
 			"TOLLGATE_TENANTS_FILE="+tenants, "TOLLGATE_LIMIT=1", "TOLLGATE_FAIL_MODE=closed",
 			// A first decision loads its script on a new connection: under
