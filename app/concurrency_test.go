@@ -205,12 +205,23 @@ func TestConcurrencyLowered(t *testing.T) {
 	if n := up.InFlight(); n != 3 {
 		t.Errorf("%d requests at the upstream after the limit was lowered, want the 3 running (none evicted)", n)
 	}
-	up.Open()
+	// The running requests end one by one: new ones are refused until
+	// fewer than the new cap run, 2 and 1 running included.
+	for running := int64(2); running >= 1; running-- {
+		up.Release(t)
+		up.WaitInFlight(t, running)
+		if status, _ := policyOf(); status != 429 {
+			t.Errorf("%d running under a cap of 1: a new request got %d, want 429", running, status)
+		}
+	}
+	up.Release(t)
+	up.WaitInFlight(t, 0)
 	for i, c := range held {
 		if status := <-c; status != 200 {
 			t.Errorf("running request %d: %d, want 200 (it was admitted before the change)", i+1, status)
 		}
 	}
+	up.Open()
 	// One slot now: one request at a time.
 	var wg sync.WaitGroup
 	statuses := make(chan int, 4)

@@ -14,8 +14,8 @@ import (
 // requests it is serving at once, and the most it ever served at once.
 // Its paths:
 //
-//   - /hold holds the request until [Upstream.Open] (or its client goes
-//     away), then answers 200;
+//   - /hold holds the request until [Upstream.Open] or
+//     [Upstream.Release] (or its client goes away), then answers 200;
 //   - /sleep?ms=N answers 200 after N ms (or when its client goes away);
 //   - /stream?n=N&ms=M streams N lines, each flushed, M ms apart;
 //   - /broken drops the connection without an answer (a gateway answers
@@ -32,13 +32,14 @@ type Upstream struct {
 	inFlight, most atomic.Int64
 	served         atomic.Int64
 	gate           chan struct{} // closed by Open
+	one            chan struct{} // a send lets one held request finish: Release
 	once           sync.Once
 }
 
 // NewUpstream starts an Upstream for the rest of t.
 func NewUpstream(t testing.TB) *Upstream {
 	t.Helper()
-	u := &Upstream{gate: make(chan struct{})}
+	u := &Upstream{gate: make(chan struct{}), one: make(chan struct{})}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	u.URL = u.srv.URL
 	t.Cleanup(func() {
@@ -57,6 +58,7 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	case "/hold":
 		select {
 		case <-u.gate:
+		case <-u.one:
 		case <-r.Context().Done():
 			return
 		}
@@ -118,6 +120,17 @@ func (u *Upstream) WaitInFlight(t testing.TB, n int64) {
 // Open lets every request held on /hold, now or later, finish. It is
 // idempotent.
 func (u *Upstream) Open() { u.once.Do(func() { close(u.gate) }) }
+
+// Release lets one request held on /hold finish, waiting up to 10 s for
+// one to be held, and fails t otherwise.
+func (u *Upstream) Release(t testing.TB) {
+	t.Helper()
+	select {
+	case u.one <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("apptest: no request held on /hold to release")
+	}
+}
 
 // CloseConnections closes the connections clients hold to it (idle
 // ones included), so that their goroutines end.
