@@ -188,13 +188,15 @@ func TestConcurrencyLowered(t *testing.T) {
 		resp, _ := get(t, g.Public+"/hold", "X-Tenant-ID", "acme") // denied (or held, if admitted)
 		return resp.StatusCode, strings.Join(resp.Header.Values("RateLimit-Policy"), ", ")
 	}
-	rewrite(t, policy, `{"routes": [{"name": "slow", "path": "/", "limits": [{"name": "slow-inflight", "concurrency": 0}]}]}`)
-	hup()
-	waitFor(t, "the rejection", func() bool {
-		return len(logtest.Lines(t, g.Logs(), "policy file rejected; keeping the previous policy")) > 0
-	})
-	if status, got := policyOf(); status != 429 || got != `"slow-inflight";q=3;qu="concurrent-requests"` {
-		t.Fatalf("after a bad file: %d, %q; want 429 under the old limit of 3", status, got)
+	for i, bad := range []string{`"concurrency": 0`, `"concurrency": 1000001`, `"concurrency": 2, "window": "1s"`, `"concurrency": 2, "limit": 5`} {
+		rewrite(t, policy, `{"routes": [{"name": "slow", "path": "/", "limits": [{"name": "slow-inflight", `+bad+`}]}]}`)
+		hup()
+		waitFor(t, "the rejection of "+bad, func() bool {
+			return len(logtest.Lines(t, g.Logs(), "policy file rejected; keeping the previous policy")) > i
+		})
+		if status, got := policyOf(); status != 429 || got != `"slow-inflight";q=3;qu="concurrent-requests"` {
+			t.Fatalf("after a file with %s: %d, %q; want 429 under the old limit of 3", bad, status, got)
+		}
 	}
 	rewrite(t, policy, `{"routes": [{"name": "slow", "path": "/", "limits": [{"name": "slow-inflight", "concurrency": 1}]}]}`)
 	hup()
