@@ -277,3 +277,26 @@ func jsonType(t reflect.Type) string {
 	}
 	return "object"
 }
+
+// TestOpenAPIUsageStatuses: each operation of the usage API lists every
+// status its handler answers (TestUsageBadRequests, TestUsageReset and
+// TestUsageStoreFails see each of them), and no other.
+func TestOpenAPIUsageStatuses(t *testing.T) {
+	t.Parallel()
+	d := loadOpenAPI(t)
+	want := []string{"200", "400", "401", "404", "405", "503"}
+	for _, op := range []struct{ path, method string }{
+		{usagePath, "get"},
+		{"/v1/tenants/{id}/reset", "post"},
+	} {
+		resps := d.at(t, d.root, "", "paths", op.path, op.method, "responses")
+		var got []string
+		for code := range resps {
+			got = append(got, code)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s %s: responses %v, want %v", op.method, op.path, got, want)
+		}
+	}
+}
