@@ -244,11 +244,11 @@ func (c *redisCluster) waitPromotion(t *testing.T, dead *clusterNode, within tim
 	}
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		ranges, err := witness.Client.ClusterSlots(t.Context()).Result()
+		ranges, err := slotRanges(t.Context(), witness.Client)
 		if err == nil {
 			for _, r := range ranges {
-				if int(r.Start) <= slot && slot <= int(r.End) && r.Nodes[0].ID != dead.ID {
-					return c.byID(t, r.Nodes[0].ID)
+				if r.start <= slot && slot <= r.end && r.master != "" && r.master != dead.ID {
+					return c.byID(t, r.master)
 				}
 			}
 		}

@@ -294,13 +294,13 @@ func (c *redisCluster) waitHealthy(ctx context.Context) error {
 		if err != nil || !strings.Contains(info, "cluster_state:ok") {
 			return false, err
 		}
-		slots, err := n.Client.ClusterSlots(ctx).Result()
-		if err != nil || len(slots) != clusterMasters {
+		ranges, err := slotRanges(ctx, n.Client)
+		if err != nil || len(ranges) != clusterMasters {
 			return false, err
 		}
-		for _, s := range slots {
-			if len(s.Nodes) != 2 {
-				return false, nil
+		for _, r := range ranges {
+			if r.online != 2 {
+				return false, nil // a master and its replica, synced
 			}
 		}
 		repl, err := n.Client.Info(ctx, "replication").Result()
@@ -366,13 +366,13 @@ func (c *redisCluster) masterOf(tb testing.TB, key string) *clusterNode {
 func (c *redisCluster) slotOwner(tb testing.TB, slot int) *clusterNode {
 	tb.Helper()
 	for _, n := range c.Nodes {
-		ranges, err := n.Client.ClusterSlots(context.Background()).Result()
+		ranges, err := slotRanges(context.Background(), n.Client)
 		if err != nil {
 			continue
 		}
 		for _, r := range ranges {
-			if slot >= r.Start && slot <= r.End {
-				return c.byID(tb, r.Nodes[0].ID)
+			if slot >= r.start && slot <= r.end && r.master != "" {
+				return c.byID(tb, r.master)
 			}
 		}
 	}
@@ -389,4 +389,39 @@ func (c *redisCluster) byID(tb testing.TB, id string) *clusterNode {
 	}
 	tb.Fatalf("no node with id %s", id)
 	return nil
+}
+
+// slotRange is a range of slots as a node sees it (CLUSTER SHARDS): the
+// master that serves it, and how many of the shard's nodes are online
+// (a replica is online once its first sync is done).
+type slotRange struct {
+	start, end int
+	master     string
+	online     int
+}
+
+// slotRanges returns the slot ranges that node rdb knows, from CLUSTER
+// SHARDS (Redis 7, Valkey 7.2; CLUSTER SLOTS is deprecated).
+func slotRanges(ctx context.Context, rdb *goredis.Client) ([]slotRange, error) {
+	shards, err := rdb.ClusterShards(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []slotRange
+	for _, sh := range shards {
+		master, online := "", 0
+		for _, n := range sh.Nodes {
+			if n.Health != "online" {
+				continue
+			}
+			online++
+			if n.Role == "master" {
+				master = n.ID
+			}
+		}
+		for _, r := range sh.Slots {
+			out = append(out, slotRange{start: int(r.Start), end: int(r.End), master: master, online: online})
+		}
+	}
+	return out, nil
 }
