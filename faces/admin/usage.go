@@ -178,30 +178,28 @@ func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 	u.opts.Count("reset")
 	id := domain.TenantID(chi.URLParam(r, "id"))
-	limit, code := "", 0
-	defer func() {
-		what := limit
-		if what == "" {
-			what = "all"
-		}
-		if code == http.StatusOK {
-			u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r))
-			return
-		}
-		u.opts.Log.Warn("usage API: reset not done", "tenant", string(id), "limit", what, "client", peer(r), "status", code)
-	}()
-	if vs, ok := r.URL.Query()["limit"]; ok {
-		if len(vs) != 1 || !domain.ValidName(vs[0]) {
-			limit, code = strings.Join(vs, ","), http.StatusBadRequest
-			writeJSON(w, code, errorBody{"limit: want one limit name of the policy, such as ?limit=per-minute"})
-			return
-		}
-		limit = vs[0]
+	what, code := "all", http.StatusBadRequest
+	if vs, ok := r.URL.Query()["limit"]; !ok {
+		code = u.resetAs(w, r, id, "")
+	} else if what = strings.Join(vs, ","); len(vs) == 1 && domain.ValidName(vs[0]) {
+		code = u.resetAs(w, r, id, vs[0])
+	} else {
+		writeJSON(w, code, errorBody{"limit: want one limit name of the policy, such as ?limit=per-minute"})
 	}
+	if code == http.StatusOK {
+		u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r))
+		return
+	}
+	u.opts.Log.Warn("usage API: reset not done", "tenant", clipped(string(id)), "limit", clipped(what), "client", peer(r), "status", code)
+}
+
+// resetAs resets tenant id's limit (every one: "") and answers its usage,
+// and returns the status it answered.
+func (u *usageAPI) resetAs(w http.ResponseWriter, r *http.Request, id domain.TenantID, limit string) int {
 	ctx, cancel := context.WithTimeout(r.Context(), u.opts.Timeout)
 	defer cancel()
 	us, err := u.opts.Engine.Reset(ctx, id, limit)
-	code = u.answer(w, id, limit, us, err)
+	return u.answer(w, id, limit, us, err)
 }
 
 // answer writes the usage us of tenant id, or err as its status, and
@@ -263,6 +261,15 @@ func quoted(s string) string {
 		return strconv.Quote(s[:80]) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// clipped is s cut at 80 bytes, for a log line: a refused call's id or
+// limit is the client's, of any length.
+func clipped(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
 }
 
 // writeJSON writes v as the JSON body of a status answer.
