@@ -15,6 +15,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/tollgate/tollgate/internal/freeport"
 )
 
 // A Redis Cluster for the tests: 3 masters and 3 replicas, each a
@@ -120,11 +122,11 @@ func clusterPorts(k int) ([]int, []int, error) {
 		return ports, bus, nil
 	}
 	for i := range n {
-		p, err := loopbackPort()
+		p, err := freeport.Loopback()
 		if err != nil {
 			return nil, nil, err
 		}
-		q, err := loopbackPort()
+		q, err := freeport.Loopback()
 		if err != nil {
 			return nil, nil, err
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 	"github.com/testcontainers/testcontainers-go/wait"
+
 	"github.com/tollgate/tollgate/internal/freeport"
 )
 
@@ -217,16 +218,12 @@ func withFixedHostPort(port int) testcontainers.CustomizeRequestOption {
 // freePort returns a TCP port that was free on loopback a moment ago.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	p, err := loopbackPort()
+	p, err := freeport.Loopback()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return p
 }
-
-// loopbackPort returns a TCP port that was free on loopback a moment ago
-// (freeport.Loopback: below the ephemeral range).
-func loopbackPort() (int, error) { return freeport.Loopback() }
 
 // pause freezes the Redis process (docker pause): connections stay open
 // and nothing answers.
