@@ -260,6 +260,13 @@ func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int,
 		ID:        env.replica,
 		OnError:   env.onError,
 		OnCount:   env.metrics.SetReplicas,
+		OnOvercount: func(renewing, listening int) {
+			if renewing > listening {
+				env.log.Warn("replica count: more members renew announcements than replicas listen on Redis; counting the listeners", "key", cfg.KeyPrefix+"replicas", "renewing", renewing, "listening", listening)
+				return
+			}
+			env.log.Info("replica count: the members renewing announcements are the replicas listening again", "key", cfg.KeyPrefix+"replicas", "replicas", listening)
+		},
 	})
 	return count.N, count
 }

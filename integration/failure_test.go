@@ -393,9 +393,9 @@ func TestReplicaAnnouncements(t *testing.T) {
 	prefix := uniquePrefix(t)
 	r := redis.NewReplicas(redis.NewClient(srv.Client), prefix)
 	ctx := context.Background()
-	ids := func(as []ports.Announcement) []string {
+	ids := func(r ports.Roll) []string {
 		var out []string
-		for _, a := range as {
+		for _, a := range r.Alive {
 			out = append(out, a.ID)
 		}
 		slices.Sort(out)
@@ -406,15 +406,27 @@ func TestReplicaAnnouncements(t *testing.T) {
 		ttl  time.Duration
 		want []string
 	}{{"a", time.Second, []string{"a"}}, {"b", 300 * time.Millisecond, []string{"a", "b"}}, {"a", time.Second, []string{"a", "b"}}}
-	var last []ports.Announcement
+	var last ports.Roll
 	for _, s := range steps {
 		got, err := r.Announce(ctx, s.id, s.ttl)
-		if err != nil || !slices.Equal(ids(got), s.want) {
-			t.Fatalf("Announce(%s) = %v, %v; want %v", s.id, got, err, s.want)
+		if err != nil || !slices.Equal(ids(got), s.want) || got.Listening != 1 {
+			t.Fatalf("Announce(%s) = %+v, %v; want %v, 1 listening", s.id, got, err, s.want)
 		}
 		last = got
 	}
-	for _, a := range last {
+	// Another Replicas listens once it announces, and no longer once it
+	// withdraws.
+	other := redis.NewReplicas(redis.NewClient(srv.Client), prefix)
+	if got, err := other.Announce(ctx, "c", 300*time.Millisecond); err != nil || got.Listening != 2 {
+		t.Errorf("a second Replicas announcing: %+v, %v; want 2 listening", got, err)
+	}
+	if err := other.Withdraw(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Announce(ctx, "a", time.Second); err != nil || got.Listening != 1 || !slices.Contains(ids(got), "a") {
+		t.Errorf("after the second withdrew: %+v, %v; want a alive, 1 listening", got, err)
+	}
+	for _, a := range last.Alive {
 		if exp := time.UnixMilli(a.Expires); exp.Before(time.Now().Add(-time.Second)) || exp.After(time.Now().Add(2*time.Second)) {
 			t.Errorf("announcement %+v: expiry %v not about a TTL from now on Redis's clock", a, exp)
 		}
@@ -447,6 +459,65 @@ func TestReplicaAnnouncements(t *testing.T) {
 	}
 	if _, err := r.Announce(ctx, "a", time.Second); !errors.Is(err, ports.ErrKeyType) {
 		t.Errorf("Announce over a string key: %v, want ErrKeyType", err)
+	}
+}
+
+// TestReplicaCountAgainstForgers: two replicas in the fail mode local,
+// counting each other through Redis (one server, and a cluster), while
+// something else renews 8 members of their announcements every 500 ms
+// on Redis's clock, as a replica would: N stays 2, since only two
+// replicas listen on the channel, and each replica logs the cut once.
+func TestReplicaCountAgainstForgers(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		start func(t *testing.T, env ...string) (goredis.UniversalClient, []*apptest.Gateway)
+	}{
+		{"redis", func(t *testing.T, env ...string) (goredis.UniversalClient, []*apptest.Gateway) {
+			srv := startRedis(t)
+			return srv.Client, []*apptest.Gateway{startReplica(t, srv.URL, env...), startReplica(t, srv.URL, env...)}
+		}},
+		{"cluster", func(t *testing.T, env ...string) (goredis.UniversalClient, []*apptest.Gateway) {
+			c := sharedClusterFor(t)
+			return c.Client, []*apptest.Gateway{startClusterReplica(t, c, env...), startClusterReplica(t, c, env...)}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			prefix := uniquePrefix(t)
+			rdb, gws := tt.start(t, "TOLLGATE_FAIL_MODE=local", "TOLLGATE_KEY_PREFIX="+prefix)
+			ctx := t.Context()
+			forge := func() {
+				now, err := rdb.Time(ctx).Result()
+				if err != nil {
+					t.Errorf("TIME: %v", err)
+					return
+				}
+				for i := range 8 {
+					m := goredis.Z{Score: float64(now.Add(3 * time.Second).UnixMilli()), Member: fmt.Sprint("forged-", i)}
+					if err := rdb.ZAdd(ctx, prefix+"replicas", m).Err(); err != nil {
+						t.Errorf("ZADD: %v", err)
+					}
+				}
+			}
+			for _, g := range gws {
+				waitMetric(t, g, "tollgate_replicas", 2)
+			}
+			for i := range 12 { // 6 s: every forged member is seen renewed, many times
+				forge()
+				time.Sleep(500 * time.Millisecond)
+				for k, g := range gws {
+					if n := metric(t, g, "tollgate_replicas"); n != 2 {
+						t.Fatalf("%d ms into the forgery: replica %d counts N = %v, want 2", 500*(i+1), k, n)
+					}
+				}
+			}
+			for k, g := range gws {
+				if n := strings.Count(g.Logs(), "more members renew announcements than replicas listen"); n != 1 {
+					t.Errorf("replica %d logged the cut %d times, want once:\n%s", k, n, g.Logs())
+				}
+			}
+		})
 	}
 }
 

@@ -102,6 +102,19 @@ type Announcement struct {
 	Expires int64
 }
 
+// Roll is what a shared store holds of the replicas at one announcement.
+type Roll struct {
+	// Alive are the announcements alive, the announcing replica's
+	// included.
+	Alive []Announcement
+	// Listening is how many connections the store itself sees held open
+	// by replicas listening on their channel (the announcing replica's
+	// included once its listener is up). Writing keys cannot raise it:
+	// only holding connections open can. 0 means the store does not see
+	// the announcing replica listening, so it cannot vouch for a count.
+	Listening int
+}
+
 // Pinger reports whether a store answers. Admin readiness checks use it.
 type Pinger interface {
 	Ping(ctx context.Context) error

@@ -79,10 +79,12 @@ func divide(req domain.Request, n int) domain.Request {
 type Announcer interface {
 	// Announce records replica id as alive for ttl and returns every
 	// announcement alive, id's included, each with its expiry on the
-	// store's clock. An error wrapping [ports.ErrKeyType] is the store's
-	// key holding something else (written by another program).
-	Announce(ctx context.Context, id string, ttl time.Duration) ([]ports.Announcement, error)
-	// Withdraw removes id's announcement.
+	// store's clock, and how many replicas the store sees listening
+	// (id's listener, which the first Announce starts, included). An
+	// error wrapping [ports.ErrKeyType] is the store's key holding
+	// something else (written by another program).
+	Announce(ctx context.Context, id string, ttl time.Duration) (ports.Roll, error)
+	// Withdraw removes id's announcement and stops its listener.
 	Withdraw(ctx context.Context, id string) error
 }
 
@@ -116,6 +118,12 @@ type ReplicaCountOptions struct {
 	// OnCount, if not nil, is told every count. It is called from one
 	// goroutine.
 	OnCount func(n int)
+	// OnOvercount, if not nil, is told when more replicas renew
+	// announcements than the store sees listening, so that the count is
+	// cut to the listeners (members written by something else), and
+	// again when that ends (renewing = listening). It is called from one
+	// goroutine, once per change.
+	OnOvercount func(renewing, listening int)
 }
 
 // ReplicaCount announces this replica every Interval and keeps the last
@@ -131,10 +139,16 @@ type ReplicaCountOptions struct {
 // alternate: one may announce twice while the other is late). A member
 // written once by something else (a stale or forged entry) never counts,
 // so no one can shrink every replica's local budget by adding members;
-// the store drops claims that outlast any announcement. A key of another
-// type (ports.ErrKeyType) is reported once, not every Interval, and the
-// count keeps its last good value. Whoever can write the store at will
-// can still steer the count: the store is trusted (docs/redis.md).
+// the store drops claims that outlast any announcement. Nor is the count
+// ever above the replicas the store sees listening (the most it saw
+// over the last TTL, so that a listener reconnecting does not dip it):
+// members renewed by something else are cut off there, and reported
+// through OnOvercount. An announcement whose store does not see this
+// replica listening vouches for nothing: the count keeps its last
+// value. A key of another type (ports.ErrKeyType) is reported once, not
+// every Interval, and the count keeps its last good value. Whoever can
+// hold connections open to the store, or run its admin commands, can
+// still steer the count: the store is trusted (docs/operations.md).
 //
 // ReplicaCount is safe for concurrent use by multiple goroutines.
 type ReplicaCount struct {
@@ -142,9 +156,14 @@ type ReplicaCount struct {
 	n    atomic.Int64      // 0: never counted
 	seen map[string]member // each member at the last announcement; the run goroutine's
 	bad  bool              // the last announcement met a key of another type; the run goroutine's
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	// The most listeners seen since listenAt, and whether the count is
+	// cut to them: the run goroutine's.
+	listening int
+	listenAt  time.Time
+	cut       bool
+	stop      chan struct{}
+	done      chan struct{}
+	once      sync.Once
 }
 
 // member is another replica's announcement, as this one saw it.
@@ -195,7 +214,7 @@ func (r *ReplicaCount) run() {
 func (r *ReplicaCount) announce() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
 	defer cancel()
-	alive, err := r.opts.Announcer.Announce(ctx, r.opts.ID, r.opts.TTL)
+	roll, err := r.opts.Announcer.Announce(ctx, r.opts.ID, r.opts.TTL)
 	if err != nil {
 		wrongType := errors.Is(err, ports.ErrKeyType)
 		if r.opts.OnError != nil && !(wrongType && r.bad) {
@@ -206,8 +225,8 @@ func (r *ReplicaCount) announce() {
 	}
 	r.bad = false
 	n := 1 // this replica
-	seen := make(map[string]member, len(alive))
-	for _, a := range alive {
+	seen := make(map[string]member, len(roll.Alive))
+	for _, a := range roll.Alive {
 		prev, ok := r.seen[a.ID]
 		m := member{expires: a.Expires, renewed: ok && (prev.renewed || a.Expires > prev.expires)}
 		seen[a.ID] = m
@@ -216,6 +235,19 @@ func (r *ReplicaCount) announce() {
 		}
 	}
 	r.seen = seen
+	if now := time.Now(); roll.Listening >= r.listening || now.Sub(r.listenAt) > r.opts.TTL {
+		r.listening, r.listenAt = roll.Listening, now
+	}
+	if roll.Listening < 1 || r.listening < 1 {
+		return // the store does not see this replica listening: no count
+	}
+	if cut := n > r.listening; cut != r.cut {
+		r.cut = cut
+		if r.opts.OnOvercount != nil {
+			r.opts.OnOvercount(n, min(n, r.listening))
+		}
+	}
+	n = min(n, r.listening)
 	r.n.Store(int64(n))
 	if r.opts.OnCount != nil {
 		r.opts.OnCount(n)

@@ -127,16 +127,20 @@ type announcer struct {
 	down      bool
 	err       error // returned by every Announce when set
 	announces int
+	// listening, when set, is what the store says of the listeners;
+	// otherwise they are the replicas that announced and did not
+	// withdraw.
+	listening func() int
 }
 
-func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) ([]ports.Announcement, error) {
+func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) (ports.Roll, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.down {
-		return nil, errStore
+		return ports.Roll{}, errStore
 	}
 	if a.err != nil {
-		return nil, a.err
+		return ports.Roll{}, a.err
 	}
 	a.announces++
 	a.alive[id] = true
@@ -151,7 +155,11 @@ func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) ([
 	for m, exp := range a.forged {
 		out = append(out, ports.Announcement{ID: m, Expires: exp})
 	}
-	return out, nil
+	listening := len(a.alive)
+	if a.listening != nil {
+		listening = a.listening()
+	}
+	return ports.Roll{Alive: out, Listening: listening}, nil
 }
 
 func (a *announcer) Withdraw(_ context.Context, id string) error {
@@ -342,6 +350,85 @@ func TestReplicaCountBelievesOnlyRenewals(t *testing.T) {
 		synctest.Wait()
 		if ra.N() != 1 {
 			t.Errorf("N once the key is repaired, b gone = %d, want 1", ra.N())
+		}
+	})
+}
+
+// TestReplicaCountNeverAboveListeners: members renewed by something
+// other than a replica (8 forged ones, renewed every interval) count no
+// more than the replicas the store sees listening, and that is
+// reported once as it starts and once as it ends; a listener that dips
+// for one announcement does not lower N, nor does a store that does not
+// see this replica listening; a replica that joins (announcing and
+// listening) still counts at once.
+func TestReplicaCountNeverAboveListeners(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := &announcer{alive: map[string]bool{}, forged: map[string]int64{}}
+		dip := -1 // when >= 0, the listeners the store reports instead
+		a.listening = func() int {
+			if dip >= 0 {
+				return dip
+			}
+			return len(a.alive)
+		}
+		stop := make(chan struct{})
+		go func() { // the forger renews its members every interval
+			for {
+				a.set(func(a *announcer) {
+					for i := range 8 {
+						a.forged[fmt.Sprint("fake-", i)] = time.Now().Add(3 * time.Second).UnixMilli()
+					}
+				})
+				select {
+				case <-stop:
+					return
+				case <-time.After(layers.DefaultAnnounceInterval):
+				}
+			}
+		}()
+		type change struct{ renewing, listening int }
+		var mu sync.Mutex
+		var changes []change
+		ra := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "a", OnOvercount: func(r, l int) {
+			mu.Lock()
+			changes = append(changes, change{r, l})
+			mu.Unlock()
+		}})
+		defer ra.Close()
+		wait := func(intervals int) {
+			time.Sleep(time.Duration(intervals) * layers.DefaultAnnounceInterval)
+			synctest.Wait()
+		}
+		join := func(id string) {
+			r := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: id})
+			t.Cleanup(func() { r.Close() })
+		}
+		join("b")
+		wait(3)
+		if ra.N() != 2 {
+			t.Errorf("N with two replicas listening and 8 forged members renewed = %d, want 2", ra.N())
+		}
+		for _, d := range []int{1, 0} {
+			a.set(func(*announcer) { dip = d })
+			wait(1)
+			a.set(func(*announcer) { dip = -1 })
+			if ra.N() != 2 {
+				t.Errorf("N after one announcement that saw %d listening = %d, want 2 kept", d, ra.N())
+			}
+		}
+		join("c")
+		wait(3)
+		if ra.N() != 3 {
+			t.Errorf("N once a third replica joined = %d, want 3", ra.N())
+		}
+		close(stop)
+		a.set(func(a *announcer) { clear(a.forged) })
+		wait(2)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(changes) != 2 || changes[0].renewing <= 2 || changes[0].listening != 2 || changes[1] != (change{3, 3}) {
+			t.Errorf("OnOvercount told %v, want a cut to 2 listening at the start, then {3 3} once the forger stopped", changes)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -19,14 +20,20 @@ const MaxAnnounceTTL = 30 * time.Second
 // themselves and count each other (for the local fail mode's N). It is
 // one key, <prefix>replicas, a sorted set of replica ids scored with
 // their expiry on Redis's clock, its TTL one announcement's (at most
-// [MaxAnnounceTTL]). The key carries no hash tag: it is one key, in one
-// slot, on a Redis Cluster too.
+// [MaxAnnounceTTL]), and a pub/sub channel of the same name that each
+// announcing replica listens on: Redis counts the connections
+// subscribed (PUBSUB NUMSUB), which no write to a key can raise. The key
+// carries no hash tag: it is one key, in one slot, on a Redis Cluster
+// too, and the channel's subscribers are on the node that holds it.
 //
 // Replicas is safe for concurrent use by multiple goroutines. It does
-// not own the client.
+// not own the client; it owns its subscription.
 type Replicas struct {
 	c   *Client
 	key string
+
+	mu sync.Mutex
+	ps *goredis.PubSub // listening since the first Announce; nil after Withdraw
 }
 
 // replicasScript announces a replica and counts them (lua/replicas.lua).
@@ -38,16 +45,21 @@ func NewReplicas(c *Client, prefix string) *Replicas {
 	return &Replicas{c: c, key: prefix + "replicas"}
 }
 
-// Key returns the key the announcements live under.
+// Key returns the key the announcements live under, and the name of
+// the channel the replicas listen on.
 func (r *Replicas) Key() string { return r.key }
 
 // Announce records replica id as alive for ttl (capped at
 // MaxAnnounceTTL), drops the announcements that expired or outlast any
 // announcement (not a replica's), and returns the ones alive with their
-// expiry on Redis's clock: one script run (lua/replicas.lua). A key of
-// another type (WRONGTYPE: something else wrote it) is an error wrapping
-// ports.ErrKeyType.
-func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) ([]ports.Announcement, error) {
+// expiry on Redis's clock and the connections listening on the channel:
+// one script run (lua/replicas.lua). The first call starts listening,
+// and waits for Redis to confirm it. A key of another type (WRONGTYPE:
+// something else wrote it) is an error wrapping ports.ErrKeyType.
+func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (ports.Roll, error) {
+	if err := r.listen(ctx); err != nil {
+		return ports.Roll{}, err
+	}
 	ttl = min(ttl, MaxAnnounceTTL)
 	args := append(replicasScript.cmdArgs(1, 3), r.key, id, windowMillis(ttl), windowMillis(MaxAnnounceTTL))
 	cmd := goredis.NewCmd(ctx, args...)
@@ -60,21 +72,61 @@ func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (
 		if goredis.HasErrorPrefix(err, "WRONGTYPE") {
 			err = fmt.Errorf("%w: %w", ports.ErrKeyType, err)
 		}
-		return nil, fmt.Errorf("redis: announce in %q: %w", r.key, err)
+		return ports.Roll{}, fmt.Errorf("redis: announce in %q: %w", r.key, err)
 	}
-	out := make([]ports.Announcement, 0, len(vals)/2)
-	for i := 0; i+1 < len(vals); i += 2 {
+	if len(vals)%2 != 1 {
+		return ports.Roll{}, fmt.Errorf("redis: announce in %q: %d values in the reply, want an odd number", r.key, len(vals))
+	}
+	listening, err := strconv.Atoi(vals[0])
+	if err != nil {
+		return ports.Roll{}, fmt.Errorf("redis: announce in %q: listening %q: %w", r.key, vals[0], err)
+	}
+	roll := ports.Roll{Listening: listening, Alive: make([]ports.Announcement, 0, len(vals)/2)}
+	for i := 1; i+1 < len(vals); i += 2 {
 		exp, err := strconv.ParseInt(vals[i+1], 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("redis: announce in %q: score %q: %w", r.key, vals[i+1], err)
+			return ports.Roll{}, fmt.Errorf("redis: announce in %q: score %q: %w", r.key, vals[i+1], err)
 		}
-		out = append(out, ports.Announcement{ID: vals[i], Expires: exp})
+		roll.Alive = append(roll.Alive, ports.Announcement{ID: vals[i], Expires: exp})
 	}
-	return out, nil
+	return roll, nil
 }
 
-// Withdraw removes replica id's announcement (ZREM).
+// listen subscribes to the channel once, waiting (within ctx) for Redis
+// to confirm it, and then drains whatever is published there (nothing
+// the gateway sends: draining keeps a publisher from filling the
+// connection's buffer until Redis drops it). go-redis subscribes again
+// by itself after a lost connection.
+func (r *Replicas) listen(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ps != nil {
+		return nil
+	}
+	ps := r.c.rdb.Subscribe(ctx, r.key)
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return fmt.Errorf("redis: listen on %q: %w", r.key, err)
+	}
+	msgs := ps.Channel()
+	go func() {
+		for range msgs {
+			// drained, never read
+		}
+	}()
+	r.ps = ps
+	return nil
+}
+
+// Withdraw removes replica id's announcement (ZREM) and stops listening
+// on the channel.
 func (r *Replicas) Withdraw(ctx context.Context, id string) error {
+	r.mu.Lock()
+	if r.ps != nil {
+		_ = r.ps.Close() // ends the drain too
+		r.ps = nil
+	}
+	r.mu.Unlock()
 	if err := r.c.rdb.ZRem(ctx, r.key, id).Err(); err != nil {
 		return fmt.Errorf("redis: withdraw replica from %q: %w", r.key, err)
 	}
