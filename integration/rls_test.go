@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/rls"
 )
 
 // rlsConfig is the configuration of the rate limit service tests: key2
@@ -119,26 +121,39 @@ func TestRLSRedis(t *testing.T) {
 		}
 	})
 
-	t.Run("local fail mode: limit/N in process", func(t *testing.T) {
-		dead := fmt.Sprintf("redis://127.0.0.1:%d/0", freePort(t))
-		_, c := rlsGateway(t, dead, "TOLLGATE_FAIL_MODE=local", "TOLLGATE_REPLICAS=2", "TOLLGATE_REDIS_TIMEOUT=20ms")
+	t.Run("an outage: the local fail mode, then back on Redis", func(t *testing.T) {
+		port := freePort(t)
+		own := startRedis(t, withFixedHostPort(port))
+		prefix := uniquePrefix(t)
+		_, c := rlsGateway(t, fmt.Sprintf("redis://127.0.0.1:%d/0", port), "TOLLGATE_KEY_PREFIX="+prefix,
+			"TOLLGATE_FAIL_MODE=local", "TOLLGATE_REPLICAS=2", "TOLLGATE_REDIS_TIMEOUT=100ms")
+		if r := rlsAsk(t, c, 0, rlsDesc("key2", "out", -1)); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 19 {
+			t.Fatalf("healthy: %v, want OK, 19 left of 20", r)
+		}
+		own.stop(t)
 		for i := range 10 {
-			r := rlsAsk(t, c, 0, rlsDesc("key2", "local", -1))
-			if r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 10 {
-				t.Fatalf("request %d with the store down: %v, want OK against 20/2 = 10", i+1, r)
+			if r := rlsAsk(t, c, 0, rlsDesc("key2", "out", -1)); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 10 {
+				t.Fatalf("request %d during the outage: %v, want OK against 20/2 = 10 in process", i+1, r)
 			}
 		}
-		if r := rlsAsk(t, c, 0, rlsDesc("key2", "local", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
-			t.Errorf("request 11 with the store down: %v, want OVER_LIMIT", r)
+		if r := rlsAsk(t, c, 0, rlsDesc("key2", "out", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("request 11 during the outage: %v, want OVER_LIMIT", r)
 		}
-	})
-
-	t.Run("closed fail mode: UNAVAILABLE", func(t *testing.T) {
-		dead := fmt.Sprintf("redis://127.0.0.1:%d/0", freePort(t))
-		_, c := rlsGateway(t, dead, "TOLLGATE_FAIL_MODE=closed", "TOLLGATE_REDIS_TIMEOUT=20ms")
-		_, err := c.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlsDesc("key2", "x", -1)}})
-		if status.Code(err) != codes.Unavailable {
-			t.Errorf("store down, fail mode closed: %v, want UNAVAILABLE", err)
+		own.start(t)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			// Back on Redis: the budget of 20 (Redis was restarted empty).
+			r := rlsAsk(t, c, 0, rlsDesc("key2", "back", -1))
+			if r.OverallCode == pb.RateLimitResponse_OK && r.Statuses[0].CurrentLimit.GetRequestsPerUnit() == 20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("5 s after Redis restarted: %v, want decisions on Redis again (20 per minute)", r)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := count(t, own.Client, rlsKey(prefix, domain.AlgorithmFixedWindow, "key2", "back", time.Minute)); n < 1 {
+			t.Errorf("key2=back's counter on Redis after the restart: %d, want at least 1", n)
 		}
 	})
 }
@@ -179,11 +194,92 @@ func TestRLSCluster(t *testing.T) {
 // rlsGuarantees runs the tollgate-only guarantees of the rate limit
 // service on rdb (at redisURL; environ added to every gateway).
 func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, environ ...string) {
+	gatewayAt := func(t *testing.T, url, prefix string, more ...string) (*apptest.Gateway, pb.RateLimitServiceClient) {
+		return rlsGateway(t, url, append(append([]string{"TOLLGATE_KEY_PREFIX=" + prefix}, environ...), more...)...)
+	}
 	gateway := func(t *testing.T, prefix string, more ...string) pb.RateLimitServiceClient {
-		_, c := rlsGateway(t, redisURL, append(append([]string{"TOLLGATE_KEY_PREFIX=" + prefix}, environ...), more...)...)
+		_, c := gatewayAt(t, redisURL, prefix, more...)
 		return c
 	}
+	// dead is a store that refuses every connection.
+	dead := func(t *testing.T) string { return fmt.Sprintf("redis://127.0.0.1:%d/0", freePort(t)) }
 	fw := domain.AlgorithmFixedWindow
+
+	t.Run("a denied flood is answered from memory", func(t *testing.T) {
+		g, c := gatewayAt(t, redisURL, uniquePrefix(t))
+		rlsAsk(t, c, 0, rlsDesc("key3", "flood", -1))
+		before := storeDecided(t, g)
+		const flood = 2000
+		for range flood {
+			if r := rlsAsk(t, c, 0, rlsDesc("key3", "flood", -1), rlsDesc("key2", "flood", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("flood: %v, want OVER_LIMIT", r)
+			}
+		}
+		if per := (storeDecided(t, g) - before) / flood; per > 0.05 {
+			t.Errorf("%.3f decisions on the store per denial of a flood, want <= 0.05 (the deny cache answers)", per)
+		}
+	})
+
+	t.Run("local fail mode: limit/N in process", func(t *testing.T) {
+		_, c := gatewayAt(t, dead(t), uniquePrefix(t), "TOLLGATE_FAIL_MODE=local", "TOLLGATE_REPLICAS=2", "TOLLGATE_REDIS_TIMEOUT=20ms")
+		for i := range 10 {
+			r := rlsAsk(t, c, 0, rlsDesc("key2", "local", -1))
+			if r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 10 {
+				t.Fatalf("request %d with the store down: %v, want OK against 20/2 = 10", i+1, r)
+			}
+		}
+		if r := rlsAsk(t, c, 0, rlsDesc("key2", "local", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("request 11 with the store down: %v, want OVER_LIMIT", r)
+		}
+	})
+
+	t.Run("closed fail mode: UNAVAILABLE", func(t *testing.T) {
+		_, c := gatewayAt(t, dead(t), uniquePrefix(t), "TOLLGATE_FAIL_MODE=closed", "TOLLGATE_REDIS_TIMEOUT=20ms")
+		_, err := c.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlsDesc("key2", "x", -1)}})
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("store down, fail mode closed: %v, want UNAVAILABLE", err)
+		}
+	})
+
+	t.Run("the breaker: a failing store is not asked per request", func(t *testing.T) {
+		g, c := gatewayAt(t, dead(t), uniquePrefix(t), "TOLLGATE_FAIL_MODE=open", "TOLLGATE_REDIS_TIMEOUT=20ms")
+		start, asked := time.Now(), 0
+		for ; time.Since(start) < time.Second; asked++ {
+			if r := rlsAsk(t, c, 0, rlsDesc("key2", "b", -1)); r.OverallCode != pb.RateLimitResponse_OK {
+				t.Fatalf("request %d, store down, fail mode open: %v, want OK", asked+1, r)
+			}
+		}
+		errs := metric(t, g, "tollgate_store_errors_total")
+		t.Logf("a second of a failing store: %d requests, %v failed store calls", asked, errs)
+		if metric(t, g, "tollgate_store_up") != 0 || metric(t, g, "tollgate_store_breaker_opens_total") < 1 {
+			t.Errorf("store down: tollgate_store_up %v, breaker opens %v; want 0 and at least 1",
+				metric(t, g, "tollgate_store_up"), metric(t, g, "tollgate_store_breaker_opens_total"))
+		}
+		if errs < 1 || errs > 40 || errs > float64(asked)/4 {
+			t.Errorf("%v failed store calls for %d requests in a second, want a few probes (at most 40, a quarter of the requests)", errs, asked)
+		}
+	})
+
+	t.Run("TOLLGATE_RLS_RESPONSE_HEADERS from the store's counts", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		a, b := gateway(t, prefix, "TOLLGATE_RLS_RESPONSE_HEADERS=true"), gateway(t, prefix, "TOLLGATE_RLS_RESPONSE_HEADERS=true")
+		rlsAsk(t, a, 0, rlsDesc("key2", "h", -1))
+		rlsAsk(t, b, 0, rlsDesc("key2", "h", -1))
+		r := rlsAsk(t, a, 0, rlsDesc("key2", "h", -1), rlsDesc("key3", "h", -1))
+		headers := map[string]string{}
+		for _, h := range r.ResponseHeadersToAdd {
+			headers[h.Key] = h.Value
+		}
+		// key3 (1 per hour, none left) has the fewest remaining.
+		reset, _ := strconv.Atoi(headers[rls.HeaderReset])
+		if headers[rls.HeaderLimit] != "1" || headers[rls.HeaderRemaining] != "0" || reset < 1 || reset > 3600 {
+			t.Errorf("headers %v, want key3's: limit 1, remaining 0, reset within the hour", headers)
+		}
+		r = rlsAsk(t, b, 0, rlsDesc("key2", "h", -1))
+		if got := r.ResponseHeadersToAdd; len(got) != 3 || got[1].Value != "16" {
+			t.Errorf("the fourth key2=h over two replicas: headers %v, want 16 remaining of 20", got)
+		}
+	})
 
 	t.Run("all or nothing, on two replicas", func(t *testing.T) {
 		prefix := uniquePrefix(t)
@@ -266,7 +362,10 @@ func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, e
 		}
 	})
 
-	for _, algorithm := range []string{domain.AlgorithmSlidingLog, domain.AlgorithmSlidingWindow, domain.AlgorithmTokenBucket} {
+	for _, algorithm := range domain.AlgorithmNames() {
+		if algorithm == fw {
+			continue // the default: every test above
+		}
 		t.Run(algorithm, func(t *testing.T) {
 			prefix := uniquePrefix(t)
 			c := gateway(t, prefix, "TOLLGATE_ALGORITHM="+algorithm)
@@ -285,4 +384,18 @@ func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, e
 			checkTTLs(t, rdb, prefix+"*", 2*time.Minute)
 		})
 	}
+}
+
+// storeDecided is how many of g's decisions the store answered (allowed
+// or denied, any algorithm): not the deny cache's.
+func storeDecided(t *testing.T, g *apptest.Gateway) float64 {
+	t.Helper()
+	var n float64
+	for series, v := range scrape(t, g) {
+		if strings.HasPrefix(series, "tollgate_decisions_total{") &&
+			(strings.Contains(series, `outcome="allowed"`) || strings.Contains(series, `outcome="denied"`)) {
+			n += v
+		}
+	}
+	return n
 }
