@@ -151,6 +151,10 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		}
 		be.closers = append(be.closers, local)
 		resets.also = append(resets.also, local)
+		// Another replica's reset, heard: the tenant's local counts
+		// start afresh here too (every limit of it: a reset's message
+		// names the tenant only).
+		resets.heard = append(resets.heard, func(t domain.TenantID) { local.Forget(domain.TenantKeys(cfg.KeyPrefix, t)) })
 		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onError})
 	default:
 		failMode = layers.FailOpen(onError)
@@ -161,12 +165,15 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		outer = append(outer, cache.Layer())
 		resets.forget = append(resets.forget, cache.Forget)
 	}
-	if st.shared && cfg.DenyCache && be.usage != nil {
-		// Other replicas' resets, heard at once (and within a second
-		// regardless: the cache's own bound).
+	if st.shared && be.usage != nil && (len(resets.forget) > 0 || len(resets.heard) > 0) {
+		// Other replicas' resets, heard at once (and for the deny cache
+		// within a second regardless: its own bound).
 		bus := redis.ListenResets(clientOf(closers), cfg.KeyPrefix, func(t domain.TenantID) {
 			for _, forget := range resets.forget {
 				forget(t)
+			}
+			for _, heard := range resets.heard {
+				heard(t)
 			}
 		})
 		resets.announce = func(ctx context.Context, t domain.TenantID) {
@@ -187,6 +194,7 @@ type resets struct {
 	ports.Usage
 	also     []ports.Usage
 	forget   []func(domain.TenantID)
+	heard    []func(domain.TenantID) // another replica's reset of the tenant, besides forget
 	announce func(context.Context, domain.TenantID) // to the other replicas; nil: none
 }
 

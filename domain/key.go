@@ -49,6 +49,13 @@ func Key(prefix string, t TenantID, algorithm, route, limit string) string {
 	return b.String()
 }
 
+// TenantKeys returns what every key of tenant t under prefix starts
+// with ([Key]): "<prefix>{<t>}". No key of another tenant, nor of an
+// address (anonymous traffic metered per address, "{ip:…}") or of a
+// descriptor ("{rls:…}"), starts with it: a tenant id holds no '}' and
+// no ':'.
+func TenantKeys(prefix string, t TenantID) string { return prefix + "{" + string(t) + "}" }
+
 // KeyInFlight is the algorithm part of a concurrency limit's key ([Key]):
 // its slots are one kind of state whatever TOLLGATE_ALGORITHM says (on
 // Redis a sorted set of leases), so that switching algorithms keeps the

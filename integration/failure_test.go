@@ -382,6 +382,66 @@ func waitMetric(t *testing.T, g *apptest.Gateway, series string, want float64) {
 	}
 }
 
+// TestLocalCountsHearResets: a reset made on one replica reaches the
+// local fail mode's counts of the others (the deny cache off, so that
+// only they answer): b spends its local budget in an outage, Redis comes
+// back, acme is reset on a, and in the next outage b admits acme afresh.
+func TestLocalCountsHearResets(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	srv := startRedis(t, withFixedHostPort(port))
+	prefix := uniquePrefix(t)
+	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	env := []string{"TOLLGATE_LIMIT=10", "TOLLGATE_WINDOW=1h", "TOLLGATE_KEY_PREFIX=" + prefix, "TOLLGATE_REDIS_TIMEOUT=100ms",
+		"TOLLGATE_FAIL_MODE=local", "TOLLGATE_REPLICAS=2", "TOLLGATE_DENY_CACHE=false", "TOLLGATE_ADMIN_TOKEN=" + usageToken}
+	a, b := startReplica(t, url, env...), startReplica(t, url, env...)
+	listening := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n, err := srv.Client.PubSubNumSub(t.Context(), prefix+"resets").Result()
+			if err == nil && n[prefix+"resets"] == 2 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replicas listening for resets: %v, %v; want 2", n, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	listening()
+	outage := func(step string, want []int) {
+		t.Helper()
+		srv.stop(t)
+		var got []int
+		for range want {
+			code, h := get(t, b, "acme")
+			if p := h.Get("RateLimit-Policy"); code == 200 && p != `"default";q=5;w=3600` {
+				t.Fatalf("%s: RateLimit-Policy %q, want the local budget q=5", step, p)
+			}
+			got = append(got, code)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: b answered %v, want %v", step, got, want)
+		}
+		srv.start(t)
+	}
+	outage("the first outage", []int{200, 200, 200, 200, 200, 429})
+	listening() // again, after the restart
+	deadline := time.Now().Add(5 * time.Second)
+	for code, h := get(t, a, "acme"); code != 200 || h.Get("RateLimit-Policy") != `"default";q=10;w=3600`; code, h = get(t, a, "acme") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a 5 s after Redis restarted: %d %q, want decided on Redis (q=10)", code, h.Get("RateLimit-Policy"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _ := adminCall(t, a, "POST", "/v1/tenants/acme/reset"); code != 200 {
+		t.Fatalf("reset on a: %d, want 200", code)
+	}
+	time.Sleep(300 * time.Millisecond) // b hears it
+	outage("the next outage, after the reset on a", []int{200, 200, 200, 200, 200, 429})
+}
+
 // TestReplicaAnnouncements: replicas announce themselves in one key
 // with a TTL of at most 30 s, see each other on Redis's clock, stop
 // seeing one whose announcement expired, and forget one that withdrew;

@@ -490,3 +490,47 @@ func TestUsageHoldsNoKey(t *testing.T) {
 		t.Fatalf("Reset: %v, Len %d, want 0", err, l.Len())
 	}
 }
+
+// TestForget: Forget of a tenant's keys drops each of its limits (a
+// route's, a calendar period's) and no other tenant's, even one whose id
+// extends it, nor a key holding a slot of a request running; the next
+// request starts afresh.
+func TestForget(t *testing.T) {
+	t.Parallel()
+	for _, a := range algorithms {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			l := a.new(memory.Options{SweepInterval: -1})
+			defer l.Close()
+			rule := domain.Rule{Limit: 1, Window: time.Hour}
+			spend := func(tenant domain.TenantID, keys ...string) domain.Request {
+				req := domain.Request{Tenant: tenant, Route: "default", Cost: 1}
+				for _, k := range keys {
+					req.Limits = append(req.Limits, domain.Limit{Name: k, Key: k, Rule: rule})
+				}
+				portstest.MustAllow(t, l, req)
+				return req
+			}
+			acme := spend("acme", domain.Key("rl:", "acme", a.name, "", "default"), domain.Key("rl:", "acme", a.name, "export", "hourly"))
+			other := spend("acme2", domain.Key("rl:", "acme2", a.name, "", "default"))
+			ip := spend(domain.Unknown, "rl:{ip:203.0.113.7}")
+			slot := slotsOf(domain.Key("rl:", "acme", domain.KeyInFlight, "", "inflight"), 1)
+			held := portstest.MustAllow(t, l, slot)
+			defer held.Release()
+			if got := l.Forget(domain.TenantKeys("rl:", "acme")); got != 2 {
+				t.Errorf("Forget(acme) dropped %d keys, want its 2 limits (not its slot held)", got)
+			}
+			if v := portstest.MustAllow(t, l, acme); !v.Allowed {
+				t.Errorf("acme after Forget: %+v, want a fresh budget", v)
+			}
+			for name, req := range map[string]domain.Request{"acme2": other, "an address": ip} {
+				if v := portstest.MustAllow(t, l, req); v.Allowed {
+					t.Errorf("%s after Forget(acme): %+v, want its spent budget kept", name, v)
+				}
+			}
+			if v := portstest.MustAllow(t, l, slot); v.Allowed {
+				t.Errorf("acme's slot after Forget: %+v, want still held", v)
+			}
+		})
+	}
+}

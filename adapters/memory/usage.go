@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"strings"
 
 	"github.com/tollgate/tollgate/domain"
 )
@@ -43,19 +44,40 @@ func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 		if lim.Concurrency {
 			continue
 		}
-		v, ok := l.keys.Load(lim.Key)
-		if !ok {
-			continue
+		if v, ok := l.keys.Load(lim.Key); ok {
+			l.drop(lim.Key, v.(*limiterEntry[S]))
 		}
-		e := v.(*limiterEntry[S])
-		e.mu.Lock()
-		if !e.swept {
-			e.swept = true
-			if l.keys.CompareAndDelete(lim.Key, e) {
-				l.n.Add(-1)
-			}
-		}
-		e.mu.Unlock()
 	}
 	return nil
+}
+
+// Forget drops every key that starts with prefix (a tenant's:
+// [domain.TenantKeys]) but those holding slots of requests running, and
+// returns how many it dropped: each one's next request starts afresh.
+// It visits every key the store holds.
+func (l *limiter[S, P]) Forget(prefix string) int {
+	n := 0
+	l.keys.Range(func(k, v any) bool {
+		if key := k.(string); strings.HasPrefix(key, prefix) && l.drop(key, v.(*limiterEntry[S])) {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// drop removes key's entry e, unless its slots are held (requests
+// running give them back) or it is gone already, and reports whether it
+// did.
+func (l *limiter[S, P]) drop(key string, e *limiterEntry[S]) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.swept || e.slots.Held() > 0 {
+		return false
+	}
+	e.swept = true
+	if l.keys.CompareAndDelete(key, e) {
+		l.n.Add(-1)
+	}
+	return true
 }
