@@ -194,7 +194,7 @@ type resets struct {
 	ports.Usage
 	also     []ports.Usage
 	forget   []func(domain.TenantID)
-	heard    []func(domain.TenantID) // another replica's reset of the tenant, besides forget
+	heard    []func(domain.TenantID)                // another replica's reset of the tenant, besides forget
 	announce func(context.Context, domain.TenantID) // to the other replicas; nil: none
 }
 
