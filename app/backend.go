@@ -178,7 +178,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		})
 		resets.announce = func(ctx context.Context, t domain.TenantID) {
 			if err := bus.Announce(ctx, t); err != nil {
-				env.log.Warn("usage API: the reset was not announced to the other replicas; they forget the tenant's denials within a second", "tenant", string(t), "err", err)
+				env.log.Warn("usage API: the reset was not announced to the other replicas; they forget the tenant's denials within a second, and keep its local fail-mode counts", "tenant", string(t), "err", err)
 			}
 		}
 		be.closers = append([]io.Closer{bus}, be.closers...) // unsubscribes before anything closes
@@ -274,6 +274,9 @@ func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int,
 				return
 			}
 			env.log.Info("replica count: the members renewing announcements are the replicas listening again", "key", cfg.KeyPrefix+"replicas", "replicas", listening)
+		},
+		OnListenError: func(err error) {
+			env.log.Warn("replica count: not listening on Redis; the others do not count this replica, and it counts every member that renews", "channel", cfg.KeyPrefix+"replicas", "err", err)
 		},
 	})
 	return count.N, count

@@ -467,18 +467,22 @@ func TestReplicaAnnouncements(t *testing.T) {
 		want []string
 	}{{"a", time.Second, []string{"a"}}, {"b", 300 * time.Millisecond, []string{"a", "b"}}, {"a", time.Second, []string{"a", "b"}}}
 	var last ports.Roll
-	for _, s := range steps {
+	for i, s := range steps {
+		// The first announcement starts listening: from the next one on,
+		// Redis vouches for it.
 		got, err := r.Announce(ctx, s.id, s.ttl)
-		if err != nil || !slices.Equal(ids(got), s.want) || got.Listening != 1 {
-			t.Fatalf("Announce(%s) = %+v, %v; want %v, 1 listening", s.id, got, err, s.want)
+		if want := min(i, 1); err != nil || !slices.Equal(ids(got), s.want) || got.Listening != want || got.ListenErr != nil {
+			t.Fatalf("Announce(%s) = %+v, %v; want %v, %d listening", s.id, got, err, s.want, want)
 		}
 		last = got
 	}
-	// Another Replicas listens once it announces, and no longer once it
+	// Another Replicas listens once it announced, and no longer once it
 	// withdraws.
 	other := redis.NewReplicas(redis.NewClient(srv.Client), prefix)
-	if got, err := other.Announce(ctx, "c", 300*time.Millisecond); err != nil || got.Listening != 2 {
-		t.Errorf("a second Replicas announcing: %+v, %v; want 2 listening", got, err)
+	for _, want := range []int{0, 2} {
+		if got, err := other.Announce(ctx, "c", 300*time.Millisecond); err != nil || got.Listening != want {
+			t.Errorf("a second Replicas announcing: %+v, %v; want %d listening", got, err, want)
+		}
 	}
 	if err := other.Withdraw(ctx, "c"); err != nil {
 		t.Fatal(err)
@@ -578,6 +582,64 @@ func TestReplicaCountAgainstForgers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReplicaListenersFollowTheMaster: on a Redis Cluster, the replicas'
+// listeners follow the announcements key to its slot's new master after
+// a failover: Redis vouches for both again within seconds, and nothing
+// listens on the old master any more.
+func TestReplicaListenersFollowTheMaster(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	prefix := uniquePrefix(t)
+	key := prefix + "replicas"
+	rs := []*redis.Replicas{redis.NewReplicas(redis.NewClient(c.Client), prefix), redis.NewReplicas(redis.NewClient(c.Client), prefix)}
+	ctx := t.Context()
+	bothVouched := func(step string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ok := true
+			for i, r := range rs {
+				roll, err := r.Announce(ctx, fmt.Sprint("r", i), time.Second)
+				ok = ok && err == nil && roll.Listening == 2 && roll.ListenErr == nil
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: Redis does not vouch for both listeners after 10 s", step)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	bothVouched("before the failover")
+	old := c.masterOf(t, key)
+	var promoted *clusterNode
+	for i, n := range c.Nodes[:clusterMasters] {
+		if n == old {
+			promoted = c.Nodes[clusterMasters+i] // its replica
+		}
+	}
+	if err := promoted.Client.ClusterFailover(ctx).Err(); err != nil {
+		t.Fatalf("CLUSTER FAILOVER on %s: %v", promoted.Addr(), err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.masterOf(t, key) != promoted {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not the master of %s 10 s after CLUSTER FAILOVER", promoted.Addr(), key)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	bothVouched("after the failover")
+	if n, err := old.Client.PubSubNumSub(ctx, key).Result(); err != nil || n[key] != 0 {
+		t.Errorf("listeners left on the old master %s: %v, %v; want 0", old.Addr(), n, err)
+	}
+	for i, r := range rs {
+		if err := r.Withdraw(ctx, fmt.Sprint("r", i)); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

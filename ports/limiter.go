@@ -108,11 +108,14 @@ type Roll struct {
 	// included.
 	Alive []Announcement
 	// Listening is how many connections the store itself sees held open
-	// by replicas listening on their channel (the announcing replica's
-	// included once its listener is up). Writing keys cannot raise it:
-	// only holding connections open can. 0 means the store does not see
-	// the announcing replica listening, so it cannot vouch for a count.
+	// by replicas listening on their channel, this replica's included.
+	// Writing keys cannot raise it: only holding connections open can.
+	// 0 means the store did not vouch: this replica was not (yet)
+	// listening where it counted.
 	Listening int
+	// ListenErr, when not nil, is why this replica could not listen (the
+	// announcement itself was made).
+	ListenErr error
 }
 
 // Pinger reports whether a store answers. Admin readiness checks use it.

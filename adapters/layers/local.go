@@ -79,10 +79,11 @@ func divide(req domain.Request, n int) domain.Request {
 type Announcer interface {
 	// Announce records replica id as alive for ttl and returns every
 	// announcement alive, id's included, each with its expiry on the
-	// store's clock, and how many replicas the store sees listening
-	// (id's listener, which the first Announce starts, included). An
-	// error wrapping [ports.ErrKeyType] is the store's key holding
-	// something else (written by another program).
+	// store's clock, and how many replicas the store vouches are
+	// listening (id's listener, which Announce starts and keeps,
+	// included; 0 when it cannot vouch). An error wrapping
+	// [ports.ErrKeyType] is the store's key holding something else
+	// (written by another program).
 	Announce(ctx context.Context, id string, ttl time.Duration) (ports.Roll, error)
 	// Withdraw removes id's announcement and stops its listener.
 	Withdraw(ctx context.Context, id string) error
@@ -124,6 +125,10 @@ type ReplicaCountOptions struct {
 	// again when that ends (renewing = listening). It is called from one
 	// goroutine, once per change.
 	OnOvercount func(renewing, listening int)
+	// OnListenError, if not nil, is told when this replica cannot listen
+	// on the store (the announcement itself was made), once until it
+	// listens again. It is called from one goroutine.
+	OnListenError func(error)
 }
 
 // ReplicaCount announces this replica every Interval and keeps the last
@@ -140,12 +145,13 @@ type ReplicaCountOptions struct {
 // written once by something else (a stale or forged entry) never counts,
 // so no one can shrink every replica's local budget by adding members;
 // the store drops claims that outlast any announcement. Nor is the count
-// ever above the replicas the store sees listening (the most it saw
-// over the last TTL, so that a listener reconnecting does not dip it):
-// members renewed by something else are cut off there, and reported
-// through OnOvercount. An announcement whose store does not see this
-// replica listening vouches for nothing: the count keeps its last
-// value. A key of another type (ports.ErrKeyType) is reported once, not
+// above the replicas the store has seen listening over the last TTL
+// (the most of the announcements that vouched, so that a listener
+// reconnecting does not dip it): members renewed by something else are
+// cut off there, and reported through OnOvercount. With no announcement
+// that vouched over the last TTL (this replica cannot listen: see
+// OnListenError), the count is the renewals'. A key of another type
+// (ports.ErrKeyType) is reported once, not
 // every Interval, and the count keeps its last good value. Whoever can
 // hold connections open to the store, or run its admin commands, can
 // still steer the count: the store is trusted (docs/operations.md).
@@ -156,14 +162,21 @@ type ReplicaCount struct {
 	n    atomic.Int64      // 0: never counted
 	seen map[string]member // each member at the last announcement; the run goroutine's
 	bad  bool              // the last announcement met a key of another type; the run goroutine's
-	// The most listeners seen since listenAt, and whether the count is
-	// cut to them: the run goroutine's.
-	listening int
-	listenAt  time.Time
-	cut       bool
-	stop      chan struct{}
-	done      chan struct{}
-	once      sync.Once
+	// The listeners the store vouched for over the last TTL, whether the
+	// count is cut to them, and whether listening failed at the last
+	// announcement: the run goroutine's.
+	listens []listens
+	cut     bool
+	deaf    bool
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+// listens is the listeners one announcement saw, and when.
+type listens struct {
+	at time.Time
+	n  int
 }
 
 // member is another replica's announcement, as this one saw it.
@@ -235,23 +248,46 @@ func (r *ReplicaCount) announce() {
 		}
 	}
 	r.seen = seen
-	if now := time.Now(); roll.Listening >= r.listening || now.Sub(r.listenAt) > r.opts.TTL {
-		r.listening, r.listenAt = roll.Listening, now
-	}
-	if roll.Listening < 1 || r.listening < 1 {
-		return // the store does not see this replica listening: no count
-	}
-	if cut := n > r.listening; cut != r.cut {
-		r.cut = cut
-		if r.opts.OnOvercount != nil {
-			r.opts.OnOvercount(n, min(n, r.listening))
+	if deaf := roll.ListenErr != nil; deaf != r.deaf {
+		r.deaf = deaf
+		if deaf && r.opts.OnListenError != nil {
+			r.opts.OnListenError(roll.ListenErr)
 		}
 	}
-	n = min(n, r.listening)
+	if bound := r.listeners(roll.Listening); bound >= 1 {
+		if cut := n > bound; cut != r.cut {
+			r.cut = cut
+			if r.opts.OnOvercount != nil {
+				r.opts.OnOvercount(n, min(n, bound))
+			}
+		}
+		n = min(n, bound)
+	}
 	r.n.Store(int64(n))
 	if r.opts.OnCount != nil {
 		r.opts.OnCount(n)
 	}
+}
+
+// listeners records the listeners an announcement vouched for (none:
+// 0) and returns the most vouched for over the last TTL, 0 for none.
+func (r *ReplicaCount) listeners(n int) int {
+	now := time.Now()
+	keep := r.listens[:0]
+	for _, l := range r.listens {
+		if now.Sub(l.at) <= r.opts.TTL {
+			keep = append(keep, l)
+		}
+	}
+	r.listens = keep
+	if n >= 1 {
+		r.listens = append(r.listens, listens{now, n})
+	}
+	most := 0
+	for _, l := range r.listens {
+		most = max(most, l.n)
+	}
+	return most
 }
 
 // Close stops announcing and withdraws this replica's announcement

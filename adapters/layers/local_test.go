@@ -131,6 +131,8 @@ type announcer struct {
 	// otherwise they are the replicas that announced and did not
 	// withdraw.
 	listening func() int
+	// deaf replicas cannot listen: their rolls vouch for nothing.
+	deaf map[string]bool
 }
 
 func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) (ports.Roll, error) {
@@ -155,9 +157,12 @@ func (a *announcer) Announce(_ context.Context, id string, ttl time.Duration) (p
 	for m, exp := range a.forged {
 		out = append(out, ports.Announcement{ID: m, Expires: exp})
 	}
-	listening := len(a.alive)
+	listening := len(a.alive) - len(a.deaf)
 	if a.listening != nil {
 		listening = a.listening()
+	}
+	if a.deaf[id] {
+		return ports.Roll{Alive: out, ListenErr: errors.New("NOPERM")}, nil
 	}
 	return ports.Roll{Alive: out, Listening: listening}, nil
 }
@@ -429,6 +434,30 @@ func TestReplicaCountNeverAboveListeners(t *testing.T) {
 		defer mu.Unlock()
 		if len(changes) != 2 || changes[0].renewing <= 2 || changes[0].listening != 2 || changes[1] != (change{3, 3}) {
 			t.Errorf("OnOvercount told %v, want a cut to 2 listening at the start, then {3 3} once the forger stopped", changes)
+		}
+	})
+}
+
+// TestReplicaCountDeafReplica: a replica that cannot listen (the store
+// refuses its subscription) counts every member that renews, as before
+// listeners were counted, and says so once; the others, which listen,
+// count only the listeners.
+func TestReplicaCountDeafReplica(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := &announcer{alive: map[string]bool{}, deaf: map[string]bool{"a": true}}
+		var told atomic.Int64
+		ra := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "a", OnListenError: func(error) { told.Add(1) }})
+		defer ra.Close()
+		rb := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: "b"})
+		defer rb.Close()
+		time.Sleep(5 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		if ra.N() != 2 || rb.N() != 1 {
+			t.Errorf("N of the deaf replica %d, of the listening one %d; want 2 (renewals) and 1 (listeners)", ra.N(), rb.N())
+		}
+		if n := told.Load(); n != 1 {
+			t.Errorf("OnListenError told %d times over 5 announcements, want once", n)
 		}
 	})
 }

@@ -21,10 +21,11 @@ const MaxAnnounceTTL = 30 * time.Second
 // one key, <prefix>replicas, a sorted set of replica ids scored with
 // their expiry on Redis's clock, its TTL one announcement's (at most
 // [MaxAnnounceTTL]), and a pub/sub channel of the same name that each
-// announcing replica listens on: Redis counts the connections
-// subscribed (PUBSUB NUMSUB), which no write to a key can raise. The key
-// carries no hash tag: it is one key, in one slot, on a Redis Cluster
-// too, and the channel's subscribers are on the node that holds it.
+// announcing replica listens on, on the server that holds the key (on a
+// Redis Cluster the master of its slot, followed through failovers and
+// slot moves): Redis counts the connections subscribed there (PUBSUB
+// NUMSUB), which no write to a key can raise. The key carries no hash
+// tag: it is one key, in one slot, on a Redis Cluster too.
 //
 // Replicas is safe for concurrent use by multiple goroutines. It does
 // not own the client; it owns its subscription.
@@ -32,8 +33,10 @@ type Replicas struct {
 	c   *Client
 	key string
 
-	mu sync.Mutex
-	ps *goredis.PubSub // listening since the first Announce; nil after Withdraw
+	mu     sync.Mutex
+	ps     *goredis.PubSub // the listener; nil when not listening
+	psAddr string          // the server ps subscribed on
+	closed bool            // withdrawn: no listening any more
 }
 
 // replicasScript announces a replica and counts them (lua/replicas.lua).
@@ -52,14 +55,21 @@ func (r *Replicas) Key() string { return r.key }
 // Announce records replica id as alive for ttl (capped at
 // MaxAnnounceTTL), drops the announcements that expired or outlast any
 // announcement (not a replica's), and returns the ones alive with their
-// expiry on Redis's clock and the connections listening on the channel:
-// one script run (lua/replicas.lua). The first call starts listening,
-// and waits for Redis to confirm it. A key of another type (WRONGTYPE:
-// something else wrote it) is an error wrapping ports.ErrKeyType.
+// expiry on Redis's clock: one script run (lua/replicas.lua). Then it
+// makes sure this replica listens on the channel, where the key is now.
+//
+// The roll's Listening is the connections subscribed on the server that
+// ran the script, and only when this replica's own listener was there
+// (0 otherwise: the first call, a listener lost or on another server);
+// its ListenErr says why this replica could not listen (a Redis user
+// without the channel, say). Neither fails the announcement. A key of
+// another type (WRONGTYPE: something else wrote it) is an error
+// wrapping ports.ErrKeyType.
 func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (ports.Roll, error) {
-	if err := r.listen(ctx); err != nil {
-		return ports.Roll{}, err
-	}
+	where, _ := r.server(ctx) // where the key is: a listener elsewhere does not count
+	r.mu.Lock()
+	listened := r.ps != nil && r.psAddr == where
+	r.mu.Unlock()
 	ttl = min(ttl, MaxAnnounceTTL)
 	args := append(replicasScript.cmdArgs(1, 3), r.key, id, windowMillis(ttl), windowMillis(MaxAnnounceTTL))
 	cmd := goredis.NewCmd(ctx, args...)
@@ -81,7 +91,7 @@ func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (
 	if err != nil {
 		return ports.Roll{}, fmt.Errorf("redis: announce in %q: listening %q: %w", r.key, vals[0], err)
 	}
-	roll := ports.Roll{Listening: listening, Alive: make([]ports.Announcement, 0, len(vals)/2)}
+	roll := ports.Roll{Alive: make([]ports.Announcement, 0, len(vals)/2)}
 	for i := 1; i+1 < len(vals); i += 2 {
 		exp, err := strconv.ParseInt(vals[i+1], 10, 64)
 		if err != nil {
@@ -89,21 +99,65 @@ func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (
 		}
 		roll.Alive = append(roll.Alive, ports.Announcement{ID: vals[i], Expires: exp})
 	}
+	if listened && listening >= 1 {
+		roll.Listening = listening
+	}
+	// No one listening where the script ran, though this replica
+	// subscribed there: its listener is lost or elsewhere. Anew.
+	roll.ListenErr = r.listen(ctx, where, listened && listening < 1)
 	return roll, nil
 }
 
-// listen subscribes to the channel once, waiting (within ctx) for Redis
-// to confirm it, and then drains whatever is published there (nothing
-// the gateway sends: draining keeps a publisher from filling the
-// connection's buffer until Redis drops it). go-redis subscribes again
-// by itself after a lost connection.
-func (r *Replicas) listen(ctx context.Context) error {
+// server returns the address of the server that holds the key: the
+// Redis, or the master of the key's slot as the cluster client last
+// learnt it (it learns anew from the MOVED answers a failover or a slot
+// move brings).
+func (r *Replicas) server(ctx context.Context) (string, error) {
+	switch rdb := r.c.rdb.(type) {
+	case *goredis.ClusterClient:
+		node, err := rdb.MasterForKey(ctx, r.key)
+		if err != nil {
+			return "", fmt.Errorf("redis: the master of %q: %w", r.key, err)
+		}
+		return node.Options().Addr, nil
+	case *goredis.Client:
+		return rdb.Options().Addr, nil
+	default:
+		return "", fmt.Errorf("redis: replicas on a %T", rdb)
+	}
+}
+
+// listen subscribes to the channel on the server at where (anew when
+// stale, or when the listener is elsewhere), waiting within ctx for
+// Redis to confirm it, and then drains whatever is published there
+// (nothing the gateway sends: draining keeps a publisher from filling
+// the connection's buffer until Redis drops it). It subscribes on that
+// server's own connection, never on a replica's (a cluster URL with
+// read_only would pick one).
+func (r *Replicas) listen(ctx context.Context, where string, stale bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ps != nil {
+	if r.closed || (r.ps != nil && r.psAddr == where && !stale) {
 		return nil
 	}
-	ps := r.c.rdb.Subscribe(ctx, r.key)
+	if r.ps != nil {
+		_ = r.ps.Close() // ends its drain
+		r.ps, r.psAddr = nil, ""
+	}
+	var node *goredis.Client
+	switch rdb := r.c.rdb.(type) {
+	case *goredis.ClusterClient:
+		n, err := rdb.MasterForKey(ctx, r.key)
+		if err != nil {
+			return fmt.Errorf("redis: listen on %q: %w", r.key, err)
+		}
+		node = n
+	case *goredis.Client:
+		node = rdb
+	default:
+		return fmt.Errorf("redis: listen on %q: a %T", r.key, rdb)
+	}
+	ps := node.Subscribe(ctx, r.key)
 	if _, err := ps.Receive(ctx); err != nil {
 		_ = ps.Close()
 		return fmt.Errorf("redis: listen on %q: %w", r.key, err)
@@ -114,7 +168,7 @@ func (r *Replicas) listen(ctx context.Context) error {
 			// drained, never read
 		}
 	}()
-	r.ps = ps
+	r.ps, r.psAddr = ps, node.Options().Addr
 	return nil
 }
 
@@ -122,9 +176,10 @@ func (r *Replicas) listen(ctx context.Context) error {
 // on the channel.
 func (r *Replicas) Withdraw(ctx context.Context, id string) error {
 	r.mu.Lock()
+	r.closed = true
 	if r.ps != nil {
 		_ = r.ps.Close() // ends the drain too
-		r.ps = nil
+		r.ps, r.psAddr = nil, ""
 	}
 	r.mu.Unlock()
 	if err := r.c.rdb.ZRem(ctx, r.key, id).Err(); err != nil {

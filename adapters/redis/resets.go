@@ -33,8 +33,10 @@ type Resets struct {
 // ListenResets subscribes to the resets of the gateways whose keys start
 // with prefix and calls heard with each tenant announced (its own
 // announcements included), one at a time, until Close. A message that is
-// not a valid tenant id is ignored: anyone who can PUBLISH on the
-// channel can only make replicas forget denials, never admit.
+// not a valid tenant id is ignored. Anyone who can PUBLISH on the channel
+// can make replicas forget a tenant's denials (they ask Redis again) and
+// its local fail-mode counts (more admitted in an outage): Redis is
+// trusted.
 func ListenResets(c *Client, prefix string, heard func(domain.TenantID)) *Resets {
 	r := &Resets{c: c, channel: prefix + "resets", done: make(chan struct{})}
 	r.ps = c.rdb.Subscribe(context.Background(), r.channel)
