@@ -149,12 +149,13 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		if err != nil {
 			return backend{}, err
 		}
-		be.closers = append(be.closers, local)
-		resets.also = append(resets.also, local)
 		// Another replica's reset, heard: the tenant's local counts
 		// start afresh here too (every limit of it: a reset's message
 		// names the tenant only).
-		resets.heard = append(resets.heard, func(t domain.TenantID) { local.Forget(domain.TenantKeys(cfg.KeyPrefix, t)) })
+		f := newForgetter(func(ts ...domain.TenantID) { local.Forget(cfg.KeyPrefix, ts...) })
+		be.closers = append(be.closers, f, local)
+		resets.also = append(resets.also, local)
+		resets.heard = append(resets.heard, f.add)
 		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onError})
 	default:
 		failMode = layers.FailOpen(onError)

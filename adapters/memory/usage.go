@@ -51,14 +51,27 @@ func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 	return nil
 }
 
-// Forget drops every key that starts with prefix (a tenant's:
-// [domain.TenantKeys]) but those holding slots of requests running, and
-// returns how many it dropped: each one's next request starts afresh.
-// It visits every key the store holds.
-func (l *limiter[S, P]) Forget(prefix string) int {
+// Forget drops every key of the tenants under keyPrefix (each
+// tenant's keys start with [domain.TenantKeys]) but those holding slots
+// of requests running, and returns how many it dropped: each one's next
+// request starts afresh. It visits every key the store holds once,
+// however many tenants it is given.
+func (l *limiter[S, P]) Forget(keyPrefix string, tenants ...domain.TenantID) int {
+	if len(tenants) == 0 {
+		return 0
+	}
+	forgotten := make(map[string]bool, len(tenants))
+	for _, t := range tenants {
+		forgotten[domain.TenantKeys(keyPrefix, t)] = true
+	}
 	n := 0
 	l.keys.Range(func(k, v any) bool {
-		if key := k.(string); strings.HasPrefix(key, prefix) && l.drop(key, v.(*limiterEntry[S])) {
+		key := k.(string)
+		if !strings.HasPrefix(key, keyPrefix+"{") {
+			return true
+		}
+		end := strings.IndexByte(key[len(keyPrefix):], '}')
+		if end >= 0 && forgotten[key[:len(keyPrefix)+end+1]] && l.drop(key, v.(*limiterEntry[S])) {
 			n++
 		}
 		return true
