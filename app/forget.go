@@ -52,7 +52,7 @@ func (f *forgetter) run() {
 		for t := range f.pending {
 			batch = append(batch, t)
 		}
-		clear(f.pending)
+		f.pending = map[domain.TenantID]bool{} // not the peak's size for good
 		f.mu.Unlock()
 		f.forget(batch...)
 	}

@@ -108,13 +108,13 @@ type Roll struct {
 	// included.
 	Alive []Announcement
 	// Listening is how many connections the store itself sees held open
-	// by replicas listening on their channel, this replica's included.
-	// Writing keys cannot raise it: only holding connections open can.
-	// 0 means the store did not vouch: this replica was not (yet)
-	// listening where it counted.
+	// by replicas listening on their channel, where this replica's
+	// listener is among them. Writing keys cannot raise it: only holding
+	// connections open can. 0 means the store did not vouch: this
+	// replica was not (yet) listening where it counted.
 	Listening int
-	// ListenErr, when not nil, is why this replica could not listen (the
-	// announcement itself was made).
+	// ListenErr, when not nil, is why this replica's last attempt to
+	// listen failed (the announcement itself was made).
 	ListenErr error
 }
 

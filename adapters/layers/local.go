@@ -262,6 +262,8 @@ func (r *ReplicaCount) announce() {
 			}
 		}
 		n = min(n, bound)
+	} else {
+		r.cut = false // nothing vouches: the renewals count; a cut again is told again
 	}
 	r.n.Store(int64(n))
 	if r.opts.OnCount != nil {

@@ -64,10 +64,10 @@ func (l *limiter[S, P]) Forget(keyPrefix string, tenants ...domain.TenantID) int
 	for _, t := range tenants {
 		forgotten[domain.TenantKeys(keyPrefix, t)] = true
 	}
-	n := 0
+	n, open := 0, keyPrefix+"{"
 	l.keys.Range(func(k, v any) bool {
 		key := k.(string)
-		if !strings.HasPrefix(key, keyPrefix+"{") {
+		if !strings.HasPrefix(key, open) {
 			return true
 		}
 		end := strings.IndexByte(key[len(keyPrefix):], '}')

@@ -24,8 +24,11 @@ const MaxAnnounceTTL = 30 * time.Second
 // announcing replica listens on, on the server that holds the key (on a
 // Redis Cluster the master of its slot, followed through failovers and
 // slot moves): Redis counts the connections subscribed there (PUBSUB
-// NUMSUB), which no write to a key can raise. The key carries no hash
-// tag: it is one key, in one slot, on a Redis Cluster too.
+// NUMSUB), which no write to a key can raise. Each listener also
+// subscribes to a channel of its own, <prefix>replicas:<id>, so that the
+// script can tell whether this replica's listener is on the server it
+// runs on. The key carries no hash tag: it is one key, in one slot, on a
+// Redis Cluster too.
 //
 // Replicas is safe for concurrent use by multiple goroutines. It does
 // not own the client; it owns its subscription.
@@ -33,11 +36,21 @@ type Replicas struct {
 	c   *Client
 	key string
 
-	mu     sync.Mutex
-	ps     *goredis.PubSub // the listener; nil when not listening
-	psAddr string          // the server ps subscribed on
-	closed bool            // withdrawn: no listening any more
+	mu      sync.Mutex
+	ps      *goredis.PubSub // the listener; nil when none
+	psAddr  string          // the server ps subscribed on
+	dead    bool            // ps's connection is gone for good (its node client closed)
+	pending bool            // a subscription is being made
+	retryAt time.Time       // after a failed subscription, none before
+	backoff time.Duration   // the wait after the last failure
+	err     error           // the last subscription's failure; nil once listening
+	closed  bool            // withdrawn: no listening any more
+	wg      sync.WaitGroup  // the subscription being made
 }
+
+// listenTimeout bounds making a subscription (a dial, TLS, AUTH, the
+// SUBSCRIBE), which runs beside the announcements, never in one.
+const listenTimeout = 5 * time.Second
 
 // replicasScript announces a replica and counts them (lua/replicas.lua).
 var replicasScript = newScript("replicas", false)
@@ -56,20 +69,18 @@ func (r *Replicas) Key() string { return r.key }
 // MaxAnnounceTTL), drops the announcements that expired or outlast any
 // announcement (not a replica's), and returns the ones alive with their
 // expiry on Redis's clock: one script run (lua/replicas.lua). Then it
-// makes sure this replica listens on the channel, where the key is now.
+// makes sure this replica listens on the channel, where the key is now:
+// a subscription made in the background (retried with a growing wait,
+// up to 30 s, after a failure).
 //
 // The roll's Listening is the connections subscribed on the server that
-// ran the script, and only when this replica's own listener was there
-// (0 otherwise: the first call, a listener lost or on another server);
-// its ListenErr says why this replica could not listen (a Redis user
-// without the channel, say). Neither fails the announcement. A key of
-// another type (WRONGTYPE: something else wrote it) is an error
-// wrapping ports.ErrKeyType.
+// ran the script, when this replica's own listener is among them (0
+// otherwise: the first call, a listener lost, or one elsewhere); its
+// ListenErr is why the last subscription failed (a Redis user without
+// the channel, say). Neither fails the announcement. A key of another
+// type (WRONGTYPE: something else wrote it) is an error wrapping
+// ports.ErrKeyType.
 func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (ports.Roll, error) {
-	where, _ := r.server(ctx) // where the key is: a listener elsewhere does not count
-	r.mu.Lock()
-	listened := r.ps != nil && r.psAddr == where
-	r.mu.Unlock()
 	ttl = min(ttl, MaxAnnounceTTL)
 	args := append(replicasScript.cmdArgs(1, 3), r.key, id, windowMillis(ttl), windowMillis(MaxAnnounceTTL))
 	cmd := goredis.NewCmd(ctx, args...)
@@ -91,7 +102,7 @@ func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (
 	if err != nil {
 		return ports.Roll{}, fmt.Errorf("redis: announce in %q: listening %q: %w", r.key, vals[0], err)
 	}
-	roll := ports.Roll{Alive: make([]ports.Announcement, 0, len(vals)/2)}
+	roll := ports.Roll{Listening: listening, Alive: make([]ports.Announcement, 0, len(vals)/2)}
 	for i := 1; i+1 < len(vals); i += 2 {
 		exp, err := strconv.ParseInt(vals[i+1], 10, 64)
 		if err != nil {
@@ -99,81 +110,97 @@ func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (
 		}
 		roll.Alive = append(roll.Alive, ports.Announcement{ID: vals[i], Expires: exp})
 	}
-	if listened && listening >= 1 {
-		roll.Listening = listening
-	}
-	// No one listening where the script ran, though this replica
-	// subscribed there: its listener is lost or elsewhere. Anew.
-	roll.ListenErr = r.listen(ctx, where, listened && listening < 1)
+	roll.ListenErr = r.keepListening(ctx, id)
 	return roll, nil
 }
 
-// server returns the address of the server that holds the key: the
-// Redis, or the master of the key's slot as the cluster client last
-// learnt it (it learns anew from the MOVED answers a failover or a slot
-// move brings).
-func (r *Replicas) server(ctx context.Context) (string, error) {
-	switch rdb := r.c.rdb.(type) {
-	case *goredis.ClusterClient:
-		node, err := rdb.MasterForKey(ctx, r.key)
-		if err != nil {
-			return "", fmt.Errorf("redis: the master of %q: %w", r.key, err)
-		}
-		return node.Options().Addr, nil
-	case *goredis.Client:
-		return rdb.Options().Addr, nil
-	default:
-		return "", fmt.Errorf("redis: replicas on a %T", rdb)
+// keepListening starts a subscription, in the background, when this
+// replica has none that works on the server that holds the key, and
+// returns the last subscription's failure. A listener on that server
+// that the script did not see (the script ran elsewhere, following a
+// MOVED or an ASK) is kept: the client learns where the key went, and
+// the next call follows it.
+func (r *Replicas) keepListening(ctx context.Context, id string) error {
+	node, err := r.server(ctx)
+	if err != nil {
+		return err // the listener, if any, stays
 	}
-}
-
-// listen subscribes to the channel on the server at where (anew when
-// stale, or when the listener is elsewhere), waiting within ctx for
-// Redis to confirm it, and then drains whatever is published there
-// (nothing the gateway sends: draining keeps a publisher from filling
-// the connection's buffer until Redis drops it). It subscribes on that
-// server's own connection, never on a replica's (a cluster URL with
-// read_only would pick one).
-func (r *Replicas) listen(ctx context.Context, where string, stale bool) error {
+	addr := node.Options().Addr
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || (r.ps != nil && r.psAddr == where && !stale) {
-		return nil
+	if r.closed || r.pending || (r.ps != nil && !r.dead && r.psAddr == addr) || time.Now().Before(r.retryAt) {
+		return r.err
+	}
+	r.pending = true
+	r.wg.Add(1)
+	go r.subscribe(node, id)
+	return r.err
+}
+
+// subscribe subscribes on node to the channel and this replica's own,
+// waiting for Redis to confirm it, replaces the listener with it, and
+// drains whatever is published there (nothing the gateway sends:
+// draining keeps a publisher from filling the connection's buffer until
+// Redis drops it). go-redis subscribes again by itself after a lost
+// connection; a connection gone for good (its node client closed) marks
+// the listener dead.
+func (r *Replicas) subscribe(node *goredis.Client, id string) {
+	defer r.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), listenTimeout)
+	defer cancel()
+	ps := node.Subscribe(ctx, r.key, r.key+":"+id)
+	_, err := ps.Receive(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = false
+	if err != nil || r.closed {
+		_ = ps.Close()
+		if err != nil {
+			r.err = fmt.Errorf("redis: listen on %q at %s: %w", r.key, node.Options().Addr, err)
+			r.backoff = min(max(2*r.backoff, time.Second), 30*time.Second)
+			r.retryAt = time.Now().Add(r.backoff)
+		}
+		return
 	}
 	if r.ps != nil {
 		_ = r.ps.Close() // ends its drain
-		r.ps, r.psAddr = nil, ""
 	}
-	var node *goredis.Client
-	switch rdb := r.c.rdb.(type) {
-	case *goredis.ClusterClient:
-		n, err := rdb.MasterForKey(ctx, r.key)
-		if err != nil {
-			return fmt.Errorf("redis: listen on %q: %w", r.key, err)
-		}
-		node = n
-	case *goredis.Client:
-		node = rdb
-	default:
-		return fmt.Errorf("redis: listen on %q: a %T", r.key, rdb)
-	}
-	ps := node.Subscribe(ctx, r.key)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return fmt.Errorf("redis: listen on %q: %w", r.key, err)
-	}
+	r.ps, r.psAddr, r.dead, r.err, r.backoff = ps, node.Options().Addr, false, nil, 0
 	msgs := ps.Channel()
 	go func() {
 		for range msgs {
 			// drained, never read
 		}
+		r.mu.Lock()
+		if r.ps == ps {
+			r.dead = true
+		}
+		r.mu.Unlock()
 	}()
-	r.ps, r.psAddr = ps, node.Options().Addr
-	return nil
+}
+
+// server returns the client of the server that holds the key: the
+// Redis, or the master of the key's slot as the cluster client last
+// learnt it (it learns anew from the MOVED answers a failover or a slot
+// move brings). A subscription made on it is the master's, never a
+// replica's (a cluster URL with read_only would pick one).
+func (r *Replicas) server(ctx context.Context) (*goredis.Client, error) {
+	switch rdb := r.c.rdb.(type) {
+	case *goredis.ClusterClient:
+		node, err := rdb.MasterForKey(ctx, r.key)
+		if err != nil {
+			return nil, fmt.Errorf("redis: the master of %q: %w", r.key, err)
+		}
+		return node, nil
+	case *goredis.Client:
+		return rdb, nil
+	default:
+		return nil, fmt.Errorf("redis: replicas on a %T", rdb)
+	}
 }
 
 // Withdraw removes replica id's announcement (ZREM) and stops listening
-// on the channel.
+// on the channel, for good.
 func (r *Replicas) Withdraw(ctx context.Context, id string) error {
 	r.mu.Lock()
 	r.closed = true
@@ -182,6 +209,7 @@ func (r *Replicas) Withdraw(ctx context.Context, id string) error {
 		r.ps, r.psAddr = nil, ""
 	}
 	r.mu.Unlock()
+	r.wg.Wait() // a subscription being made sees closed, and closes itself
 	if err := r.c.rdb.ZRem(ctx, r.key, id).Err(); err != nil {
 		return fmt.Errorf("redis: withdraw replica from %q: %w", r.key, err)
 	}
