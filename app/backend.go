@@ -149,13 +149,9 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		if err != nil {
 			return backend{}, err
 		}
-		// Another replica's reset, heard: the tenant's local counts
-		// start afresh here too (every limit of it: a reset's message
-		// names the tenant only).
-		f := newForgetter(func(ts ...domain.TenantID) { local.Forget(cfg.KeyPrefix, ts...) })
-		be.closers = append(be.closers, f, local)
-		resets.also = append(resets.also, local)
-		resets.heard = append(resets.heard, f.add)
+		be.closers = append(be.closers, local)
+		resets.also = append(resets.also, local) // also as another replica's resets are heard
+
 		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onError})
 	default:
 		failMode = layers.FailOpen(onError)
@@ -166,20 +162,15 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		outer = append(outer, cache.Layer())
 		resets.forget = append(resets.forget, cache.Forget)
 	}
-	if st.shared && be.usage != nil && (len(resets.forget) > 0 || len(resets.heard) > 0) {
+	if st.shared && be.usage != nil && (len(resets.forget) > 0 || len(resets.also) > 0) {
 		// Other replicas' resets, heard at once (and for the deny cache
 		// within a second regardless: its own bound).
-		bus := redis.ListenResets(clientOf(closers), cfg.KeyPrefix, func(t domain.TenantID) {
-			for _, forget := range resets.forget {
-				forget(t)
-			}
-			for _, heard := range resets.heard {
-				heard(t)
-			}
+		bus := redis.ListenResets(clientOf(closers), cfg.KeyPrefix, func(t domain.TenantID, keys []string) {
+			resets.heard(cfg.KeyPrefix, t, keys)
 		})
-		resets.announce = func(ctx context.Context, t domain.TenantID) {
-			if err := bus.Announce(ctx, t); err != nil {
-				env.log.Warn("usage API: the reset was not announced to the other replicas; they forget the tenant's denials within a second, and keep its local fail-mode counts", "tenant", string(t), "err", err)
+		resets.announce = func(ctx context.Context, req domain.Request) {
+			if err := bus.Announce(ctx, req.Tenant, keySuffixes(cfg.KeyPrefix, req)); err != nil {
+				env.log.Warn("usage API: the reset was not announced to the other replicas; they forget the tenant's denials within a second, and keep its local fail-mode counts", "tenant", string(req.Tenant), "err", err)
 			}
 		}
 		be.closers = append([]io.Closer{bus}, be.closers...) // unsubscribes before anything closes
@@ -193,10 +184,9 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 // mode's memory, and the deny cache.
 type resets struct {
 	ports.Usage
-	also     []ports.Usage
-	forget   []func(domain.TenantID)
-	heard    []func(domain.TenantID)                // another replica's reset of the tenant, besides forget
-	announce func(context.Context, domain.TenantID) // to the other replicas; nil: none
+	also     []ports.Usage                         // the local fail mode's memory
+	forget   []func(domain.TenantID)               // the deny cache
+	announce func(context.Context, domain.Request) // to the other replicas; nil: none
 }
 
 // Reset resets req in the store, then in the local fail mode's memory,
@@ -216,9 +206,45 @@ func (r *resets) Reset(ctx context.Context, req domain.Request) error {
 		f(req.Tenant)
 	}
 	if r.announce != nil {
-		r.announce(ctx, req.Tenant)
+		r.announce(ctx, req)
 	}
 	return nil
+}
+
+// heard makes what this replica remembers of tenant forget a reset
+// announced (its own included): the deny cache forgets the tenant; the
+// local fail mode's memory resets keys (each less the start every key of
+// the tenant shares), the limits reset, none for a message that names
+// none.
+func (r *resets) heard(prefix string, tenant domain.TenantID, keys []string) {
+	for _, f := range r.forget {
+		f(tenant)
+	}
+	if len(keys) == 0 {
+		return
+	}
+	req := domain.Request{Tenant: tenant, Limits: make([]domain.Limit, len(keys))}
+	start := domain.TenantKeys(prefix, tenant)
+	for i, k := range keys {
+		req.Limits[i].Key = start + k
+	}
+	for _, u := range r.also {
+		_ = u.Reset(context.Background(), req) // memory: never fails
+	}
+}
+
+// keySuffixes returns the keys of req's limits (not its concurrency
+// limits': slots are requests running) less the start every key of the
+// tenant shares, as a reset's message names them.
+func keySuffixes(prefix string, req domain.Request) []string {
+	start := domain.TenantKeys(prefix, req.Tenant)
+	var keys []string
+	for _, l := range req.Limits {
+		if k, ok := strings.CutPrefix(l.Key, start); ok && !l.Concurrency {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // openMemory is the memory store's open.

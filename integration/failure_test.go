@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -383,16 +385,22 @@ func waitMetric(t *testing.T, g *apptest.Gateway, series string, want float64) {
 }
 
 // TestLocalCountsHearResets: a reset made on one replica reaches the
-// local fail mode's counts of the others (the deny cache off, so that
-// only they answer): b spends its local budget in an outage, Redis comes
-// back, acme is reset on a, and in the next outage b admits acme afresh.
+// local fail mode's counts of the others, exactly the limits reset (the
+// deny cache off, so that only the counts answer). Local budgets over
+// two replicas: hourly 5, daily 6. b admits 5 in an outage (hourly
+// spent, daily 1 left); Redis comes back; hourly alone is reset on a; in
+// the next outage b admits 1 (hourly fresh, daily's last) and denies.
 func TestLocalCountsHearResets(t *testing.T) {
 	t.Parallel()
 	port := freePort(t)
 	srv := startRedis(t, withFixedHostPort(port))
 	prefix := uniquePrefix(t)
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(policy, []byte(`{"limits": [{"name": "hourly", "limit": 10, "window": "1h"}, {"name": "daily", "limit": 12, "window": "24h"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	env := []string{"TOLLGATE_LIMIT=10", "TOLLGATE_WINDOW=1h", "TOLLGATE_KEY_PREFIX=" + prefix, "TOLLGATE_REDIS_TIMEOUT=100ms",
+	env := []string{"TOLLGATE_POLICY_FILE=" + policy, "TOLLGATE_KEY_PREFIX=" + prefix, "TOLLGATE_REDIS_TIMEOUT=100ms",
 		"TOLLGATE_FAIL_MODE=local", "TOLLGATE_REPLICAS=2", "TOLLGATE_DENY_CACHE=false", "TOLLGATE_ADMIN_TOKEN=" + usageToken}
 	a, b := startReplica(t, url, env...), startReplica(t, url, env...)
 	listening := func() {
@@ -410,14 +418,15 @@ func TestLocalCountsHearResets(t *testing.T) {
 		}
 	}
 	listening()
+	const local = `"hourly";q=5;w=3600, "daily";q=6;w=86400`
 	outage := func(step string, want []int) {
 		t.Helper()
 		srv.stop(t)
 		var got []int
 		for range want {
 			code, h := get(t, b, "acme")
-			if p := h.Get("RateLimit-Policy"); code == 200 && p != `"default";q=5;w=3600` {
-				t.Fatalf("%s: RateLimit-Policy %q, want the local budget q=5", step, p)
+			if p := h.Get("RateLimit-Policy"); p != local {
+				t.Fatalf("%s: RateLimit-Policy %q, want the local budgets %s", step, p, local)
 			}
 			got = append(got, code)
 		}
@@ -429,17 +438,17 @@ func TestLocalCountsHearResets(t *testing.T) {
 	outage("the first outage", []int{200, 200, 200, 200, 200, 429})
 	listening() // again, after the restart
 	deadline := time.Now().Add(5 * time.Second)
-	for code, h := get(t, a, "acme"); code != 200 || h.Get("RateLimit-Policy") != `"default";q=10;w=3600`; code, h = get(t, a, "acme") {
+	for code, h := get(t, a, "acme"); code != 200 || !strings.Contains(h.Get("RateLimit-Policy"), `"hourly";q=10`); code, h = get(t, a, "acme") {
 		if time.Now().After(deadline) {
 			t.Fatalf("a 5 s after Redis restarted: %d %q, want decided on Redis (q=10)", code, h.Get("RateLimit-Policy"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, _ := adminCall(t, a, "POST", "/v1/tenants/acme/reset"); code != 200 {
-		t.Fatalf("reset on a: %d, want 200", code)
+	if code, _ := adminCall(t, a, "POST", "/v1/tenants/acme/reset?limit=hourly"); code != 200 {
+		t.Fatalf("reset of hourly on a: %d, want 200", code)
 	}
 	time.Sleep(300 * time.Millisecond) // b hears it
-	outage("the next outage, after the reset on a", []int{200, 200, 200, 200, 200, 429})
+	outage("the next outage, after hourly was reset on a", []int{200, 429})
 }
 
 // TestReplicaAnnouncements: replicas announce themselves in one key

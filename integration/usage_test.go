@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,10 +205,14 @@ func TestClusterResetsReachEveryReplica(t *testing.T) {
 // ignored; Close is idempotent and ends the calls.
 func resetsReachEveryReplica(t *testing.T, rdb goredis.UniversalClient) {
 	prefix := uniquePrefix(t)
-	heard := make(chan domain.TenantID, 16)
+	type reset struct {
+		tenant domain.TenantID
+		keys   string
+	}
+	heard := make(chan reset, 16)
 	var listeners []*redis.Resets
 	for range 3 {
-		l := redis.ListenResets(redis.NewClient(rdb), prefix, func(id domain.TenantID) { heard <- id })
+		l := redis.ListenResets(redis.NewClient(rdb), prefix, func(id domain.TenantID, keys []string) { heard <- reset{id, strings.Join(keys, ",")} })
 		listeners = append(listeners, l)
 		defer l.Close()
 	}
@@ -228,14 +233,14 @@ func resetsReachEveryReplica(t *testing.T, rdb goredis.UniversalClient) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := listeners[1].Announce(ctx, "acme"); err != nil {
+	if err := listeners[1].Announce(ctx, "acme", []string{"", ":route:export:exports"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		select {
-		case id := <-heard:
-			if id != "acme" {
-				t.Fatalf("heard %q, want acme (and never the invalid messages)", id)
+		case got := <-heard:
+			if want := (reset{"acme", ",:route:export:exports"}); got != want {
+				t.Fatalf("heard %+v, want %+v (and never the invalid messages)", got, want)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("a listener did not hear the reset within 5 s")
@@ -247,7 +252,7 @@ func resetsReachEveryReplica(t *testing.T, rdb goredis.UniversalClient) {
 		}
 		l.Close()
 	}
-	if err := listeners[0].Announce(ctx, "acme"); err != nil {
+	if err := listeners[0].Announce(ctx, "acme", nil); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -61,10 +61,7 @@ var (
 //
 // Limiter is safe for concurrent use by multiple goroutines. Allow of
 // keys it already holds allocates nothing but the verdict's decisions
-// when the request has no room for them. Forget drops every key of some
-// tenants ([domain.TenantKeys]) but those holding slots of requests
-// running, and returns how many; it visits every key once. Len counts
-// the keys held; Close
+// when the request has no room for them. Len counts the keys held; Close
 // stops the sweeper, which drops keys whose budget is whole again
 // (dropping them changes no decision).
 type Limiter struct {
@@ -75,8 +72,6 @@ type Limiter struct {
 type store interface {
 	ports.Limiter
 	ports.Usage
-	// Forget drops the tenants' keys (see limiter.Forget).
-	Forget(keyPrefix string, tenants ...domain.TenantID) int
 	Len() int
 	Close() error
 }

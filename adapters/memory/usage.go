@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"strings"
 
 	"github.com/tollgate/tollgate/domain"
 )
@@ -49,34 +48,6 @@ func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 		}
 	}
 	return nil
-}
-
-// Forget drops every key of the tenants under keyPrefix (each
-// tenant's keys start with [domain.TenantKeys]) but those holding slots
-// of requests running, and returns how many it dropped: each one's next
-// request starts afresh. It visits every key the store holds once,
-// however many tenants it is given.
-func (l *limiter[S, P]) Forget(keyPrefix string, tenants ...domain.TenantID) int {
-	if len(tenants) == 0 {
-		return 0
-	}
-	forgotten := make(map[string]bool, len(tenants))
-	for _, t := range tenants {
-		forgotten[domain.TenantKeys(keyPrefix, t)] = true
-	}
-	n, open := 0, keyPrefix+"{"
-	l.keys.Range(func(k, v any) bool {
-		key := k.(string)
-		if !strings.HasPrefix(key, open) {
-			return true
-		}
-		end := strings.IndexByte(key[len(keyPrefix):], '}')
-		if end >= 0 && forgotten[key[:len(keyPrefix)+end+1]] && l.drop(key, v.(*limiterEntry[S])) {
-			n++
-		}
-		return true
-	})
-	return n
 }
 
 // drop removes key's entry e, unless its slots are held (requests

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -12,8 +13,11 @@ import (
 
 // Resets carries the usage API's resets between the replicas sharing
 // one Redis, so that each forgets what it remembers of a tenant (its
-// deny cache) at once: a pub/sub channel, <prefix>resets, whose messages
-// are tenant ids. Classic pub/sub reaches every node of a Redis Cluster.
+// deny cache, its local fail mode's counts) at once: a pub/sub channel,
+// <prefix>resets, whose messages are a tenant id, then a line for each
+// key reset, less the start every key of the tenant shares
+// ([domain.TenantKeys]). Classic pub/sub reaches every node of a Redis
+// Cluster.
 //
 // Delivery is at most once: a replica whose subscription is down while
 // a reset is announced does not hear it (go-redis subscribes again on
@@ -30,35 +34,71 @@ type Resets struct {
 	once    sync.Once
 }
 
+// maxResetKeys bounds the keys one message may name.
+const maxResetKeys = 256
+
 // ListenResets subscribes to the resets of the gateways whose keys start
-// with prefix and calls heard with each tenant announced (its own
-// announcements included), one at a time, until Close. A message that is
-// not a valid tenant id is ignored. Anyone who can PUBLISH on the channel
-// can make replicas forget a tenant's denials (they ask Redis again) and
-// its local fail-mode counts (more admitted in an outage): Redis is
-// trusted.
-func ListenResets(c *Client, prefix string, heard func(domain.TenantID)) *Resets {
+// with prefix and calls heard with each reset announced (its own
+// announcements included), one at a time, until Close: the tenant, and
+// the keys reset less their start (nil for a message of a tenant id
+// alone). A message that is not one is ignored. Anyone who can PUBLISH
+// on the channel can make replicas forget a tenant's denials (they ask
+// Redis again) and its local fail-mode counts (more admitted in an
+// outage), never another's: Redis is trusted.
+func ListenResets(c *Client, prefix string, heard func(tenant domain.TenantID, keys []string)) *Resets {
 	r := &Resets{c: c, channel: prefix + "resets", done: make(chan struct{})}
 	r.ps = c.rdb.Subscribe(context.Background(), r.channel)
 	msgs := r.ps.Channel()
 	go func() {
 		defer close(r.done)
 		for m := range msgs {
-			if domain.ValidTenantID(m.Payload) {
-				heard(domain.TenantID(m.Payload))
+			if t, keys, ok := parseReset(m.Payload); ok {
+				heard(t, keys)
 			}
 		}
 	}()
 	return r
 }
 
+// parseReset reads a reset's message: a tenant id, then a line per key
+// suffix, each empty or of the characters keys are built of past the
+// tenant (a-z 0-9 _ - : @).
+func parseReset(msg string) (domain.TenantID, []string, bool) {
+	id, rest, more := strings.Cut(msg, "\n")
+	if !domain.ValidTenantID(id) {
+		return "", nil, false
+	}
+	if !more {
+		return domain.TenantID(id), nil, true
+	}
+	keys := strings.Split(rest, "\n")
+	if len(keys) > maxResetKeys {
+		return "", nil, false
+	}
+	for _, k := range keys {
+		if len(k) > 4*domain.MaxNameLen || strings.TrimLeft(k, "abcdefghijklmnopqrstuvwxyz0123456789_-:@") != "" {
+			return "", nil, false
+		}
+	}
+	return domain.TenantID(id), keys, true
+}
+
 // Channel returns the channel resets are announced on.
 func (r *Resets) Channel() string { return r.channel }
 
 // Announce tells every replica listening that tenant's budgets were
-// reset: one PUBLISH.
-func (r *Resets) Announce(ctx context.Context, tenant domain.TenantID) error {
-	if err := r.c.rdb.Publish(ctx, r.channel, string(tenant)).Err(); err != nil {
+// reset, and which: keys are the keys reset less the start every key of
+// the tenant shares ([domain.TenantKeys]; "" for a key that is just
+// that). One PUBLISH.
+func (r *Resets) Announce(ctx context.Context, tenant domain.TenantID, keys []string) error {
+	if len(keys) > maxResetKeys {
+		keys = keys[:maxResetKeys]
+	}
+	msg := string(tenant)
+	if len(keys) > 0 {
+		msg += "\n" + strings.Join(keys, "\n")
+	}
+	if err := r.c.rdb.Publish(ctx, r.channel, msg).Err(); err != nil {
 		return fmt.Errorf("redis: announce the reset of %s on %s: %w", tenant, r.channel, err)
 	}
 	return nil
