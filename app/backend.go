@@ -192,7 +192,7 @@ type resets struct {
 // Reset resets req in the store, then in the local fail mode's memory,
 // makes the deny cache forget the tenant (the next request is decided
 // afresh), and tells the other replicas, whose deny caches forget it
-// too.
+// too and whose local memories reset the same keys (heard).
 func (r *resets) Reset(ctx context.Context, req domain.Request) error {
 	if err := r.Usage.Reset(ctx, req); err != nil {
 		return err
@@ -296,6 +296,10 @@ func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int,
 		OnError:   env.onError,
 		OnCount:   env.metrics.SetReplicas,
 		OnOvercount: func(renewing, listening int) {
+			if listening == 0 {
+				env.log.Info("replica count: Redis no longer vouches for the listeners; counting every member that renews", "key", cfg.KeyPrefix+"replicas", "renewing", renewing)
+				return
+			}
 			if renewing > listening {
 				env.log.Warn("replica count: more members renew announcements than replicas listen on Redis; counting the listeners", "key", cfg.KeyPrefix+"replicas", "renewing", renewing, "listening", listening)
 				return

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -245,6 +246,26 @@ func resetsReachEveryReplica(t *testing.T, rdb goredis.UniversalClient) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a listener did not hear the reset within 5 s")
 		}
+	}
+	// A reset of more keys than one message carries: two messages.
+	many := make([]string, 300)
+	for i := range many {
+		many[i] = fmt.Sprintf(":l%d", i)
+	}
+	if err := listeners[0].Announce(ctx, "acme", many); err != nil {
+		t.Fatal(err)
+	}
+	keys := 0
+	for range 6 { // two messages, three listeners
+		select {
+		case got := <-heard:
+			keys += strings.Count(got.keys, ",") + 1
+		case <-time.After(5 * time.Second):
+			t.Fatal("a listener did not hear the reset of 300 keys within 5 s")
+		}
+	}
+	if keys != 3*300 {
+		t.Errorf("the listeners heard %d keys in all, want 3 × 300", keys)
 	}
 	for _, l := range listeners {
 		if err := l.Close(); err != nil {

@@ -122,8 +122,9 @@ type ReplicaCountOptions struct {
 	// OnOvercount, if not nil, is told when more replicas renew
 	// announcements than the store sees listening, so that the count is
 	// cut to the listeners (members written by something else), and
-	// again when that ends (renewing = listening). It is called from one
-	// goroutine, once per change.
+	// again when that ends (renewing = listening), or when the store no
+	// longer vouches for any listener while cut (listening = 0). It is
+	// called from one goroutine, once per change.
 	OnOvercount func(renewing, listening int)
 	// OnListenError, if not nil, is told when this replica cannot listen
 	// on the store (the announcement itself was made), once until it
@@ -262,8 +263,11 @@ func (r *ReplicaCount) announce() {
 			}
 		}
 		n = min(n, bound)
-	} else {
+	} else if r.cut {
 		r.cut = false // nothing vouches: the renewals count; a cut again is told again
+		if r.opts.OnOvercount != nil {
+			r.opts.OnOvercount(n, 0)
+		}
 	}
 	r.n.Store(int64(n))
 	if r.opts.OnCount != nil {

@@ -44,9 +44,17 @@ type Replicas struct {
 	retryAt time.Time       // after a failed subscription, none before
 	backoff time.Duration   // the wait after the last failure
 	err     error           // the last subscription's failure; nil once listening
+	misses  int             // announcements in a row the script did not find ps where it is
 	closed  bool            // withdrawn: no listening any more
-	wg      sync.WaitGroup  // the subscription being made
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the subscription being made
 }
+
+// maxMisses is how many announcements in a row may miss a listener
+// where it subscribed before it is made anew: one connected but no
+// longer subscribed (go-redis's own resubscription refused) answers
+// PINGs, and would never be replaced.
+const maxMisses = 3
 
 // listenTimeout bounds making a subscription (a dial, TLS, AUTH, the
 // SUBSCRIBE), which runs beside the announcements, never in one.
@@ -72,6 +80,9 @@ func (r *Replicas) Key() string { return r.key }
 // makes sure this replica listens on the channel, where the key is now:
 // a subscription made in the background (retried with a growing wait,
 // up to 30 s, after a failure).
+//
+// A Replicas announces one replica: its listener's own channel takes
+// the id of the first call.
 //
 // The roll's Listening is the connections subscribed on the server that
 // ran the script, when this replica's own listener is among them (0
@@ -110,30 +121,38 @@ func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (
 		}
 		roll.Alive = append(roll.Alive, ports.Announcement{ID: vals[i], Expires: exp})
 	}
-	roll.ListenErr = r.keepListening(ctx, id)
+	roll.ListenErr = r.keepListening(ctx, id, listening >= 1)
 	return roll, nil
 }
 
 // keepListening starts a subscription, in the background, when this
 // replica has none that works on the server that holds the key, and
 // returns the last subscription's failure. A listener on that server
-// that the script did not see (the script ran elsewhere, following a
-// MOVED or an ASK) is kept: the client learns where the key went, and
-// the next call follows it.
-func (r *Replicas) keepListening(ctx context.Context, id string) error {
+// that the script did not find (found) is kept a few announcements (the
+// script ran elsewhere, following a MOVED or an ASK: the client learns
+// where the key went, and the next call follows it), then made anew.
+func (r *Replicas) keepListening(ctx context.Context, id string, found bool) error {
 	node, err := r.server(ctx)
-	if err != nil {
-		return err // the listener, if any, stays
-	}
-	addr := node.Options().Addr
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || r.pending || (r.ps != nil && !r.dead && r.psAddr == addr) || time.Now().Before(r.retryAt) {
+	if err != nil {
+		return r.err // the listener, if any, stays
+	}
+	addr := node.Options().Addr
+	if found {
+		r.misses = 0
+	} else if r.ps != nil && r.psAddr == addr {
+		r.misses++
+	}
+	working := r.ps != nil && !r.dead && r.psAddr == addr && r.misses < maxMisses
+	if r.closed || r.pending || working || time.Now().Before(r.retryAt) {
 		return r.err
 	}
-	r.pending = true
+	r.pending, r.misses = true, 0
+	sctx, cancel := context.WithTimeout(context.Background(), listenTimeout)
+	r.cancel = cancel
 	r.wg.Add(1)
-	go r.subscribe(node, id)
+	go r.subscribe(sctx, cancel, node, id)
 	return r.err
 }
 
@@ -144,28 +163,29 @@ func (r *Replicas) keepListening(ctx context.Context, id string) error {
 // Redis drops it). go-redis subscribes again by itself after a lost
 // connection; a connection gone for good (its node client closed) marks
 // the listener dead.
-func (r *Replicas) subscribe(node *goredis.Client, id string) {
+func (r *Replicas) subscribe(ctx context.Context, cancel context.CancelFunc, node *goredis.Client, id string) {
 	defer r.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), listenTimeout)
 	defer cancel()
 	ps := node.Subscribe(ctx, r.key, r.key+":"+id)
 	_, err := ps.Receive(ctx)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.pending = false
 	if err != nil || r.closed {
-		_ = ps.Close()
-		if err != nil {
+		if err != nil && !r.closed {
 			r.err = fmt.Errorf("redis: listen on %q at %s: %w", r.key, node.Options().Addr, err)
 			r.backoff = min(max(2*r.backoff, time.Second), 30*time.Second)
 			r.retryAt = time.Now().Add(r.backoff)
 		}
+		r.mu.Unlock()
+		_ = ps.Close()
 		return
 	}
-	if r.ps != nil {
-		_ = r.ps.Close() // ends its drain
-	}
+	old := r.ps
 	r.ps, r.psAddr, r.dead, r.err, r.backoff = ps, node.Options().Addr, false, nil, 0
+	r.mu.Unlock()
+	if old != nil {
+		_ = old.Close() // ends its drain; outside the lock: a reconnect in go-redis holds Close up
+	}
 	msgs := ps.Channel()
 	go func() {
 		for range msgs {
@@ -204,13 +224,18 @@ func (r *Replicas) server(ctx context.Context) (*goredis.Client, error) {
 func (r *Replicas) Withdraw(ctx context.Context, id string) error {
 	r.mu.Lock()
 	r.closed = true
-	if r.ps != nil {
-		_ = r.ps.Close() // ends the drain too
-		r.ps, r.psAddr = nil, ""
-	}
+	ps, cancel := r.ps, r.cancel
+	r.ps, r.psAddr = nil, ""
 	r.mu.Unlock()
-	r.wg.Wait() // a subscription being made sees closed, and closes itself
-	if err := r.c.rdb.ZRem(ctx, r.key, id).Err(); err != nil {
+	if cancel != nil {
+		cancel() // a subscription being made gives up, and closes itself
+	}
+	if ps != nil {
+		_ = ps.Close() // ends the drain too
+	}
+	err := r.c.rdb.ZRem(ctx, r.key, id).Err()
+	r.wg.Wait()
+	if err != nil {
 		return fmt.Errorf("redis: withdraw replica from %q: %w", r.key, err)
 	}
 	return nil

@@ -71,7 +71,7 @@ func parseReset(msg string) (domain.TenantID, []string, bool) {
 	if !more {
 		return domain.TenantID(id), nil, true
 	}
-	keys := strings.Split(rest, "\n")
+	keys := strings.SplitN(rest, "\n", maxResetKeys+1)
 	if len(keys) > maxResetKeys {
 		return "", nil, false
 	}
@@ -89,17 +89,18 @@ func (r *Resets) Channel() string { return r.channel }
 // Announce tells every replica listening that tenant's budgets were
 // reset, and which: keys are the keys reset less the start every key of
 // the tenant shares ([domain.TenantKeys]; "" for a key that is just
-// that). One PUBLISH.
+// that). One PUBLISH for every 256 keys.
 func (r *Resets) Announce(ctx context.Context, tenant domain.TenantID, keys []string) error {
-	if len(keys) > maxResetKeys {
-		keys = keys[:maxResetKeys]
-	}
-	msg := string(tenant)
-	if len(keys) > 0 {
-		msg += "\n" + strings.Join(keys, "\n")
-	}
-	if err := r.c.rdb.Publish(ctx, r.channel, msg).Err(); err != nil {
-		return fmt.Errorf("redis: announce the reset of %s on %s: %w", tenant, r.channel, err)
+	for first := true; first || len(keys) > 0; first = false {
+		part := keys[:min(len(keys), maxResetKeys)]
+		keys = keys[len(part):]
+		msg := string(tenant)
+		if len(part) > 0 {
+			msg += "\n" + strings.Join(part, "\n")
+		}
+		if err := r.c.rdb.Publish(ctx, r.channel, msg).Err(); err != nil {
+			return fmt.Errorf("redis: announce the reset of %s on %s: %w", tenant, r.channel, err)
+		}
 	}
 	return nil
 }
