@@ -248,6 +248,66 @@ func TestRedisCalendarQuota(t *testing.T) {
 	}
 }
 
+// TestRedisCalendarClockSkew: a replica whose clock is a day behind
+// Redis's, or a day ahead, still counts a daily quota in the day Redis's
+// clock holds, whether the key of its own day is new or already there
+// (its TTL telling Redis's time), and leaves that key as it was; the
+// reset is the end of Redis's day.
+func TestRedisCalendarClockSkew(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	cal := domain.Calendar{Unit: domain.PeriodDay}
+	for _, tt := range []struct {
+		name  string
+		skew  time.Duration
+		there bool // the replica's day's key exists, as a replica of that day left it
+	}{
+		{"behind, its day's key new", -24 * time.Hour, false},
+		{"ahead, its day's key new", 24 * time.Hour, false},
+		{"ahead, its day's key there", 24 * time.Hour, true},
+	} {
+		base := domain.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "daily")
+		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(srv.Client),
+			redis.Options{Timeout: 5 * time.Second, Clock: func() time.Time { return time.Now().Add(tt.skew) }})
+		start, end := cal.Period(time.Now())
+		theirs, theirEnd := cal.Period(time.Now().Add(tt.skew))
+		theirKey := domain.PeriodKey(base, theirs)
+		if tt.there {
+			if err := srv.Client.Set(t.Context(), theirKey, 3, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Client.PExpireAt(t.Context(), theirKey, theirEnd.Add(time.Minute)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req := domain.Request{Tenant: "acme", Route: "default", Cost: 2, Limits: []domain.Limit{{Name: "daily",
+			Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+		for i, want := range []bool{true, true, false} {
+			v, err := lim.Allow(t.Context(), req)
+			if err != nil {
+				t.Fatalf("%s, request %d: %v", tt.name, i+1, err)
+			}
+			d := v.Decisions[0]
+			if d.Allowed != want || d.Window != end.Sub(start) {
+				t.Errorf("%s, request %d: %+v, want allowed=%v in Redis's day (%v)", tt.name, i+1, d, want, end.Sub(start))
+			}
+			if wait := time.Until(end); d.ResetAfter < wait-5*time.Second || d.ResetAfter > wait+time.Second {
+				t.Errorf("%s, request %d: reset in %v, want the end of Redis's day, %v away", tt.name, i+1, d.ResetAfter, wait)
+			}
+		}
+		if n := srv.Client.Get(t.Context(), domain.PeriodKey(base, start)).Val(); n != "4" {
+			t.Errorf("%s: Redis's day's key holds %q, want 4", tt.name, n)
+		}
+		got, err := srv.Client.Get(t.Context(), theirKey).Result()
+		switch {
+		case tt.there && got != "3":
+			t.Errorf("%s: the replica's day's key holds %q, %v; want 3 as it was", tt.name, got, err)
+		case !tt.there && err != goredis.Nil:
+			t.Errorf("%s: the replica's day's key holds %q, %v; want none", tt.name, got, err)
+		}
+	}
+}
+
 // TestRedisFixedWindowAlignedKeys: a window aligned to the epoch (an
 // Envoy descriptor's) gives a key found without a TTL one that ends with
 // the window, whether the request is admitted or denied (a denial that

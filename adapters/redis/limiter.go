@@ -21,6 +21,10 @@ type Options struct {
 	// that this replica's requests take, and renew them. A request with a
 	// concurrency limit fails without it.
 	Leases *Leases
+	// Clock is this replica's clock, which picks the calendar periods a
+	// decision sends (Redis's clock picks among them). Nil means
+	// time.Now; tests skew it.
+	Clock func() time.Time
 }
 
 // errNoLeases is a concurrency limit on a Limiter without Options.Leases:
@@ -180,7 +184,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 	var pbuf [4]*periods
 	pers := pbuf[:0] // of each calendar limit, in order
 	if calendars > 0 {
-		now := time.Now()
+		now := l.now()
 		for i, lim := range req.Limits {
 			if lim.Calendar == nil {
 				continue
@@ -269,4 +273,12 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 		}
 	}
 	return v, err
+}
+
+// now reads this replica's clock (Options.Clock).
+func (l *Limiter) now() time.Time {
+	if l.opts.Clock != nil {
+		return l.opts.Clock()
+	}
+	return time.Now()
 }

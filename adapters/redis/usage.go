@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/tollgate/tollgate/domain"
 )
@@ -29,7 +28,7 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 		defer cancel()
 	}
 	keys := make([]string, 0, len(req.Limits))
-	now := time.Now()
+	now := l.now()
 	for _, lim := range req.Limits {
 		if lim.Concurrency {
 			continue // slots are requests running, not a budget: they end on their own
