@@ -104,65 +104,35 @@ end
 -- the request created is deleted: a denial writes nothing); the same
 -- verdict as run's, without its tables.
 if n == 1 and kinds == 'c' and flags == '0' and not peek and not costs and cost > 0 then
-  -- undo takes back a spend of cost on key that made it count (a key
-  -- the request created is deleted).
-  local function undo(key, count)
-    if count == cost then
-      redis.call('DEL', key)
-    else
-      redis.call('DECRBY', key, cost)
-    end
-  end
   local function calendar_one()
+    local now_ms = math.floor(clock() / 1000)
     local limit, s, e, key = arg(nil, 1, 1), arg(nil, 1, 3), arg(nil, 1, 4), KEYS[1]
-    -- The replica's period first. A key of it that existed has our TTL,
-    -- the period's end and a minute on Redis's clock, so its PTTL tells
-    -- Redis's time without a TIME (less a millisecond: never a reset
-    -- told early); a new key, or one without a TTL, asks TIME.
-    local count = redis.pcall('INCRBY', key, cost)
-    if type(count) == 'table' then
-      return nil -- refused (a full Redis under noeviction, a key of another type): run's path answers
-    end
-    local now_ms, ttl_ok
-    if count > cost then
-      local pttl = redis.call('PTTL', key)
-      if pttl > 0 then
-        now_ms, ttl_ok = e + 60000 - pttl - 1, true
-      end
-    end
-    if not now_ms then
-      now_ms = math.floor(clock() / 1000)
+    if now_ms < s then
+      s, e, key = arg(nil, 1, 2), s, KEYS[2]
+    elseif now_ms >= e then
+      s, e, key = e, arg(nil, 1, 5), KEYS[3]
     end
     if now_ms < s or now_ms >= e then
-      -- Redis is in the period before or after the replica's: take the
-      -- spend back, and spend in the period Redis's clock holds.
-      undo(key, count)
-      now_ms = math.floor(clock() / 1000)
-      if now_ms < s then
-        s, e, key = arg(nil, 1, 2), s, KEYS[2]
-      elseif now_ms >= e then
-        s, e, key = e, arg(nil, 1, 5), KEYS[3]
-      end
-      if now_ms < s or now_ms >= e then
-        return redis.error_reply('tollgate: the replica clock is more than a period off Redis time')
-      end
-      count, ttl_ok = redis.pcall('INCRBY', key, cost), false
-      if type(count) == 'table' then
-        return nil
-      end
+      return redis.error_reply('tollgate: the replica clock is more than a period off Redis time')
     end
-    local window, left = (e - s) * 1000, (e - now_ms) * 1000
+    local window, left = (e - s) * 1000, e * 1000 - now
+    -- A refused first write (a full Redis under noeviction, a key of
+    -- another type): run's path, which reads first, answers instead.
+    local count = redis.pcall('INCRBY', key, cost)
+    if type(count) == 'table' then
+      return nil
+    end
     if count <= limit or count_denied then
-      if not ttl_ok then
-        redis.call('PEXPIREAT', key, e + 60000, 'NX')
-      end
+      redis.call('PEXPIREAT', key, e + 60000, 'NX')
       if count <= limit then
         return {1, 1, limit - count, left, 0, window}
       end
       return {0, 0, 0, left, left, window}
     end
-    undo(key, count)
-    if count > cost and not ttl_ok then
+    if count == cost then
+      redis.call('DEL', key) -- this request's own key
+    else
+      redis.call('DECRBY', key, cost)
       redis.call('PEXPIREAT', key, e + 60000, 'NX') -- a key found without a TTL gets one
     end
     return {0, 0, math.max(limit - count + cost, 0), left, left, window}
