@@ -150,8 +150,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 			return backend{}, err
 		}
 		be.closers = append(be.closers, local)
-		resets.also = append(resets.also, local) // also as another replica's resets are heard
-
+		resets.also = append(resets.also, local) // and the keys of other replicas' resets, heard
 		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onError})
 	default:
 		failMode = layers.FailOpen(onError)

@@ -152,8 +152,8 @@ type ReplicaCountOptions struct {
 // cut off there, and reported through OnOvercount. With no announcement
 // that vouched over the last TTL (this replica cannot listen: see
 // OnListenError), the count is the renewals'. A key of another type
-// (ports.ErrKeyType) is reported once, not
-// every Interval, and the count keeps its last good value. Whoever can
+// (ports.ErrKeyType) is reported once, not every Interval, and the count
+// keeps its last good value. Whoever can
 // hold connections open to the store, or run its admin commands, can
 // still steer the count: the store is trusted (docs/operations.md).
 //

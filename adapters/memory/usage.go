@@ -51,17 +51,16 @@ func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 }
 
 // drop removes key's entry e, unless its slots are held (requests
-// running give them back) or it is gone already, and reports whether it
-// did.
-func (l *limiter[S, P]) drop(key string, e *limiterEntry[S]) bool {
+// running give them back: a key named by a reset heard from elsewhere
+// may be a slot's) or it is gone already.
+func (l *limiter[S, P]) drop(key string, e *limiterEntry[S]) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.swept || e.slots.Held() > 0 {
-		return false
+		return
 	}
 	e.swept = true
 	if l.keys.CompareAndDelete(key, e) {
 		l.n.Add(-1)
 	}
-	return true
 }
