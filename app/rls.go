@@ -75,12 +75,15 @@ func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng
 	}, func(err error) {
 		log.Error("rate limit service configuration rejected; keeping the previous one", "dir", cfg.RLSConfig, "err", err)
 	})
-	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, srv: rlsServer{face.NewGRPCServer()}}), stop
+	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, srv: rlsServer{face.NewGRPCServer(), face}}), stop
 }
 
 // rlsServer is the rate limit service's gRPC server as a listener's
-// server.
-type rlsServer struct{ *grpc.Server }
+// server, and the face it serves (drained before a stop).
+type rlsServer struct {
+	*grpc.Server
+	face *rls.Server
+}
 
 // Serve serves ln until the server stops; a stop is no error.
 func (s rlsServer) Serve(ln net.Listener) error {
@@ -90,9 +93,10 @@ func (s rlsServer) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Shutdown stops accepting calls, lets in-flight ones finish until ctx
-// ends, then cuts the rest.
+// Shutdown stops accepting calls, ends the health watches (NOT_SERVING),
+// lets in-flight calls finish until ctx ends, then cuts the rest.
 func (s rlsServer) Shutdown(ctx context.Context) error {
+	s.face.Drain()
 	done := make(chan struct{})
 	go func() {
 		s.GracefulStop()

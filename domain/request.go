@@ -74,6 +74,12 @@ type Request struct {
 	// Envoy's rate limit service for parity); limiters of the other
 	// algorithms ignore it.
 	CountDenied bool
+	// NoCache keeps the request from the layers that answer from memory
+	// (the deny cache): it reaches the limiter every time. Envoy's rate
+	// limit service sets it with envoyproxy/ratelimit's counting
+	// (CountDenied), where each denied hit is an increment that a later
+	// request may read through another limit on the same counter.
+	NoCache bool
 	// Decisions, if its capacity holds one Decision per limit, is where
 	// the limiter writes the verdict's Decisions instead of allocating
 	// them ([Settle]): the verdict's Decisions then share its array.

@@ -62,7 +62,8 @@ type DenyCacheOptions struct {
 // denial's call, so a cached denial never outlasts the limiter's own.
 // A denial that counts ([domain.Request].CountDenied) is cached only when
 // every limit denied it: answering from memory spends nothing, and a
-// limit that admitted would have counted.
+// limit that admitted would have counted. A request with
+// [domain.Request].NoCache always goes to the limiter.
 //
 // The cache is sharded and bounded (see [DenyCacheOptions].Capacity).
 // It is safe for concurrent use by multiple goroutines.
@@ -154,6 +155,9 @@ type denyShard struct {
 
 // Allow implements [ports.Limiter].
 func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	if req.NoCache {
+		return c.next.Allow(ctx, req)
+	}
 	k := denyKey{tenant: req.Tenant, route: req.Route}
 	sh := &c.shards[k.shard()]
 	now := c.nanos()

@@ -60,7 +60,8 @@ func (h *health) List(ctx context.Context, _ *healthpb.HealthListRequest) (*heal
 }
 
 // Watch implements healthpb.HealthServer: the status now, then every
-// change, checked every second, until the caller goes away.
+// change, checked every second, until the caller goes away or the server
+// drains ([Server.Drain]: NOT_SERVING, then the stream ends).
 func (h *health) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
 	ctx := stream.Context()
 	last := healthpb.HealthCheckResponse_ServingStatus(-1)
@@ -76,6 +77,13 @@ func (h *health) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStrea
 		select {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
+		case <-h.s.draining:
+			if last != healthpb.HealthCheckResponse_NOT_SERVING && last != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
+				if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}); err != nil {
+					return err
+				}
+			}
+			return nil
 		case <-tick.C:
 		}
 	}

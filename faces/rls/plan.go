@@ -239,6 +239,7 @@ func (p *plan) request(countDenied bool) domain.Request {
 		Route:       p.domain,
 		Limits:      p.limits,
 		CountDenied: countDenied,
+		NoCache:     countDenied, // every denied hit is counted in the store
 		CountOver:   true,
 		Decisions:   slices.Grow(p.decisions[:0], len(p.limits)),
 	}

@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,9 @@ type Server struct {
 	opts     Options
 	cfg      atomic.Pointer[config]
 	detailed labelCap
+	// draining is closed by [Server.Drain]: Watch streams end.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // config is one generation of the configuration, and what is derived
@@ -110,7 +114,7 @@ func New(cfg *rlsconf.Config, opts Options) *Server {
 	if opts.Metrics == nil {
 		opts.Metrics = nopMetrics{}
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, draining: make(chan struct{})}
 	s.SetConfig(cfg)
 	return s
 }
@@ -126,6 +130,15 @@ func (s *Server) SetConfig(c *rlsconf.Config) {
 		g.maxDomain = max(g.maxDomain, len(d))
 	}
 	s.cfg.Store(g)
+}
+
+// Drain prepares the server's stop: every grpc.health.v1.Health Watch,
+// open now or later, is told NOT_SERVING and ends, so that the gRPC
+// server's GracefulStop, which waits for every open stream, need not wait
+// for watchers that never hang up. Calls keep being decided. Call it
+// before GracefulStop; more calls do nothing.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() { close(s.draining) })
 }
 
 // Config returns the configuration in use.

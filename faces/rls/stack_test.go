@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -84,6 +86,26 @@ func TestDenyCache(t *testing.T) {
 	f.clock.Advance(time.Hour)
 	if resp := f.ask(t, req); resp.OverallCode != ok || f.calls.count() == calls {
 		t.Errorf("after the window: %v (store calls %d), want OK from the store", resp, f.calls.count()-calls)
+	}
+}
+
+// TestDenyCacheCountDenied: with envoyproxy/ratelimit's counting every
+// denied hit is counted in the store, so the deny cache passes such
+// requests by: an override that shares the counter sees every hit.
+func TestDenyCacheCountDenied(t *testing.T) {
+	t.Parallel()
+	clk := portstest.NewFakeClock(t0)
+	f := newFaceWith(t, basicYAML, faceOptions{clock: clk, opts: rls.Options{CountDenied: true},
+		layers: []ports.Layer{layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer()}})
+	for range 25 {
+		f.ask(t, rq("test-domain", 0, desc("key2=flood"))) // 20 a minute: 5 denied, each counted
+	}
+	if resp := f.ask(t, rq("test-domain", 0, withLimit(desc("key2=flood"), 25, typev3.RateLimitUnit_MINUTE))); resp.OverallCode != over {
+		t.Errorf("an override of 25 after 25 counted hits: %v, want OVER_LIMIT (the counter is 26)", resp)
+	}
+	chk := f.ask(t, rq("test-domain", 0, withHits(withLimit(desc("key2=flood"), 40, typev3.RateLimitUnit_MINUTE), 0)))
+	if got := chk.Statuses[0].LimitRemaining; got != 40-26 {
+		t.Errorf("a check against 40: remaining %d, want %d", got, 40-26)
 	}
 }
 
@@ -168,7 +190,10 @@ func TestGRPC(t *testing.T) {
 	if _, err := h.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "other"}); status.Code(err) != codes.NotFound {
 		t.Errorf("Check(other): %v, want NOT_FOUND", err)
 	}
-	w, err := h.Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	// (A bound, so that a watch that never ends fails the test.)
+	wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	w, err := h.Watch(wctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +203,36 @@ func TestGRPC(t *testing.T) {
 	ready.set(true)
 	if r, err := w.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("Watch after the store went down: %v, %v; want NOT_SERVING", r, err)
+	}
+	ready.set(false)
+	if r, err := w.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("Watch after the store came back: %v, %v; want SERVING", r, err)
+	}
+
+	// A stop: the watch is told NOT_SERVING and ends, and GracefulStop,
+	// which waits for every open stream, does not wait for the watcher.
+	f.Drain()
+	if r, err := w.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Watch when the server drains: %v, %v; want NOT_SERVING", r, err)
+	}
+	if r, err := w.Recv(); err != io.EOF {
+		t.Errorf("Watch after NOT_SERVING on drain: %v, %v; want the stream's end", r, err)
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	w2, err := h.Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		// A watch that reached the draining server ends at once too.
+		for {
+			if _, err := w2.Recv(); err != nil {
+				break
+			}
+		}
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Errorf("GracefulStop still waiting 5 s after Drain")
 	}
 }
 
