@@ -21,6 +21,7 @@ type Watcher struct {
 	sum     [sha256.Size]byte // of the files last loaded or rejected
 	broken  [sha256.Size]byte // of files rejected once, not reported yet
 	readErr string            // the last read error reported
+	unread  string            // a read error seen once, not reported yet
 }
 
 // NewWatcher loads dir and returns a Watcher of it and the configuration.
@@ -45,18 +46,24 @@ func NewWatcher(dir string) (*Watcher, *Config, error) {
 // content is then not reported again until it changes). Content that is
 // rejected is reported only when a second Poll finds it unchanged: a file
 // written in place may be read half written, and the next Poll reads it
-// whole. A file that cannot be read (being swapped) is an error that the
-// next Poll retries, reported once until it changes.
+// whole. A file that cannot be read (a link being swapped, or left
+// dangling) is an error too, reported only when the next Poll finds it
+// again, and then once until it changes.
 func (w *Watcher) Poll() (c *Config, changed bool, err error) {
 	files, err := readDir(w.dir)
 	if err != nil {
-		if err.Error() == w.readErr {
+		msg := err.Error()
+		if msg == w.readErr {
 			return nil, false, nil
 		}
-		w.readErr = err.Error()
+		if msg != w.unread {
+			w.unread = msg // perhaps in mid-swap: reported if it stays so
+			return nil, false, nil
+		}
+		w.readErr, w.unread = msg, ""
 		return nil, true, err
 	}
-	w.readErr = ""
+	w.readErr, w.unread = "", ""
 	sum := fingerprint(files)
 	if sum == w.sum {
 		return nil, false, nil

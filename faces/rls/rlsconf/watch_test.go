@@ -90,6 +90,30 @@ func TestWatcherPoll(t *testing.T) {
 	if c := poll("the broken file removed", true, false); rpu(c, "b") != 3 {
 		t.Errorf("after the removal: b=%d, want 3", rpu(c, "b"))
 	}
+	// A link left dangling for a moment (a ConfigMap key removed): not
+	// reported on first sight, reported once when it stays, and gone
+	// when the link is.
+	dangling := filepath.Join(dir, "d.yaml")
+	if err := os.Symlink(filepath.Join(dir, "missing.yaml"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	poll("a dangling link, seen once (perhaps in mid-swap)", false, false)
+	if _, _, err := w.Poll(); !errors.As(err, &fe) || fe.Path != dangling {
+		t.Fatalf("a dangling link, seen twice: %v, want a FileError naming d.yaml", err)
+	}
+	poll("the same dangling link", false, false)
+	if err := os.Remove(dangling); err != nil {
+		t.Fatal(err)
+	}
+	poll("the dangling link removed: the configuration as it was", false, false)
+	if err := os.Symlink(filepath.Join(dir, "missing.yaml"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	poll("a dangling link again, seen once", false, false)
+	if err := os.Remove(dangling); err != nil {
+		t.Fatal(err)
+	}
+	poll("removed before a second look: never reported", false, false)
 }
 
 // TestWatcherConfigMap: a Kubernetes ConfigMap volume's files are links
