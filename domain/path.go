@@ -188,6 +188,25 @@ func dotName(seg string) string {
 	return seg
 }
 
+// HasParamDotSegment reports whether escaped, a request path, has a dot
+// segment with parameters ("..;x", "..%3B", ".;"), which [NormalizePath]
+// resolves as Tomcat does but most servers (Go's ServeMux, nginx, Node)
+// read as an ordinary name: a face that meters a path its upstream gets
+// unresolved (the check endpoint) refuses such a path rather than meter
+// it on another route. Segments NormalizePath rejects are not counted.
+func HasParamDotSegment(escaped string) bool {
+	for raw := range strings.SplitSeq(escaped, "/") {
+		if !strings.Contains(raw, ".") && !strings.Contains(raw, "%") {
+			continue
+		}
+		seg, err := normalizeSegment(raw)
+		if err == nil && isDotSegment(seg) && withoutParams(seg) != seg {
+			return true
+		}
+	}
+	return false
+}
+
 // isDotSegment reports whether seg, a segment with upper-case escapes,
 // is "." or "..", once parameters are dropped ("..;x" is "..").
 func isDotSegment(seg string) bool {

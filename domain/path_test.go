@@ -310,3 +310,30 @@ func BenchmarkMatchPath(b *testing.B) {
 		})
 	}
 }
+
+// TestHasParamDotSegment: a dot segment with parameters, in any
+// spelling, and nothing else.
+func TestHasParamDotSegment(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"/v1/export/..;/status", true},
+		{"/v1/export/..%3B/status", true},
+		{"/v1/export/..%3b/status", true},
+		{"/v1/export/%2E%2E;x/status", true},
+		{"/a/.;/b", true},
+		{"/a/.%3Bx", true},
+		{"/a/../b", false},
+		{"/a/./b", false},
+		{"/status;v=1", false},
+		{"/a/...;/b", false},
+		{"/a/x..;/b", false},
+		{"/a/%zz;/b", false}, // NormalizePath rejects it
+		{"/", false},
+	} {
+		if got := domain.HasParamDotSegment(tt.path); got != tt.want {
+			t.Errorf("HasParamDotSegment(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}

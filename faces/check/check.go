@@ -197,13 +197,18 @@ var errUnparsableURI = errors.New("check: unparsable described URI")
 // path of uri, a request target as an edge forwards it: origin form
 // ("/a/b?q=1") or absolute form ("https://host/a/b?q=1"), as the Go
 // server reads the proxy's own request line. The query is dropped. A
-// byte that no request line holds (a control character, a space) makes
-// uri unparsable, as does any other form ("*", "a/b"); errors wrap
+// byte that no request line holds (a control character, a space, a '#')
+// makes uri unparsable, as do a dot segment with parameters
+// ([domain.HasParamDotSegment]: the upstream reads it unresolved) and any
+// other form ("*", "a/b"); errors wrap
 // [domain.ErrInvalidPath] for a path that does not normalise, and are
 // errUnparsableURI otherwise.
 func describedPath(uri string) (string, error) {
 	for i := 0; i < len(uri); i++ {
-		if c := uri[i]; c <= ' ' || c == 0x7f {
+		// A '#' is no request target's: the edge forwards it raw, and
+		// an upstream that ends the path there would be metered on
+		// what follows it ("/v1/export#/../../status").
+		if c := uri[i]; c <= ' ' || c == 0x7f || c == '#' {
 			return "", errUnparsableURI
 		}
 	}
@@ -215,10 +220,14 @@ func describedPath(uri string) (string, error) {
 		if err != nil || u.Host == "" {
 			return "", errUnparsableURI
 		}
-		return domain.NormalizePath(u.EscapedPath())
-	}
-	if i := strings.IndexByte(uri, '?'); i >= 0 {
+		uri = u.EscapedPath()
+	} else if i := strings.IndexByte(uri, '?'); i >= 0 {
 		uri = uri[:i]
+	}
+	// The upstream gets the URI as it came, unresolved: a "..;" that
+	// NormalizePath resolves is a name to most servers.
+	if domain.HasParamDotSegment(uri) {
+		return "", errUnparsableURI
 	}
 	return domain.NormalizePath(uri)
 }
