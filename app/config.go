@@ -155,7 +155,7 @@ var accepted = map[string]string{
 	"CHECK_ADDR":        "empty (off), or a host:port listen address",
 	"CHECK_DENY_STATUS": "429, or 403 (for nginx auth_request)",
 	"ADMIN_ADDR":        "a host:port listen address",
-	"UPSTREAM_URL":      "empty, or an absolute http:// or https:// URL",
+	"UPSTREAM_URL":      "empty, or an absolute http:// or https:// URL with a host (and a port from 1 to 65535, if any)",
 	"UPSTREAM_TIMEOUT":  "a Go duration from 1ms to 24h, such as 30s",
 	"ALGORITHM":         strings.Join(domain.AlgorithmNames(), ", "),
 	"STORE":             storeNames(),

@@ -47,9 +47,18 @@ func validAdminToken(s string) bool {
 	return body != ""
 }
 
+// validUpstream reports whether s is an absolute http:// or https:// URL
+// with a host, and a port (if any) from 1 to 65535.
 func validUpstream(s string) bool {
 	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		return err == nil && n >= 1 && n <= 65535
+	}
+	return true
 }
 
 // reservedHeader are the headers that frame, route or hop a request:
