@@ -97,7 +97,11 @@ end
 -- periods on either side; Redis's clock picks one, so every replica
 -- counts in the same period at a boundary. The key carries the period's
 -- start and expires a minute after its end: a finished period is never
--- read again. (PEXPIREAT … NX: Redis 7, Valkey 7.2.)
+-- read again. Every spend sets that expiry (PEXPIREAT, not NX): a reload
+-- that keeps a period's start but moves its end (an anchor day of 30 made
+-- 31 in a 30-day month, a week made a month that starts the same day)
+-- keeps the key and gives it the new end, so the count neither ends early
+-- nor outlives its period.
 --
 -- One enforced calendar quota alone (a monthly plan): spend first, and
 -- take the spend back when it denies and denials do not count (a key
@@ -123,7 +127,7 @@ if n == 1 and kinds == 'c' and flags == '0' and not peek and not costs and cost 
       return nil
     end
     if count <= limit or count_denied then
-      redis.call('PEXPIREAT', key, e + 60000, 'NX')
+      redis.call('PEXPIREAT', key, e + 60000)
       if count <= limit then
         return {1, 1, limit - count, left, 0, window}
       end
@@ -133,7 +137,7 @@ if n == 1 and kinds == 'c' and flags == '0' and not peek and not costs and cost 
       redis.call('DEL', key) -- this request's own key
     else
       redis.call('DECRBY', key, cost)
-      redis.call('PEXPIREAT', key, e + 60000, 'NX') -- a key found without a TTL gets one
+      redis.call('PEXPIREAT', key, e + 60000) -- a key found without a TTL gets one
     end
     return {0, 0, math.max(limit - count + cost, 0), left, left, window}
   end
@@ -185,9 +189,10 @@ if kinds ~= 'r' and string.find(kinds, 'c', 1, true) then
       return
     end
     redis.call('INCRBY', st.key, c)
-    -- NX: the period's first spend sets the TTL; a key found without one
-    -- (written by something else) gets it too, so none counts forever.
-    redis.call('PEXPIREAT', st.key, st.e + 60000, 'NX')
+    -- Every spend sets the TTL: a key found without one (written by
+    -- something else) gets it too, so none counts forever, and a period
+    -- whose end a reload moved ends when it now does.
+    redis.call('PEXPIREAT', st.key, st.e + 60000)
   end
 end
 
