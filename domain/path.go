@@ -195,9 +195,12 @@ func dotName(seg string) string {
 // unresolved (the check endpoint) refuses such a path rather than meter
 // it on another route. Segments NormalizePath rejects are not counted.
 func HasParamDotSegment(escaped string) bool {
+	if !strings.ContainsAny(escaped, ";%") {
+		return false // parameters are a ';' or a "%3B": most paths have neither
+	}
 	for raw := range strings.SplitSeq(escaped, "/") {
-		if !strings.Contains(raw, ".") && !strings.Contains(raw, "%") {
-			continue
+		if raw == "" || !strings.ContainsAny(raw[:1], ".%") || !strings.ContainsAny(raw, ";%") {
+			continue // a dot segment starts with '.' or "%2E"
 		}
 		seg, err := normalizeSegment(raw)
 		if err == nil && isDotSegment(seg) && withoutParams(seg) != seg {

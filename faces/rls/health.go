@@ -78,7 +78,7 @@ func (h *health) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStrea
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		case <-h.s.draining:
-			if last != healthpb.HealthCheckResponse_NOT_SERVING && last != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
+			if last == healthpb.HealthCheckResponse_SERVING {
 				if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}); err != nil {
 					return err
 				}
