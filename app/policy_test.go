@@ -96,6 +96,8 @@ var badPolicyFiles = []struct {
 	{"bad method", `{"routes": [{"name": "r", "method": "GET /", "path": "/a"}]}`, "not an HTTP method token"},
 	{"cost too high", `{"routes": [{"name": "r", "path": "/a", "cost": 1000001}]}`, "cost 1000001: want an integer from 0 to 1000000"},
 	{"negative cost", `{"routes": [{"name": "r", "path": "/a", "cost": -1}]}`, "cost -1"},
+	{"cost 0 with limits of its own", `{"routes": [{"name": "free", "path": "/a", "cost": 0, "limits": [{"name": "b", "limit": 5, "window": "1s"}]}]}`,
+		`routes[0] (name "free"): cost 0 is not metered at all, so the route's own limits would never apply`},
 	{"every problem reported", `{"limits": [{"name": "A", "limit": 1, "window": "1s"}], "routes": [{"name": "r", "path": "x", "cost": -2}]}`,
 		`: limits[0] (name "A"): bad name: want 1 to 32 of a-z 0-9 -; routes[0] (name "r"): path "x" is not a normal path starting with / and without a trailing slash; routes[0] (name "r"): cost -2`},
 }

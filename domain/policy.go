@@ -130,6 +130,8 @@ func (p *Policy) CountsDenied() bool { return p.countsDenied }
 //   - a cost outside 0 to [MaxCost], or one above the limit of a limit
 //     that applies to the route (no request could ever be admitted); a
 //     concurrency limit counts requests, whatever they cost;
+//   - a route of cost 0 (not metered at all) with limits of its own,
+//     which would never apply;
 //   - a concurrency limit outside 1 to [MaxConcurrency], with a
 //     calendar, or whose rule is not [ConcurrencyRule]'s.
 func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
@@ -224,6 +226,9 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		}
 		if r.Cost < 0 || r.Cost > MaxCost {
 			bad(at, "cost %d: want an integer from 0 to %d", r.Cost, MaxCost)
+		}
+		if r.Cost == 0 && len(r.Limits) > 0 {
+			bad(at, "cost 0 is not metered at all, so the route's own limits would never apply: give it a cost, or drop its limits")
 		}
 		for k, l := range r.Limits {
 			checkLimit(fmt.Sprintf("routes[%d].limits[%d]", i, k), l)

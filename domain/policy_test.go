@@ -311,6 +311,11 @@ func TestNewPolicyErrors(t *testing.T) {
 		{"negative cost", nil, []domain.Route{route("a", "", "/s", -1)}, "cost -1: want an integer from 0 to 1000000"},
 		{"cost too high", nil, []domain.Route{route("a", "", "/s", 1_000_001)}, "cost 1000001"},
 		{"cost above a limit", []domain.PolicyLimit{lim("a")}, []domain.Route{route("r", "", "/s", 11)}, `cost 11 is above limit "a"'s limit of 10`},
+		{"cost 0 with limits of its own", []domain.PolicyLimit{lim("a")}, []domain.Route{route("free", "", "/s", 0, lim("b"))},
+			`routes[0] (name "free"): cost 0 is not metered at all, so the route's own limits would never apply`},
+		{"cost 0 with a concurrency limit", nil, []domain.Route{route("free", "", "/s", 0,
+			domain.PolicyLimit{Name: "inflight", Concurrency: true, Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow}})},
+			"cost 0 is not metered at all"},
 	}
 	for _, tt := range tests {
 		_, err := domain.NewPolicy(tt.limits, tt.routes)
