@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -165,7 +166,7 @@ func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 	u.opts.Count("usage")
 	ctx, cancel := context.WithTimeout(r.Context(), u.opts.Timeout)
 	defer cancel()
-	id := domain.TenantID(chi.URLParam(r, "id"))
+	id := tenantParam(r)
 	us, err := u.opts.Engine.Usage(ctx, id)
 	u.answer(w, id, "", us, err)
 }
@@ -177,13 +178,24 @@ func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 // they answered).
 func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 	u.opts.Count("reset")
-	id := domain.TenantID(chi.URLParam(r, "id"))
+	id := tenantParam(r)
 	what, code := "all", http.StatusBadRequest
-	if vs, ok := r.URL.Query()["limit"]; !ok {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	vs, named := query["limit"]
+	if named {
+		what = strings.Join(vs, ",")
+	}
+	switch other := otherParam(query, "limit"); {
+	case err != nil:
+		writeJSON(w, code, errorBody{"query: not a valid URL query; its one parameter is limit, such as ?limit=per-minute"})
+	case other != "":
+		// A misspelt ?Limit= must not reset every limit.
+		writeJSON(w, code, errorBody{fmt.Sprintf("query: unknown parameter %s; the one parameter is limit, such as ?limit=per-minute", quoted(other))})
+	case !named:
 		code = u.resetAs(w, r, id, "")
-	} else if what = strings.Join(vs, ","); len(vs) == 1 && domain.ValidName(vs[0]) {
+	case len(vs) == 1 && domain.ValidName(vs[0]):
 		code = u.resetAs(w, r, id, vs[0])
-	} else {
+	default:
 		writeJSON(w, code, errorBody{"limit: want one limit name of the policy, such as ?limit=per-minute"})
 	}
 	if code == http.StatusOK {
@@ -191,6 +203,27 @@ func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.opts.Log.Warn("usage API: reset not done", "tenant", clipped(string(id)), "limit", clipped(what), "client", peer(r), "status", code)
+}
+
+// otherParam is a parameter of query other than want, or "".
+func otherParam(query url.Values, want string) string {
+	for k := range query {
+		if k != want {
+			return k
+		}
+	}
+	return ""
+}
+
+// tenantParam is the tenant id in r's path, decoded: chi matches the
+// escaped path, so %61cme is acme and %2F a slash (then an invalid id).
+// An undecodable one is returned as it is, and is invalid.
+func tenantParam(r *http.Request) domain.TenantID {
+	raw := chi.URLParam(r, "id")
+	if id, err := url.PathUnescape(raw); err == nil {
+		return domain.TenantID(id)
+	}
+	return domain.TenantID(raw)
 }
 
 // resetAs resets tenant id's limit (every one: "") and answers its usage,

@@ -173,6 +173,11 @@ func TestUsageReset(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, nil)
 	f.spend(t, "acme", "/search")
+	// The id is decoded: %61cme is acme (chi matches the escaped path).
+	if w := f.call(t, "GET", "/v1/tenants/%61cme/usage", "Bearer "+token); w.Code != http.StatusOK ||
+		decode(t, w).Tenant != "acme" || decode(t, w).Limits[0].Used == 0 {
+		t.Errorf("usage of %%61cme: %d %s, want acme's", w.Code, w.Body)
+	}
 	w := f.call(t, "POST", "/v1/tenants/acme/reset?limit=monthly", "Bearer "+token)
 	b := decode(t, w)
 	if w.Code != http.StatusOK || b.Limits[0].Used != 2 || b.Limits[1].Used != 0 || b.Limits[2].Used != 2 {
@@ -217,6 +222,9 @@ func TestUsageBadRequests(t *testing.T) {
 		{"POST", "/v1/tenants/acme/reset?limit=", 400},
 		{"POST", "/v1/tenants/acme/reset?limit=monthly&limit=per-minute", 400},
 		{"POST", "/v1/tenants/acme/reset?limit=Bad_Name", 400},
+		{"POST", "/v1/tenants/acme/reset?LIMIT=monthly", 400},
+		{"POST", "/v1/tenants/acme/reset?limit=monthly&dry-run=1", 400},
+		{"POST", "/v1/tenants/acme/reset?limit=%zz", 400},
 		{"GET", "/v1/tenants/acme", 404},
 		{"GET", "/v1/", 404},
 	} {
@@ -234,10 +242,10 @@ func TestUsageBadRequests(t *testing.T) {
 	}
 	// Every reset call has its audit line, and its count.
 	log := f.log.String()
-	if n := strings.Count(log, `"msg":"usage API: reset not done"`); n != 5 || f.actions["reset"] != 5 ||
+	if n := strings.Count(log, `"msg":"usage API: reset not done"`); n != 8 || f.actions["reset"] != 8 ||
 		!strings.Contains(log, `"tenant":"globex","limit":"all","client":"192.0.2.1","status":404`) ||
 		!strings.Contains(log, `"limit":"monthly,per-minute","client":"192.0.2.1","status":400`) {
-		t.Errorf("%d resets counted, audit log %s: want 5 lines of resets not done, with their statuses", f.actions["reset"], log)
+		t.Errorf("%d resets counted, audit log %s: want 8 lines of resets not done, with their statuses", f.actions["reset"], log)
 	}
 }
 
