@@ -219,7 +219,7 @@ func LoadConfig(environ []string) (Config, error) {
 	if err != nil {
 		return Config{}, parseErrors(err, vars)
 	}
-	return cfg, cfg.Validate()
+	return cfg, cfg.validate(vars)
 }
 
 // parseErrors turns env's errors into ConfigErrors that name variables.
@@ -265,10 +265,17 @@ func envDefaults() map[string]string {
 
 // Validate checks every setting and reports all problems as one error of
 // joined *ConfigErrors.
-func (c Config) Validate() error {
+func (c Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate, whose errors show a setting as raw (the
+// environment) gave it, such as 0 rather than 0s, when it holds one.
+func (c Config) validate(raw map[string]string) error {
 	var errs []error
 	check := func(ok bool, name, value string) {
 		if !ok {
+			if v, set := raw[EnvPrefix+name]; set {
+				value = v
+			}
 			errs = append(errs, configError(name, value))
 		}
 	}

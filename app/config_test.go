@@ -74,6 +74,10 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_LIMIT=ten", "TOLLGATE_LIMIT", `"ten"`},
 		{"TOLLGATE_LIMIT=1.5", "TOLLGATE_LIMIT", "integer"},
 		{"TOLLGATE_WINDOW=0s", "TOLLGATE_WINDOW", "from 1ms"},
+		// The value as given, not as parsed (0s, 500ns).
+		{"TOLLGATE_WINDOW=0", "TOLLGATE_WINDOW", `TOLLGATE_WINDOW="0" is invalid`},
+		{"TOLLGATE_REDIS_TIMEOUT=0.5us", "TOLLGATE_REDIS_TIMEOUT", `TOLLGATE_REDIS_TIMEOUT="0.5us" is invalid`},
+		{"TOLLGATE_LIMIT=+0", "TOLLGATE_LIMIT", `TOLLGATE_LIMIT="+0" is invalid`},
 		{"TOLLGATE_WINDOW=999us", "TOLLGATE_WINDOW", "from 1ms"},
 		{"TOLLGATE_WINDOW=60", "TOLLGATE_WINDOW", `"60"`},
 		{"TOLLGATE_WINDOW=-1m", "TOLLGATE_WINDOW", "duration"},
