@@ -123,17 +123,19 @@ func TestCaddyForwardAuth(t *testing.T) {
 // exerciseBudget checks what a client of the edge at base sees, and
 // what the application (up) receives:
 //
-//   - acme (by API key, spoofing X-Tenant-ID, and the described URI as
-//     the unmetered /free): three 200s with the rate-limit headers
-//     counting down, the application seeing each with
-//     X-Tenant-ID: acme; then 429 with Retry-After and the headers, and
-//     the application seeing nothing more;
+//   - acme (by API key, spoofing X-Tenant-ID and its look-alikes, and
+//     the described URI as the unmetered /free): three 200s with the
+//     rate-limit headers counting down, the application seeing each
+//     with X-Tenant-ID: acme and no look-alike; then 429 with
+//     Retry-After and the headers, and the application seeing nothing
+//     more;
 //   - anonymous clients on two loopback addresses, metered per address
 //     (the edge's X-Forwarded-For is trusted): each its own 3.
 func exerciseBudget(t *testing.T, base string, up *upstream) {
 	t.Helper()
 	for i, remaining := range []string{"2", "1", "0"} {
 		resp, _ := get(t, base+"/v1/orders?page="+strconv.Itoa(i), "127.0.0.1", "X-API-Key", "k-acme", "X-Tenant-ID", "evil",
+			"X_Tenant_ID", "evil", "X-Tenant_ID", "evil", "x_tenant-id", "evil",
 			"X-Forwarded-Uri", "/free", "X-Original-URI", "/free")
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("acme request %d: %d, want 200", i, resp.StatusCode)
@@ -150,6 +152,12 @@ func exerciseBudget(t *testing.T, base string, up *upstream) {
 	for i, r := range seen {
 		if got := r.Values("X-Tenant-ID"); len(got) != 1 || got[0] != "acme" {
 			t.Errorf("the application's request %d: X-Tenant-ID %q, want acme", i, got)
+		}
+		for _, name := range []string{"X_Tenant_ID", "X-Tenant_ID", "X_Tenant-ID"} {
+			// CGI, WSGI and Rack would read it as X-Tenant-ID.
+			if got := r.Values(name); len(got) != 0 {
+				t.Errorf("the application's request %d: the look-alike %s %q reached it", i, name, got)
+			}
 		}
 	}
 	resp, body := get(t, base+"/v1/orders", "127.0.0.1", "X-API-Key", "k-acme")
