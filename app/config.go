@@ -2,10 +2,7 @@ package app
 
 import (
 	"errors"
-	"fmt"
-	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -148,67 +145,6 @@ type Config struct {
 	RLSResponseHeaders bool `env:"RLS_RESPONSE_HEADERS" envDefault:"false"`
 }
 
-// accepted says, per variable (without the prefix), what values it
-// accepts. Error messages quote it.
-var accepted = map[string]string{
-	"LISTEN_ADDR":       "a host:port listen address, or off (no proxy listener: with TOLLGATE_CHECK_ADDR or TOLLGATE_RLS_ADDR set, a gateway that only answers checks or Envoy's rate limit service)",
-	"CHECK_ADDR":        "empty (off), or a host:port listen address",
-	"CHECK_DENY_STATUS": "429, or 403 (for nginx auth_request)",
-	"ADMIN_ADDR":        "a host:port listen address",
-	"UPSTREAM_URL":      "empty, or an absolute http:// or https:// URL with a host (and a port from 1 to 65535, if any)",
-	"UPSTREAM_TIMEOUT":  "a Go duration from 1ms to 24h, such as 30s",
-	"ALGORITHM":         strings.Join(domain.AlgorithmNames(), ", "),
-	"STORE":             storeNames(),
-	"LIMIT":             "an integer from 1 to 1000000000, at most one request per microsecond of TOLLGATE_WINDOW",
-	"WINDOW":            "a Go duration from 1ms to 8784h (366 days), such as 1m",
-	"FAIL_MODE":         "open, closed or local",
-	"REPLICAS":          "an integer from 0 (count the replicas through the store) to 10000",
-	"DENY_CACHE":        "true or false (also 1, 0, t, f)",
-	"ADMIN_TOKEN":       "empty (no usage API), or 16 to 1024 bytes of A-Z a-z 0-9 - . _ ~ + / then = padding, such as the output of openssl rand -hex 32",
-	"MEMORY_MAX_KEYS":   "an integer from 0 (no bound) to 1073741824",
-	"TRUSTED_PROXIES":   "empty, or comma-separated CIDRs or addresses, such as 10.0.0.0/8, 192.168.1.7",
-	"ANONYMOUS":         "shared (one tenant, unknown) or ip (per client address)",
-	"IPV6_PREFIX":       "an integer from 32 to 128",
-	"TENANT_HEADER":     "an HTTP header name, not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, ...)",
-	"TENANTS_FILE":      "empty, or the path of a JSON tenants file",
-	"POLICY_FILE":       "empty, or the path of a JSON policy file of limits and routes",
-	"SHADOW":            "true or false (also 1, 0, t, f)",
-	"REDIS_MODE":        "single (one Redis, or a proxy) or cluster (Redis Cluster)",
-	"REDIS_URL":         "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
-	"REDIS_TIMEOUT":     "a Go duration from 1ms to 1m, such as 250ms",
-	"KEY_PREFIX":        "any string",
-	"LEASE":             "a Go duration from 1s to 10m, such as 10s",
-	"ACCESS_LOG":        "true or false (also 1, 0, t, f)",
-	"LOG_LEVEL":         "debug, info, warn or error",
-	"PPROF":             "true or false (also 1, 0, t, f)",
-}
-
-// ConfigError is a setting that does not parse or is out of range. It
-// names the variable, the value given and what is accepted; credentials
-// in the value are masked.
-type ConfigError struct {
-	Var   string // full variable name, such as TOLLGATE_LIMIT
-	Value string // as given, credentials masked
-	Want  string // what is accepted
-}
-
-// Error names the variable, the value as given and what is accepted.
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
-}
-
-func configError(name, value string) *ConfigError {
-	switch name {
-	case "REDIS_URL":
-		value = MaskURL(value)
-	case "UPSTREAM_URL":
-		value = upstreamForLog(value)
-	case "ADMIN_TOKEN":
-		value = fmt.Sprintf("(%d bytes, not shown)", len(value))
-	}
-	return &ConfigError{Var: EnvPrefix + name, Value: value, Want: accepted[name]}
-}
-
 // LoadConfig parses environ (KEY=value pairs, as os.Environ returns) into a
 // validated Config. environ replaces the process environment entirely, so
 // tests stay hermetic. Every problem is reported, each as a *ConfigError,
@@ -261,61 +197,6 @@ func envDefaults() map[string]string {
 		d[name] = f.Tag.Get("envDefault")
 	}
 	return d
-}
-
-// Validate checks every setting and reports all problems as one error of
-// joined *ConfigErrors.
-func (c Config) Validate() error { return c.validate(nil) }
-
-// validate is Validate, whose errors show a setting as raw (the
-// environment) gave it, such as 0 rather than 0s, when it holds one.
-func (c Config) validate(raw map[string]string) error {
-	var errs []error
-	check := func(ok bool, name, value string) {
-		if !ok {
-			if v, set := raw[EnvPrefix+name]; set {
-				value = v
-			}
-			errs = append(errs, configError(name, value))
-		}
-	}
-	dur := func(d time.Duration) string { return d.String() }
-	check(c.ListenAddr == ListenOff || validAddr(c.ListenAddr), "LISTEN_ADDR", c.ListenAddr)
-	check(c.CheckAddr == "" || validAddr(c.CheckAddr), "CHECK_ADDR", c.CheckAddr)
-	check(c.CheckDenyStatus == http.StatusTooManyRequests || c.CheckDenyStatus == http.StatusForbidden,
-		"CHECK_DENY_STATUS", strconv.Itoa(c.CheckDenyStatus))
-	if c.ListenAddr == ListenOff && c.CheckAddr == "" && c.RLSAddr == "" {
-		errs = append(errs, &ConfigError{Var: EnvPrefix + "LISTEN_ADDR", Value: ListenOff,
-			Want: "a host:port listen address, or off only with TOLLGATE_CHECK_ADDR or TOLLGATE_RLS_ADDR set: with every listener but the admin one off, nothing would be rate-limited"})
-	}
-	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
-	check(c.AdminToken == "" || validAdminToken(c.AdminToken), "ADMIN_TOKEN", c.AdminToken)
-	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
-	check(c.UpstreamTimeout >= time.Millisecond && c.UpstreamTimeout <= 24*time.Hour, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
-	check(domain.ValidAlgorithm(c.Algorithm), "ALGORITHM", c.Algorithm)
-	_, knownStore := storeNamed(c.Store)
-	check(knownStore, "STORE", c.Store)
-	windowOK := c.Window >= domain.MinWindow && c.Window <= domain.MaxWindow
-	check(windowOK, "WINDOW", dur(c.Window))
-	check(c.Limit >= 1 && c.Limit <= domain.MaxLimit && (!windowOK || c.Rule().Validate() == nil),
-		"LIMIT", strconv.FormatInt(c.Limit, 10))
-	check(oneOf(c.FailMode, FailOpen, FailClosed, FailLocal), "FAIL_MODE", c.FailMode)
-	check(c.Replicas >= 0 && c.Replicas <= MaxReplicas, "REPLICAS", strconv.Itoa(c.Replicas))
-	check(c.MemoryMaxKeys >= 0 && c.MemoryMaxKeys <= MaxMemoryKeys, "MEMORY_MAX_KEYS", strconv.Itoa(c.MemoryMaxKeys))
-	_, proxiesErr := domain.ParseTrustedProxies(c.TrustedProxies)
-	check(proxiesErr == nil, "TRUSTED_PROXIES", c.TrustedProxies)
-	check(oneOf(c.Anonymous, AnonymousShared, AnonymousIP), "ANONYMOUS", c.Anonymous)
-	check(c.IPv6Prefix >= domain.MinIPv6Prefix && c.IPv6Prefix <= domain.MaxIPv6Prefix, "IPV6_PREFIX", strconv.Itoa(c.IPv6Prefix))
-	check(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
-	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
-	check(validRedisURL(c) == nil, "REDIS_URL", c.RedisURL)
-	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
-	check(c.Lease >= domain.MinLease && c.Lease <= domain.MaxLease, "LEASE", dur(c.Lease))
-	_, levelErr := parseLevel(c.LogLevel)
-	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
-	check(c.RLSAddr == "" || validAddr(c.RLSAddr), "RLS_ADDR", c.RLSAddr)
-	check(c.RLSAddr == "" || c.RLSConfig != "", "RLS_CONFIG", c.RLSConfig)
-	return errors.Join(errs...)
 }
 
 // Rule returns the default rule: LIMIT per WINDOW.

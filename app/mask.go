@@ -1,0 +1,72 @@
+package app
+
+import (
+	"net/url"
+	"strings"
+)
+
+// How secrets are masked in what config errors and logs show.
+
+// MaskURL returns s with its secrets replaced by "xxxxx": a password, a
+// lone user-info field (redis://s3cret@host), which go-redis reads as a
+// password, and a password query parameter (?password=…, in any case),
+// which go-redis reads too. A value that does not parse as a URL is
+// masked whole, since it may still hold one.
+func MaskURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") || strings.Contains(strings.ToLower(s), "password") {
+			return "<unparsable URL, masked>"
+		}
+		return s
+	}
+	masked := false
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+		masked = true
+	}
+	q, qerr := url.ParseQuery(u.RawQuery)
+	switch {
+	case qerr != nil && strings.Contains(strings.ToLower(u.RawQuery), "password"):
+		// A pair that does not parse (a ';', a bad escape) is dropped by
+		// the parsed query, and would be printed as it is: the whole
+		// query is masked.
+		u.RawQuery = "xxxxx"
+		masked = true
+	case u.RawQuery != "":
+		for k := range q {
+			if strings.EqualFold(k, "password") {
+				q[k] = []string{"xxxxx"}
+				masked = true
+			}
+		}
+		if masked {
+			u.RawQuery = q.Encode()
+		}
+	}
+	if !masked {
+		return s
+	}
+	return u.String()
+}
+
+// upstreamForLog returns the upstream URL as logs and errors show it:
+// without its query (which may carry a credential) and with any
+// user-info masked. A value that does not parse is masked whole.
+func upstreamForLog(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparsable URL, masked>"
+	}
+	hadQuery := u.RawQuery != "" || u.ForceQuery
+	u.RawQuery, u.ForceQuery = "", false
+	out := MaskURL(u.String())
+	if hadQuery {
+		out += "?…"
+	}
+	return out
+}
