@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/admin"
+	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/metrics"
 )
 
@@ -136,6 +137,8 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if cfg.Pprof {
 		adminHandler = admin.WithPprof(adminHandler)
 	}
+	// The admin API reads no body: one sent anyway must not hold the answer.
+	adminHandler = httpface.IgnoreBodies(adminHandler)
 	ls = append(ls, &listener{name: "admin", addr: cfg.AdminAddr, srv: newHTTPServer(adminHandler, log)})
 	if err := listenAll(ls); err != nil {
 		return fmt.Errorf("tollgate: %w", err)

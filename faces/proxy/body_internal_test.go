@@ -104,3 +104,55 @@ func TestIdleBodyErrorWrapsErrBodyIdle(t *testing.T) {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestStalledBodyNotForwarded: a stalled body is not waited for where
+// nothing forwards it: the echo responder reads it and answers 408 after
+// the idle bound, as a real upstream's proxy does; an upstream that
+// refuses the connection is answered 502 at once. Both used to wait for
+// the body forever. Either way the connection is closed after the answer.
+func TestStalledBodyNotForwarded(t *testing.T) {
+	t.Parallel()
+	const idle = 300 * time.Millisecond
+	refused := httptest.NewServer(http.NotFoundHandler())
+	target, _ := url.Parse(refused.URL)
+	refused.Close() // its port now refuses connections
+	for _, tt := range []struct {
+		name     string
+		handler  http.Handler
+		code     int
+		min, max time.Duration
+	}{
+		{"echo", Echo(), http.StatusRequestTimeout, idle, idle + 3*time.Second},
+		{"upstream refused", NewUpstream(target, UpstreamOptions{Log: discardLog()}), http.StatusBadGateway, 0, idle},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			gw := httptest.NewServer(bodyIdleTimeout(idle)(tt.handler))
+			t.Cleanup(gw.Close)
+			c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			start := time.Now()
+			io.WriteString(c, "POST /x HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\nabc")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer to a stalled body: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.code {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.code)
+			}
+			if took := time.Since(start); took < tt.min || took > tt.max {
+				t.Errorf("answered after %v, want %v to %v", took, tt.min, tt.max)
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("after the answer: %v, want the connection closed", err)
+			}
+		})
+	}
+}

@@ -167,6 +167,9 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 				status, msg = http.StatusGatewayTimeout, "upstream timed out"
 			}
 			log.Warn("proxy error", "status", status, "method", r.Method, "path", r.URL.Path, "err", err)
+			// What is left of the body will not be read: the answer must
+			// not wait for it (an upstream refused before any was sent).
+			httpface.AbandonBody(w, r)
 			httpface.WriteError(w, r, status, msg)
 		},
 	}

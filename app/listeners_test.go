@@ -1,0 +1,59 @@
+package app_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/app/apptest"
+)
+
+// TestListenersDoNotWaitForStalledBodies: on every HTTP listener, a
+// request whose body stalls is answered at once where the body is never
+// read (the admin listener, the check listener, a denial on the proxy),
+// and its connection is then closed. The admin listener's answer used to
+// wait for the body forever.
+func TestListenersDoNotWaitForStalledBodies(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t, "TOLLGATE_CHECK_ADDR=127.0.0.1:0", "TOLLGATE_LIMIT=1", "TOLLGATE_WINDOW=1h",
+		"TOLLGATE_ADMIN_TOKEN=0123456789abcdef0123456789abcdef")
+	if resp, err := http.Get(g.Public + "/spend"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the one request of the budget: %v %v", resp, err)
+	}
+	for _, tt := range []struct {
+		name, base, request string
+		code                int
+	}{
+		{"admin healthz", g.Admin, "POST /healthz HTTP/1.1", http.StatusMethodNotAllowed},
+		{"admin usage API", g.Admin, "POST /v1/tenants/acme/reset HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdef0123456789abcdef", http.StatusOK},
+		{"check", g.Check, "POST / HTTP/1.1\r\nX-Forwarded-Uri: /x\r\nX-Forwarded-Method: GET", http.StatusTooManyRequests},
+		{"proxy denial", g.Public, "POST /x HTTP/1.1", http.StatusTooManyRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(tt.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(c, tt.request+"\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer to a stalled body: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.code {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.code)
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("after the answer: %v, want the connection closed", err)
+			}
+		})
+	}
+}

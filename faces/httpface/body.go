@@ -1,0 +1,15 @@
+package httpface
+
+import "net/http"
+
+// IgnoreBodies is middleware for handlers that read no request body (the
+// admin listener): every body is abandoned ([AbandonBody]) before the
+// handler runs, so a request whose body stalls is answered at once, and
+// its connection closed, rather than after net/http has waited for the
+// body forever.
+func IgnoreBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		AbandonBody(w, r)
+		next.ServeHTTP(w, r)
+	})
+}
