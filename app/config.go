@@ -152,19 +152,36 @@ type Config struct {
 func LoadConfig(environ []string) (Config, error) {
 	vars := env.ToMap(environ)
 	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: vars, Prefix: EnvPrefix})
-	if err != nil {
-		return Config{}, parseErrors(err, vars)
+	if err == nil {
+		return cfg, cfg.validate(vars, nil)
 	}
-	return cfg, cfg.validate(vars)
+	// The variables that do not parse are reported; the others are still
+	// checked, each of those given its default meanwhile, so that one run
+	// names every bad variable.
+	unparsed, perr := parseErrors(err, vars)
+	rest := make(map[string]string, len(vars))
+	for k, v := range vars {
+		if !unparsed[strings.TrimPrefix(k, EnvPrefix)] {
+			rest[k] = v
+		}
+	}
+	cfg, err = env.ParseAsWithOptions[Config](env.Options{Environment: rest, Prefix: EnvPrefix})
+	if err != nil {
+		return Config{}, perr
+	}
+	return Config{}, errors.Join(perr, cfg.validate(rest, unparsed))
 }
 
-// parseErrors turns env's errors into ConfigErrors that name variables.
-func parseErrors(err error, vars map[string]string) error {
+// parseErrors returns the names (without the prefix) of the variables
+// that did not parse, and env's errors turned into ConfigErrors that name
+// them.
+func parseErrors(err error, vars map[string]string) (map[string]bool, error) {
 	var agg env.AggregateError
 	if !errors.As(err, &agg) {
-		return err
+		return nil, err
 	}
 	var errs []error
+	unparsed := make(map[string]bool)
 	for _, e := range agg.Errors {
 		var pe env.ParseError
 		if !errors.As(e, &pe) {
@@ -172,9 +189,10 @@ func parseErrors(err error, vars map[string]string) error {
 			continue
 		}
 		name := envName(pe.Name)
+		unparsed[name] = true
 		errs = append(errs, configError(name, vars[EnvPrefix+name]))
 	}
-	return errors.Join(errs...)
+	return unparsed, errors.Join(errs...)
 }
 
 // envName returns the env tag of Config's field, without the prefix.

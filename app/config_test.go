@@ -202,11 +202,28 @@ func TestLoadConfigRateTooHigh(t *testing.T) {
 
 func TestLoadConfigReportsEveryProblem(t *testing.T) {
 	t.Parallel()
-	_, err := app.LoadConfig([]string{"TOLLGATE_LIMIT=0", "TOLLGATE_STORE=etcd", "TOLLGATE_FAIL_MODE=x"})
-	for _, v := range []string{"TOLLGATE_LIMIT", "TOLLGATE_STORE", "TOLLGATE_FAIL_MODE"} {
-		if err == nil || !strings.Contains(err.Error(), v) {
-			t.Errorf("error %v does not name %s", err, v)
+	for _, tt := range []struct {
+		env  []string
+		want []string
+	}{
+		{[]string{"TOLLGATE_LIMIT=0", "TOLLGATE_STORE=etcd", "TOLLGATE_FAIL_MODE=x"},
+			[]string{"TOLLGATE_LIMIT", "TOLLGATE_STORE", "TOLLGATE_FAIL_MODE"}},
+		// Variables that do not parse, and the others still checked.
+		{[]string{"TOLLGATE_LIMIT=abc", "TOLLGATE_ALGORITHM=x", "TOLLGATE_REPLICAS=two", "TOLLGATE_STORE=y"},
+			[]string{`TOLLGATE_LIMIT="abc"`, `TOLLGATE_ALGORITHM="x"`, `TOLLGATE_REPLICAS="two"`, `TOLLGATE_STORE="y"`}},
+	} {
+		_, err := app.LoadConfig(tt.env)
+		for _, v := range tt.want {
+			if err == nil || strings.Count(err.Error(), v) != 1 {
+				t.Errorf("LoadConfig(%v): error %v does not name %s once", tt.env, err, v)
+			}
 		}
+	}
+	// A window that does not parse is not held against a valid limit: it
+	// is reported alone.
+	_, err := app.LoadConfig([]string{"TOLLGATE_WINDOW=1 hour", "TOLLGATE_LIMIT=1000000000"})
+	if err == nil || !strings.Contains(err.Error(), "TOLLGATE_WINDOW") || strings.Contains(err.Error(), "TOLLGATE_LIMIT") {
+		t.Errorf("a bad window and a limit too high for the default one: %v, want TOLLGATE_WINDOW alone", err)
 	}
 }
 

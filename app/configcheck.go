@@ -140,14 +140,17 @@ func configError(name, value string) *ConfigError {
 
 // Validate checks every setting and reports all problems as one error of
 // joined *ConfigErrors.
-func (c Config) Validate() error { return c.validate(nil) }
+func (c Config) Validate() error { return c.validate(nil, nil) }
 
 // validate is Validate, whose errors show a setting as raw (the
-// environment) gave it, such as 0 rather than 0s, when it holds one.
-func (c Config) validate(raw map[string]string) error {
+// environment) gave it, such as 0 rather than 0s, when it holds one. The
+// settings in unparsed did not parse, and hold their defaults: they are
+// not reported again, nor does another setting's check hold them against
+// it.
+func (c Config) validate(raw map[string]string, unparsed map[string]bool) error {
 	var errs []error
 	check := func(ok bool, name, value string) {
-		if !ok {
+		if !ok && !unparsed[name] {
 			if v, set := raw[EnvPrefix+name]; set {
 				value = v
 			}
@@ -172,7 +175,7 @@ func (c Config) validate(raw map[string]string) error {
 	check(knownStore, "STORE", c.Store)
 	windowOK := c.Window >= domain.MinWindow && c.Window <= domain.MaxWindow
 	check(windowOK, "WINDOW", dur(c.Window))
-	check(c.Limit >= 1 && c.Limit <= domain.MaxLimit && (!windowOK || c.Rule().Validate() == nil),
+	check(c.Limit >= 1 && c.Limit <= domain.MaxLimit && (!windowOK || unparsed["WINDOW"] || c.Rule().Validate() == nil),
 		"LIMIT", strconv.FormatInt(c.Limit, 10))
 	check(oneOf(c.FailMode, FailOpen, FailClosed, FailLocal), "FAIL_MODE", c.FailMode)
 	check(c.Replicas >= 0 && c.Replicas <= MaxReplicas, "REPLICAS", strconv.Itoa(c.Replicas))
