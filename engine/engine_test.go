@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -243,40 +244,55 @@ func TestDecideAnonymousPerAddress(t *testing.T) {
 }
 
 // TestDecideStoreFull: a full store's refusal is decided again as the
-// shared unknown tenant, never admitted unmetered, and observed.
+// shared unknown tenant, never admitted unmetered, and observed; so is a
+// full memory under the local fail mode, while the store fails (it used
+// to admit every new tenant unmetered).
 func TestDecideStoreFull(t *testing.T) {
 	t.Parallel()
-	store, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{MaxKeys: 2, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	rec := &recorder{}
-	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 3, Window: hour}, false)},
-		engine.Options{Limiter: store, KeyPrefix: "rl:", Observer: rec})
-	decide := func(tenant string) engine.Result {
-		res, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/", Credentials: engine.Credentials{Header: tenant}})
+	down := ports.LimiterFunc(func(context.Context, domain.Request) (domain.Verdict, error) {
+		return domain.Verdict{}, errors.New("connection refused")
+	})
+	for _, tt := range []struct {
+		name  string
+		stack func(full *memory.Limiter) ports.Limiter
+	}{
+		{"memory store", func(full *memory.Limiter) ports.Limiter { return full }},
+		{"local fail mode", func(full *memory.Limiter) ports.Limiter {
+			return ports.Chain(down, layers.FailLocal(layers.LocalOptions{Limiter: full}))
+		}},
+	} {
+		store, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{MaxKeys: 2, SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res
-	}
-	decide("a")
-	decide("b")
-	for i := range 4 {
-		res := decide("c" + string(rune('0'+i)))
-		if res.Subject != domain.Unknown || res.Limits[0].Key != "rl:{unknown}" || res.Verdict.Decisions == nil {
-			t.Fatalf("a new tenant in a full store: %+v, want decided as unknown", res)
+		defer store.Close()
+		rec := &recorder{}
+		e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 3, Window: hour}, false)},
+			engine.Options{Limiter: tt.stack(store), KeyPrefix: "rl:", Observer: rec})
+		decide := func(tenant string) engine.Result {
+			res, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/", Credentials: engine.Credentials{Header: tenant}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
 		}
-		if allowed := res.Verdict.Allowed; allowed != (i < 3) {
-			t.Errorf("request %d as unknown: allowed %v, want %v (unknown's budget of 3)", i+1, allowed, i < 3)
+		decide("a")
+		decide("b")
+		for i := range 4 {
+			res := decide("c" + string(rune('0'+i)))
+			if res.Subject != domain.Unknown || res.Limits[0].Key != "rl:{unknown}" || res.Verdict.Decisions == nil {
+				t.Fatalf("%s: a new tenant in a full store: %+v, want decided as unknown", tt.name, res)
+			}
+			if allowed := res.Verdict.Allowed; allowed != (i < 3) {
+				t.Errorf("%s: request %d as unknown: allowed %v, want %v (unknown's budget of 3)", tt.name, i+1, allowed, i < 3)
+			}
 		}
-	}
-	if rec.full != 4 {
-		t.Errorf("StoreFull observed %d times, want 4", rec.full)
-	}
-	if res := decide("a"); res.Subject != "a" {
-		t.Errorf("a held tenant when full: subject %s, want a", res.Subject)
+		if rec.full != 4 {
+			t.Errorf("%s: StoreFull observed %d times, want 4", tt.name, rec.full)
+		}
+		if res := decide("a"); res.Subject != "a" {
+			t.Errorf("%s: a held tenant when full: subject %s, want a", tt.name, res.Subject)
+		}
 	}
 }
 

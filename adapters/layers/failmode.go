@@ -29,8 +29,8 @@ func FailClosed(onError func(error)) ports.Layer {
 }
 
 func failMode(admit bool, onError func(error)) ports.Layer {
-	return fallback(onError, func(context.Context, domain.Request) domain.Verdict {
-		return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError}
+	return fallback(onError, func(context.Context, domain.Request) (domain.Verdict, error) {
+		return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError}, nil
 	})
 }
 
@@ -39,8 +39,9 @@ func failMode(admit bool, onError func(error)) ports.Layer {
 // A caller gone mid-decision gets the error back: nobody reads an
 // answer, and it is no store error. So does a request a full store
 // refused ([ports.ErrStoreFull]): the store answered, and the engine
-// decides it again as the unknown tenant.
-func fallback(onError func(error), decide func(context.Context, domain.Request) domain.Verdict) ports.Layer {
+// decides it again as the unknown tenant. decide's own error is returned
+// as it is (the local fail mode's full memory: [ports.ErrStoreFull]).
+func fallback(onError func(error), decide func(context.Context, domain.Request) (domain.Verdict, error)) ports.Layer {
 	return func(next ports.Limiter) ports.Limiter {
 		return ports.LimiterFunc(func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 			v, err := next.Allow(ctx, req)
@@ -53,7 +54,7 @@ func fallback(onError func(error), decide func(context.Context, domain.Request) 
 			if onError != nil {
 				onError(err)
 			}
-			return decide(ctx, req), nil
+			return decide(ctx, req)
 		})
 	}
 }

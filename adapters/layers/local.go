@@ -34,20 +34,25 @@ type LocalOptions struct {
 // [domain.OutcomeLocalAllowed] or [domain.OutcomeLocalDenied]. Decisions
 // return to the store as soon as it answers.
 //
-// A local limiter that fails too (a malformed request) admits, as
-// [FailOpen] does.
+// A local limiter whose memory is full ([ports.ErrStoreFull]) returns
+// that error, so that the engine decides the request again as the
+// unknown tenant, never unmetered. One that fails otherwise (a malformed
+// request) admits, as [FailOpen] does.
 func FailLocal(opts LocalOptions) ports.Layer {
 	if opts.Limiter == nil {
 		panic("layers: FailLocal needs a Limiter")
 	}
-	return fallback(opts.OnError, func(ctx context.Context, req domain.Request) domain.Verdict {
+	return fallback(opts.OnError, func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 		n := 1
 		if opts.Replicas != nil {
 			n = max(opts.Replicas(), 1)
 		}
 		v, err := opts.Limiter.Allow(ctx, divide(req, n))
+		if errors.Is(err, ports.ErrStoreFull) {
+			return domain.Verdict{}, err
+		}
 		if err != nil {
-			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}
+			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}, nil
 		}
 		switch {
 		case !v.Allowed:
@@ -55,19 +60,26 @@ func FailLocal(opts LocalOptions) ports.Layer {
 		case v.Outcome == domain.OutcomeAllowed:
 			v.Outcome = domain.OutcomeLocalAllowed
 		}
-		return v
+		return v, nil
 	})
 }
 
-// divide returns req with every limit divided by n, rounded up. It leaves
-// req's own slice alone.
+// divide returns req with every limit divided by n, rounded up, and never
+// below what req spends from it (up to the whole limit): a route whose
+// cost is above a replica's share would otherwise be denied for the whole
+// outage, though the fleet's budget admits it. It leaves req's own slice
+// alone.
 func divide(req domain.Request, n int) domain.Request {
 	if n <= 1 {
 		return req
 	}
 	limits := make([]domain.Limit, len(req.Limits))
 	for i, l := range req.Limits {
-		l.Rule.Limit = (l.Rule.Limit + int64(n) - 1) / int64(n)
+		share := (l.Rule.Limit + int64(n) - 1) / int64(n)
+		if !l.Concurrency { // a slot is one request, whatever its cost
+			share = max(share, min(req.CostOf(i), l.Rule.Limit))
+		}
+		l.Rule.Limit = share
 		limits[i] = l
 	}
 	req.Limits = limits

@@ -461,3 +461,32 @@ func TestReplicaCountDeafReplica(t *testing.T) {
 		}
 	})
 }
+
+// TestFailLocalShareNotBelowCost: a replica's share of a limit is never
+// below what the request spends from it: a cost of 5 against a limit of
+// 10 over 3 replicas (a share of 4) is admitted once, not denied for the
+// whole outage; each limit of per-limit costs gets its own floor; a
+// concurrency limit's share is of requests.
+func TestFailLocalShareNotBelowCost(t *testing.T) {
+	t.Parallel()
+	local := newMemory(t, memory.Options{SweepInterval: -1})
+	store := &fakeStore{}
+	store.down.Store(true)
+	l := ports.Chain(store, layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: func() int { return 3 }}))
+	req := limitRequest(10)
+	req.Cost = 5
+	for i, want := range []bool{true, false} {
+		v, err := l.Allow(t.Context(), req)
+		if err != nil || v.Allowed != want || v.Decisions[0].Limit != 5 {
+			t.Fatalf("cost 5 of 10 over 3 replicas, request %d: %+v, %v; want allowed=%v against a local limit of 5", i+1, v, err, want)
+		}
+	}
+	req = limitRequest(9)
+	req.Limits[0].Key = "rl:{globex}"
+	req.Limits = append(req.Limits, domain.Limit{Name: "other", Rule: domain.Rule{Limit: 9, Window: time.Minute}, Key: "rl:{globex}:other"})
+	req.Costs = []int64{1, 7}
+	v, err := l.Allow(t.Context(), req)
+	if err != nil || !v.Allowed || v.Decisions[0].Limit != 3 || v.Decisions[1].Limit != 7 {
+		t.Errorf("costs 1 and 7 of 9 over 3 replicas: %+v, %v; want admitted against local limits of 3 and 7", v, err)
+	}
+}
