@@ -98,6 +98,8 @@ var badPolicyFiles = []struct {
 	{"negative cost", `{"routes": [{"name": "r", "path": "/a", "cost": -1}]}`, "cost -1"},
 	{"cost 0 with limits of its own", `{"routes": [{"name": "free", "path": "/a", "cost": 0, "limits": [{"name": "b", "limit": 5, "window": "1s"}]}]}`,
 		`routes[0] (name "free"): cost 0 is not metered at all, so the route's own limits would never apply`},
+	{"every problem reported, a window that does not parse too", `{"limits": [{"name": "A", "limit": 0, "window": "x"}], "routes": [{"name": "r", "path": "a"}]}`,
+		`: limits[0] (name "A"): window "x": want a Go duration from 1ms to 8784h0m0s, such as "1m"; limits[0] (name "A"): bad name: want 1 to 32 of a-z 0-9 -; limits[0] (name "A"): invalid rule: limit=0, want 1 to 1000000000; routes[0] (name "r"): path "a" is not a normal path`},
 	{"every problem reported", `{"limits": [{"name": "A", "limit": 1, "window": "1s"}], "routes": [{"name": "r", "path": "x", "cost": -2}]}`,
 		`: limits[0] (name "A"): bad name: want 1 to 32 of a-z 0-9 -; routes[0] (name "r"): path "x" is not a normal path starting with / and without a trailing slash; routes[0] (name "r"): cost -2`},
 }

@@ -97,6 +97,13 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 			l, err := e.limit(shadowAll)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s[%d] (name %q): %v", at, i, e.Name, err))
+				// A stand-in that passes the checks the entry failed, so
+				// that the policy's own checks still report the rest (its
+				// name, its limit, the routes) in the same line.
+				l = domain.PolicyLimit{Name: e.Name, Rule: domain.Rule{Limit: domain.MaxLimit, Window: domain.MaxWindow}}
+				if e.Limit != nil {
+					l.Rule.Limit = *e.Limit
+				}
 			}
 			out = append(out, l)
 		}
@@ -111,9 +118,6 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 			r.Cost = *e.Cost
 		}
 		routes = append(routes, r)
-	}
-	if len(problems) > 0 {
-		return nil, errors.New(strings.Join(problems, "; "))
 	}
 	p, err := domain.NewPolicy(global, routes)
 	if err != nil {
