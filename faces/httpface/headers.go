@@ -189,8 +189,24 @@ func WriteError(w http.ResponseWriter, r *http.Request, status int, msg string) 
 
 func acceptsJSON(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
-		if strings.Contains(v, "application/json") {
-			return true
+		for item := range strings.SplitSeq(v, ",") {
+			mediaType, params, _ := strings.Cut(item, ";")
+			if strings.EqualFold(strings.TrimSpace(mediaType), "application/json") && !refused(params) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refused reports whether the parameters of an Accept item give it q=0:
+// not acceptable (RFC 9110, 12.4.2).
+func refused(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		name, value, _ := strings.Cut(p, "=")
+		if strings.EqualFold(strings.TrimSpace(name), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			return err == nil && q == 0
 		}
 	}
 	return false
