@@ -68,7 +68,7 @@ nginx_with() {
 
 # example AUTH PORT: examples/nginx.conf asking AUTH, listening on PORT.
 example() {
-  sed -e "s/127.0.0.1:8081/$1/; s/127.0.0.1:8000/127.0.0.1:$P_UP/; s/listen 8080;/listen 127.0.0.1:$2;/" examples/nginx.conf
+  sed -e "s/127.0.0.1:8090/$1/; s/127.0.0.1:8000/127.0.0.1:$P_UP/; s/listen 8080;/listen 127.0.0.1:$2;/" examples/nginx.conf
 }
 
 log "building into $DIR"

@@ -78,7 +78,7 @@ func TestNginxAuthRequest(t *testing.T) {
 	e := newEdgeTest(t, http.StatusForbidden)
 	dir := e.dir
 	site := fromExample(t, "nginx.conf", map[string]string{
-		"server 127.0.0.1:8081;": "server " + hostPort(e.g.Check) + ";",
+		"server 127.0.0.1:8090;": "server " + hostPort(e.g.Check) + ";",
 		"server 127.0.0.1:8000;": "server " + hostPort(e.up.URL) + ";",
 		"listen 8080;":           "listen 127.0.0.1:" + e.port + ";",
 	})
@@ -109,7 +109,7 @@ func TestCaddyForwardAuth(t *testing.T) {
 	caddy := requireBinary(t, "caddy", "caddy")
 	e := newEdgeTest(t, http.StatusTooManyRequests)
 	site := fromExample(t, "Caddyfile", map[string]string{
-		"forward_auth 127.0.0.1:8081 {": "forward_auth " + hostPort(e.g.Check) + " {",
+		"forward_auth 127.0.0.1:8090 {": "forward_auth " + hostPort(e.g.Check) + " {",
 		"reverse_proxy 127.0.0.1:8000":  "reverse_proxy " + hostPort(e.up.URL),
 		"\n:8080 {":                     "\n:" + e.port + " {",
 	})
