@@ -195,3 +195,57 @@ func (c Config) validate(raw map[string]string, unparsed map[string]bool) error 
 	check(c.RLSAddr == "" || c.RLSConfig != "", "RLS_CONFIG", c.RLSConfig)
 	return errors.Join(errs...)
 }
+
+// unknownVariable is a TOLLGATE_* variable tollgate does not read, and
+// the one it most likely meant ("" when none is close).
+type unknownVariable struct {
+	name, meant string
+}
+
+// unknownVariables returns the TOLLGATE_* variables of environ that no
+// setting reads, in environ's order: a misspelt one (TOLLGATE_LIMT)
+// leaves its setting at the default, which the start-up log then says.
+func unknownVariables(environ []string) []unknownVariable {
+	known := envDefaults()
+	var out []unknownVariable
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		short, ok := strings.CutPrefix(name, EnvPrefix)
+		if !ok {
+			continue
+		}
+		if _, ok := known[short]; ok {
+			continue
+		}
+		u := unknownVariable{name: name}
+		best := 3 // at most 2 edits away
+		for k := range known {
+			if d := editDistance(strings.ToUpper(short), k); d < best || (d == best && EnvPrefix+k < u.meant) {
+				best, u.meant = d, EnvPrefix+k
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

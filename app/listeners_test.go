@@ -57,3 +57,26 @@ func TestListenersDoNotWaitForStalledBodies(t *testing.T) {
 		})
 	}
 }
+
+// TestRunWarnsOfUnknownVariables: a TOLLGATE_* variable no setting reads
+// is logged once at start-up, with the variable it most likely meant;
+// the gateway starts all the same (the setting keeps its default).
+func TestRunWarnsOfUnknownVariables(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t, "TOLLGATE_LIMT=5", "TOLLGATE_SOMETHING_ELSE=1", "OTHER_PREFIX_LIMT=1")
+	logs := g.Logs()
+	for _, want := range []string{
+		`"msg":"unknown variable ignored: no setting reads it","variable":"TOLLGATE_LIMT","did_you_mean":"TOLLGATE_LIMIT"`,
+		`"variable":"TOLLGATE_SOMETHING_ELSE","did_you_mean":""`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %s:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "OTHER_PREFIX") || strings.Count(logs, "unknown variable ignored") != 2 {
+		t.Errorf("logs warn of %d variables, want the 2 TOLLGATE_ ones:\n%s", strings.Count(logs, "unknown variable ignored"), logs)
+	}
+	if !strings.Contains(logs, `"limit":100`) {
+		t.Errorf("the limit is not the default 100:\n%s", logs)
+	}
+}

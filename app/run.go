@@ -83,6 +83,9 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	level, _ := parseLevel(cfg.LogLevel)
 	log := newLogger(stderr, level)
+	for _, u := range unknownVariables(environ) {
+		log.Warn("unknown variable ignored: no setting reads it", "variable", u.name, "did_you_mean", u.meant)
+	}
 
 	snap, err := loadSnapshot(cfg)
 	if err != nil {
