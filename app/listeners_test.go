@@ -1,15 +1,12 @@
 package app_test
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/internal/testhttp"
 )
 
 // TestListenersDoNotWaitForStalledBodies: on every HTTP listener, a
@@ -34,25 +31,9 @@ func TestListenersDoNotWaitForStalledBodies(t *testing.T) {
 		{"proxy denial", g.Public, "POST /x HTTP/1.1", http.StatusTooManyRequests},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := net.Dial("tcp", strings.TrimPrefix(tt.base, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			io.WriteString(c, tt.request+"\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
-			br := bufio.NewReader(c)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("no answer to a stalled body: %v", err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tt.code {
-				t.Errorf("status %d, want %d", resp.StatusCode, tt.code)
-			}
-			if _, err := br.ReadByte(); err != io.EOF {
-				t.Errorf("after the answer: %v, want the connection closed", err)
+			status, _, closed := testhttp.Raw(t, tt.base, tt.request+"\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+			if status != tt.code || !closed {
+				t.Errorf("status %d, connection closed %v; want %d, closed", status, closed, tt.code)
 			}
 		})
 	}

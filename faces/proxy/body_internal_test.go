@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/testhttp"
 )
 
 // TestBodyIdleTimeout: an admitted body that stalls is cut off after the
@@ -129,29 +131,10 @@ func TestStalledBodyNotForwarded(t *testing.T) {
 			t.Parallel()
 			gw := httptest.NewServer(bodyIdleTimeout(idle)(tt.handler))
 			t.Cleanup(gw.Close)
-			c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			start := time.Now()
-			io.WriteString(c, "POST /x HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\nabc")
-			br := bufio.NewReader(c)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("no answer to a stalled body: %v", err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tt.code {
-				t.Errorf("status %d, want %d", resp.StatusCode, tt.code)
-			}
-			if took := time.Since(start); took < tt.min || took > tt.max {
-				t.Errorf("answered after %v, want %v to %v", took, tt.min, tt.max)
-			}
-			if _, err := br.ReadByte(); err != io.EOF {
-				t.Errorf("after the answer: %v, want the connection closed", err)
+			status, _, closed := testhttp.Raw(t, gw.URL, "POST /x HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\nabc")
+			if took := time.Since(start); status != tt.code || !closed || took < tt.min || took > tt.max {
+				t.Errorf("status %d after %v, connection closed %v; want %d after %v to %v, closed", status, took, closed, tt.code, tt.min, tt.max)
 			}
 		})
 	}
