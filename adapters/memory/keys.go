@@ -7,13 +7,18 @@ import (
 // The limiter's keys: one entry per key, created on first use within the
 // store's bound, dropped by the sweeper once idle.
 
-// entry returns lim's entry, creating it, unless that would take the
-// store past its bound for a tenant other than [domain.Unknown].
-func (l *limiter[S, P]) entry(lim domain.Limit, tenant domain.TenantID) (*limiterEntry[S], error) {
+// entry returns limit i of req's entry, creating it, unless that would
+// take the store past its bound for a request that holds none of its keys
+// yet (the shared [domain.Unknown] tenant's always may): clients who
+// invent tenants cannot grow the store, while a tenant already held keeps
+// its own budgets on a route it had not used yet (at most one key per
+// limit of a request more).
+func (l *limiter[S, P]) entry(req *domain.Request, i int) (*limiterEntry[S], error) {
+	lim := req.Limits[i]
 	if v, ok := l.keys.Load(lim.Key); ok {
 		return v.(*limiterEntry[S]), nil
 	}
-	if l.maxKeys >= 0 && l.n.Load() >= l.maxKeys && tenant != domain.Unknown {
+	if l.maxKeys >= 0 && l.n.Load() >= l.maxKeys && req.Tenant != domain.Unknown && !l.holdsAny(req) {
 		return nil, ErrFull
 	}
 	l.sweeper.saw(lim.Rule.Window)
@@ -22,6 +27,16 @@ func (l *limiter[S, P]) entry(lim domain.Limit, tenant domain.TenantID) (*limite
 		l.n.Add(1)
 	}
 	return v.(*limiterEntry[S]), nil
+}
+
+// holdsAny reports whether the store holds a key of one of req's limits.
+func (l *limiter[S, P]) holdsAny(req *domain.Request) bool {
+	for _, lim := range req.Limits {
+		if _, ok := l.keys.Load(lim.Key); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Len returns the number of keys held, idle ones not yet swept included.

@@ -30,10 +30,12 @@ type Options struct {
 	SweepInterval time.Duration
 	// MaxKeys bounds the keys the store holds, so that clients who invent
 	// tenants cannot grow it without bound. A request that would add a
-	// key to a full store fails with [ErrFull], except the shared
-	// [domain.Unknown] tenant's, which is always decided: the caller
-	// decides a refused request as that tenant. Zero means
-	// DefaultMaxKeys; negative, no bound.
+	// key to a full store, and holds none of its keys yet, fails with
+	// [ErrFull], except the shared [domain.Unknown] tenant's, which is
+	// always decided: the caller decides a refused request as that
+	// tenant. (A request that holds one of its keys adds the others: a
+	// tenant held keeps its own budgets on a route new to it.) Zero
+	// means DefaultMaxKeys; negative, no bound.
 	MaxKeys int
 }
 
@@ -218,7 +220,7 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 				entries[i] = entries[order[k-1]]
 				continue
 			}
-			e, err := l.entry(req.Limits[i], req.Tenant)
+			e, err := l.entry(&req, i)
 			if err != nil {
 				unlock(m)
 				return domain.Verdict{}, err

@@ -190,7 +190,10 @@ func TestLimiterCloseIsIdempotent(t *testing.T) {
 
 // TestMaxKeys: a full store refuses a new key with ErrFull (a
 // ports.ErrStoreFull), spends nothing, keeps deciding the keys it holds,
-// and always admits the unknown tenant's; a sweep makes room again.
+// and always admits the unknown tenant's; a request that holds one of its
+// keys adds the others (a tenant held, on a route new to it, keeps its
+// own exhausted budget: it used to be decided as unknown, whole); a
+// sweep makes room again.
 func TestMaxKeys(t *testing.T) {
 	t.Parallel()
 	for _, a := range algorithms {
@@ -215,6 +218,14 @@ func TestMaxKeys(t *testing.T) {
 			}
 			if got := l.Len(); got != 4 {
 				t.Errorf("%s: Len = %d, want 4 (3 + unknown)", a.name, got)
+			}
+			// t0's budget is spent; with a limit of a route new to it, it
+			// is still denied by its own.
+			both := one("rl:{t0}", rule)
+			both.Limits = append(both.Limits, domain.Limit{Name: "route", Rule: rule, Key: "rl:{t0}:route"})
+			v, err := l.Allow(t.Context(), both)
+			if err != nil || v.Allowed || v.Decisions[0].Allowed || !v.Decisions[1].Allowed || l.Len() != 5 {
+				t.Errorf("%s: a held tenant's new key when full: %+v, %v, %d keys; want denied by its own spent limit, the new key added", a.name, v, err, l.Len())
 			}
 			time.Sleep(3 * time.Second)
 			synctest.Wait()
