@@ -92,7 +92,9 @@ type Client struct {
 //     ran (reply lost to a timeout) counts the request twice, and a
 //     retried batch would count a whole batch twice; a failed attempt
 //     goes to the fail mode instead. A cluster follows MOVED and ASK
-//     (go-redis's default of 3 redirects), bounded by the deadline.
+//     (go-redis's default of 3 redirects), bounded by the deadline; its
+//     client's own re-sends after a network error ignore max_retries,
+//     so every script goes out marked never to be sent again ([once]).
 //   - DialerRetries: one attempt, so a refused connection fails at once
 //     instead of retrying with back-off for the whole deadline.
 //   - DialTimeout = 2 × opts.Timeout, at least 100 ms. A dial outside a

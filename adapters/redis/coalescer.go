@@ -297,15 +297,15 @@ func (c *coalescer) noteAnswer(live []*call) {
 }
 
 // pipeline sends cmdOf(k) for every k in one pipeline (one round trip
-// per node). Errors land on each command.
+// per node), never twice ([once]). Errors land on each command.
 func (c *coalescer) pipeline(ctx context.Context, ks []*call, cmdOf func(*call) *goredis.Cmd) {
 	if len(ks) == 1 {
-		_ = c.rdb.Process(ctx, cmdOf(ks[0]))
+		_ = c.rdb.Process(ctx, once{cmdOf(ks[0])})
 		return
 	}
 	pipe := c.rdb.Pipeline()
 	for _, k := range ks {
-		_ = pipe.Process(ctx, cmdOf(k))
+		_ = pipe.Process(ctx, once{cmdOf(k)})
 	}
 	_, _ = pipe.Exec(ctx)
 }

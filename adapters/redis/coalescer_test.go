@@ -25,9 +25,10 @@ type fakeWire struct {
 	stuck bool       // a trip waits for its gate even past its context (a connection that hangs)
 	reply func(cmd *goredis.Cmd)
 
-	mu    sync.Mutex
-	trips [][]string // guarded by mu
-	ctxs  []bool     // per trip: whether its context had a deadline
+	mu     sync.Mutex
+	trips  [][]string // guarded by mu
+	ctxs   []bool     // per trip: whether its context had a deadline
+	resent int        // commands go-redis would send again after a lost reply (not NoRetry)
 }
 
 func (f *fakeWire) Process(ctx context.Context, cmd goredis.Cmder) error {
@@ -47,6 +48,11 @@ func (f *fakeWire) trip(ctx context.Context, cmds []goredis.Cmder) {
 	f.mu.Lock()
 	f.trips = append(f.trips, names)
 	f.ctxs = append(f.ctxs, hasDeadline)
+	for _, c := range cmds {
+		if !c.NoRetry() {
+			f.resent++
+		}
+	}
 	f.mu.Unlock()
 	var err error
 	switch {
@@ -63,9 +69,17 @@ func (f *fakeWire) trip(ctx context.Context, cmds []goredis.Cmder) {
 		if err != nil {
 			c.SetErr(err)
 		} else {
-			f.reply(c.(*goredis.Cmd))
+			f.reply(unwrap(c))
 		}
 	}
+}
+
+// unwrap returns the command c is, or the one a [once] holds.
+func unwrap(c goredis.Cmder) *goredis.Cmd {
+	if o, ok := c.(once); ok {
+		return o.Cmd
+	}
+	return c.(*goredis.Cmd)
 }
 
 // recorded returns the trips so far, each sorted: callers started
@@ -221,6 +235,9 @@ func TestCoalescerNeverRetries(t *testing.T) {
 		synctest.Wait()
 		if got := f.recorded(); len(got) != 2 {
 			t.Errorf("trips %v: want 2 (a failed batch is never sent again)", got)
+		}
+		if f.resent != 0 {
+			t.Errorf("%d commands sent that go-redis may send again (a ClusterClient re-sends a batch after a lost reply): want every one NoRetry", f.resent)
 		}
 	})
 }

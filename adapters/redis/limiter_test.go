@@ -31,7 +31,7 @@ type fakeRedis struct {
 }
 
 func (f *fakeRedis) Process(ctx context.Context, c goredis.Cmder) error {
-	cmd := c.(*goredis.Cmd)
+	cmd := unwrap(c)
 	a := plainArgs(cmd.Args()) // evalsha, sha, numkeys, keys..., args...
 	f.keys = nil
 	if a[0] != "evalsha" { // a command on one key: name, key, args...
@@ -51,6 +51,16 @@ func (f *fakeRedis) Process(ctx context.Context, c goredis.Cmder) error {
 	}
 	return cmd.Err()
 }
+
+// settable is a command whose reply a fake sets: a *goredis.Cmd, or
+// the never-resent wrapper the client sends it in.
+type settable interface {
+	goredis.Cmder
+	SetVal(any)
+}
+
+// unwrap returns c, a command of the client's, as a settable.
+func unwrap(c goredis.Cmder) settable { return c.(settable) }
 
 // plainArgs returns args as go-redis writes them: a *string or *int64 as
 // its value, an encoding.BinaryMarshaler as its bytes (a string), any int
@@ -309,7 +319,7 @@ func (f slotsRedis) Process(ctx context.Context, c goredis.Cmder) error {
 	if a := c.Args(); a[0] == "zrem" {
 		f.zrems <- a[1:]
 		<-f.gate
-		c.(*goredis.Cmd).SetVal(int64(len(a) - 2))
+		unwrap(c).SetVal(int64(len(a) - 2))
 		return nil
 	}
 	return f.fakeRedis.Process(ctx, c)

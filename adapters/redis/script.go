@@ -51,27 +51,9 @@ func mustRead(file string) string {
 	return string(b)
 }
 
-// run runs s on c with args (EVALSHA sha numkeys keys... args...: the
-// caller builds them, see cmdArgs) and returns its integer replies, of
-// which there must be want.
-func (s *script) run(ctx context.Context, c *Client, args []any, want int) ([]int64, error) {
-	cmd := goredis.NewCmd(ctx, args...)
-	err := c.eval(ctx, cmd, s.src)
-	var vals []int64
-	if err == nil {
-		vals, err = cmd.Int64Slice()
-	}
-	if err == nil && len(vals) != want {
-		err = fmt.Errorf("script returned %d values, want %d", len(vals), want)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("redis: %s %v: %w", s.name, args[3], err)
-	}
-	return vals, nil
-}
-
-// runArgs is run with b's arguments, its reply's integers read into b.
-// reusable reports whether b may go back to the pool once the reply is
+// runArgs runs s on c with b's arguments (EVALSHA sha numkeys keys...
+// args...: the caller builds them) and returns its reply's integers, read
+// into b, of which there must be want. reusable reports whether b may go back to the pool once the reply is
 // used: the call is over (a caller that gave up may leave it queued or
 // in flight, still to be written).
 func (s *script) runArgs(ctx context.Context, c *Client, b *args, want int) (vals []int64, reusable bool, err error) {
@@ -130,14 +112,26 @@ type processor interface {
 	Process(ctx context.Context, cmd goredis.Cmder) error
 }
 
+// once is cmd, which go-redis never sends twice: a script that ran but
+// whose reply was lost would count twice. Without it a ClusterClient
+// sends a command, or a node's whole pipeline, again after a network
+// error or a read timeout, up to MaxRedirects times, whatever MaxRetries
+// says. A redirect (MOVED, ASK) is still followed: the script did not
+// run. The reply lands on cmd.
+type once struct{ *goredis.Cmd }
+
+// NoRetry tells go-redis never to send the command again.
+func (once) NoRetry() bool { return true }
+
 // processScript runs cmd, an EVALSHA of the script src, on p, and once
 // more as EVAL of src when Redis has lost the script (NOSCRIPT: it did
-// not run). The reply is cmd's; it returns cmd.Err().
+// not run). Neither is ever sent twice ([once]). The reply is cmd's; it
+// returns cmd.Err().
 func processScript(ctx context.Context, p processor, cmd *goredis.Cmd, src string) error {
-	_ = p.Process(ctx, cmd)
+	_ = p.Process(ctx, once{cmd})
 	if isNoScript(cmd.Err()) {
 		retry := evalOf(ctx, cmd, src)
-		_ = p.Process(ctx, retry)
+		_ = p.Process(ctx, once{retry})
 		adopt(cmd, retry)
 	}
 	return cmd.Err()
