@@ -176,7 +176,7 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 	}
 	v, err := c.next.Allow(ctx, req)
 	retry := rateRetry(req, v)
-	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 || (req.CountDenied && countsSome(req, v)) {
+	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 || (req.CountDenied && countsSome(req, v)) || keyBytes(req) > maxCachedKeyBytes {
 		if stale != nil {
 			sh.remove(stale) // the limiter no longer denies (a reset, a raised limit), or could not say
 		}
@@ -193,6 +193,21 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 		until:     now + int64(retry),
 	}, now)
 	return v, nil
+}
+
+// maxCachedKeyBytes bounds the keys of a denial the cache holds: a
+// request whose keys are longer (an Envoy descriptor's values are a
+// client's) is decided by the limiter every time, so that the cache's
+// memory stays about Capacity × this at most.
+const maxCachedKeyBytes = 4 << 10
+
+// keyBytes is the length of req's keys together.
+func keyBytes(req domain.Request) int {
+	n := 0
+	for _, l := range req.Limits {
+		n += len(l.Key)
+	}
+	return n
 }
 
 // rateRetry is how long the rate limits that denied v deny: the longest

@@ -3,6 +3,7 @@ package layers_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,6 +120,34 @@ func TestDenyCacheNeverAdmitsNorCachesWhatIsNoDenial(t *testing.T) {
 		}
 		if n := store.calls.Load(); n != 3 {
 			t.Errorf("%s: limiter called %d times for 3 requests, want 3 (nothing cached)", name, n)
+		}
+	}
+}
+
+// TestDenyCacheSkipsLongKeys: a denial whose keys are over 4 KiB
+// together (an Envoy descriptor's values are a client's) is never held:
+// the limiter decides every such request, and the cache's memory stays
+// bounded.
+func TestDenyCacheSkipsLongKeys(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	store := &scripted{answer: deny(domain.OutcomeDenied, 10*time.Second, 40*time.Second)}
+	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{MaxAge: time.Hour, Now: clk.Now}).Layer())
+	for _, tt := range []struct {
+		keyLen int
+		calls  int64
+	}{{4 << 10, 1}, {4<<10 + 1, 3}} {
+		store.calls.Store(0)
+		req := request()
+		req.Route = fmt.Sprint("r", tt.keyLen)
+		req.Limits[0].Key = strings.Repeat("k", tt.keyLen)
+		for range 3 {
+			if v, err := l.Allow(t.Context(), req); err != nil || v.Allowed {
+				t.Fatalf("keys of %d bytes: %+v, %v; want denied", tt.keyLen, v, err)
+			}
+		}
+		if n := store.calls.Load(); n != tt.calls {
+			t.Errorf("keys of %d bytes: the limiter decided %d of 3 denials, want %d", tt.keyLen, n, tt.calls)
 		}
 	}
 }

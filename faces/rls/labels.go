@@ -5,8 +5,13 @@ import (
 	"sync/atomic"
 )
 
-// labelCap admits at most MaxDetailedLabels distinct labels, then
-// stands OtherRuleLabel for any other. It is safe for concurrent use.
+// maxLabelLen is the longest detailed rule label kept: a longer one (a
+// client's value of any size) is OtherRuleLabel.
+const maxLabelLen = 256
+
+// labelCap admits at most MaxDetailedLabels distinct labels of at most
+// maxLabelLen bytes, then stands OtherRuleLabel for any other. It is
+// safe for concurrent use.
 type labelCap struct {
 	seen sync.Map // label → struct{}
 	n    atomic.Int64
@@ -14,6 +19,9 @@ type labelCap struct {
 
 // label returns l if it was admitted, or can be, else OtherRuleLabel.
 func (c *labelCap) label(l string) string {
+	if len(l) > maxLabelLen {
+		return OtherRuleLabel
+	}
 	if _, ok := c.seen.Load(l); ok {
 		return l
 	}

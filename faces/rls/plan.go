@@ -127,16 +127,23 @@ func (p *plan) build(cfg *config, e *engine.Engine, req *pb.RateLimitRequest) er
 }
 
 // checkDescriptor refuses descriptor i when Envoy's own validation would
-// (entries min_items 1, key min_len 1) or envoyproxy/ratelimit would
-// crash on it (a unit it cannot divide time by).
+// (entries min_items 1, key min_len 1), when envoyproxy/ratelimit would
+// crash on it (a unit it cannot divide time by), or when its keys and
+// values are over [MaxDescriptorBytes] (keys of that size in Redis and in
+// memory are a client's, not a configuration's).
 func checkDescriptor(i int, d *ratelimitv3.RateLimitDescriptor) error {
 	if len(d.GetEntries()) == 0 {
 		return invalid("rate limit descriptor %d has no entries", i)
 	}
+	size := 0
 	for j, e := range d.GetEntries() {
 		if e.GetKey() == "" {
 			return invalid("rate limit descriptor %d: entry %d has an empty key", i, j)
 		}
+		size += len(e.GetKey()) + len(e.GetValue())
+	}
+	if size > MaxDescriptorBytes {
+		return invalid("rate limit descriptor %d: %d bytes of keys and values, more than %d", i, size, MaxDescriptorBytes)
 	}
 	if o := d.GetLimit(); o != nil {
 		if u := o.GetUnit(); u < 0 || u > math.MaxUint8 || rlsconf.Unit(u).Seconds() == 0 {

@@ -23,6 +23,10 @@ import (
 const (
 	// MaxDescriptors is the most descriptors one request may carry.
 	MaxDescriptors = 64
+	// MaxDescriptorBytes is the most bytes of keys and values one
+	// descriptor may carry: its counters' keys, in Redis and in the deny
+	// cache, are built from them.
+	MaxDescriptorBytes = 16 << 10
 	// MinDomainLen is the longest domain always accepted: a longer one
 	// is refused when it is longer than every configured domain too.
 	MinDomainLen = 255

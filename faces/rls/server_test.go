@@ -71,6 +71,8 @@ func TestErrors(t *testing.T) {
 		{"override unit 9", rq("test-domain", 0, withLimit(desc("key2=x"), 5, 9)), ""},
 		{"override unit 257", rq("test-domain", 0, withLimit(desc("key2=x"), 5, 257)), ""},
 		{"too many descriptors", rq("test-domain", 0, manyDescs(rls.MaxDescriptors+1)...), ""},
+		{"a descriptor over 16 KiB", rq("test-domain", 0, desc("key2="+strings.Repeat("v", rls.MaxDescriptorBytes-3))),
+			"rate limit descriptor 0: 16385 bytes of keys and values, more than 16384"},
 	}
 	for _, tt := range tests {
 		_, err := f.ShouldRateLimit(t.Context(), tt.req)
@@ -88,6 +90,7 @@ func TestErrors(t *testing.T) {
 	// The bounds are not off by one.
 	f.ask(t, rq("test-domain", 0, manyDescs(rls.MaxDescriptors)...))
 	f.ask(t, rq(long[1:], 0, desc("key2=x")))
+	f.ask(t, rq("test-domain", 0, desc("key2="+strings.Repeat("v", rls.MaxDescriptorBytes-4))))
 }
 
 func manyDescs(n int) []*ratelimitv3.RateLimitDescriptor {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,11 +271,13 @@ func TestMetrics(t *testing.T) {
 	f.ask(t, rq("test-domain", 0, withLimit(desc("v=1"), 5, 2)))
 	_, _ = f.ShouldRateLimit(t.Context(), rq("", 0, desc("key3=m")))
 	_, _ = f.ShouldRateLimit(t.Context(), rq("test-domain", 0))
+	// A value too long for a label is (other) even while the cap has room.
+	f.ask(t, rq("test-domain", 0, desc("detailed="+strings.Repeat("v", 300))))
 	for i := range rls.MaxDetailedLabels + 5 {
 		f.ask(t, rq("test-domain", 0, desc(fmt.Sprintf("detailed=v%d", i))))
 	}
 	for k, n := range map[string]int{
-		"test-domain/OK": 3 + rls.MaxDetailedLabels + 5, "test-domain/OVER_LIMIT": 1, "(unknown)/OK": 2,
+		"test-domain/OK": 4 + rls.MaxDetailedLabels + 5, "test-domain/OVER_LIMIT": 1, "(unknown)/OK": 2,
 		"(unknown)/INVALID_ARGUMENT": 1, "test-domain/INVALID_ARGUMENT": 1,
 	} {
 		if m.reqs[k] != n {
@@ -284,7 +287,7 @@ func TestMetrics(t *testing.T) {
 	for k, n := range map[string]int{
 		"test-domain/test-domain.key3/ok": 1, "test-domain/test-domain.key3/over_limit": 1,
 		"test-domain/test-domain.shadow/ok": 1, "test-domain/test-domain.shadow/shadow_over_limit": 1,
-		"test-domain/(override)/ok": 1, "test-domain/test-domain.detailed_v0/ok": 1, "test-domain/(other)/ok": 5,
+		"test-domain/(override)/ok": 1, "test-domain/test-domain.detailed_v0/ok": 1, "test-domain/(other)/ok": 6,
 	} {
 		if m.descs[k] != n {
 			t.Errorf("descriptors %s: %d, want %d", k, m.descs[k], n)
