@@ -234,7 +234,7 @@ func (s *Server) count(p *plan, req *pb.RateLimitRequest, v domain.Verdict, resp
 		label := OverrideRuleLabel
 		if d.rule != nil {
 			label = d.rule.Key
-			if d.rule.DetailedMetric || d.rule.ValueToMetric {
+			if d.rule.StatsByValue() {
 				label = s.detailed.label(d.rule.StatsKey(entriesOf(p.entries[:0], req.Descriptors[i])))
 			}
 		}

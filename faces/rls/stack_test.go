@@ -297,3 +297,29 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("%d descriptor series, want %d", n, 6+rls.MaxDetailedLabels)
 	}
 }
+
+// TestMetricsValueToMetricOnAParent: value_to_metric on a level above the
+// rule names the rule's stats by the request's values, as
+// envoyproxy/ratelimit names them (its README's example 10), though the
+// leaf has neither flag.
+func TestMetricsValueToMetricOnAParent(t *testing.T) {
+	t.Parallel()
+	m := &recordedMetrics{reqs: map[string]int{}, descs: map[string]int{}}
+	f := newFaceWith(t, `domain: example10
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: http_method
+        value_to_metric: true
+        descriptors:
+          - key: subject_id
+            rate_limit:
+              unit: minute
+              requests_per_unit: 60
+`, faceOptions{opts: rls.Options{Metrics: m}})
+	f.ask(t, rq("example10", 0, desc("route=api", "http_method=GET", "subject_id=123")))
+	if k := "example10/example10.route_api.http_method_GET.subject_id/ok"; m.descs[k] != 1 {
+		t.Errorf("descriptors %v, want %s once", m.descs, k)
+	}
+}

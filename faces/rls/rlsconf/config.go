@@ -213,6 +213,21 @@ func AppendCounterKey(dst []byte, domain string, entries []Entry, r *Rule) []byt
 	return dst
 }
 
+// StatsByValue reports whether a request's values may name r's stats
+// ([Rule.StatsKey] may differ from Key): detailed_metric on r's
+// descriptor, or value_to_metric on any level of its path.
+func (r *Rule) StatsByValue() bool {
+	if r.DetailedMetric {
+		return true
+	}
+	for _, n := range r.path {
+		if n.toMetric {
+			return true
+		}
+	}
+	return false
+}
+
 // StatsKey returns the name envoyproxy/ratelimit gives this request's stats
 // for r (total_hits, over_limit, … are suffixes of it), for the entries that
 // matched r. With detailed_metric on the rule's descriptor it is the domain
