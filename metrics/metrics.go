@@ -35,7 +35,7 @@ type Metrics struct {
 	requests       *prometheus.CounterVec   // route, code
 	upstreamTime   *prometheus.HistogramVec // route
 	adminActions   *prometheus.CounterVec   // action: AdminActions
-	routes         sync.Map                 // *domain.Route → *routeMetrics
+	routes         atomic.Pointer[sync.Map] // *domain.Route → *routeMetrics, of the policy Routes last saw
 	inFlight       *prometheus.GaugeVec     // limit
 	inFlightOf     sync.Map                 // limit name → prometheus.Gauge
 
@@ -135,6 +135,7 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
+	m.routes.Store(new(sync.Map))
 	return m
 }
 
@@ -189,11 +190,14 @@ func (m *Metrics) StoreError() {
 }
 
 // Routes creates the series of every route and limit of p, so that they
-// read 0 before the first request instead of being absent.
+// read 0 before the first request instead of being absent, and forgets
+// the routes of the policy before p (a reload's): their series stay, and
+// a request still on one of them finds its series again by name.
 func (m *Metrics) Routes(p *domain.Policy) {
 	if m == nil {
 		return
 	}
+	m.routes.Store(new(sync.Map))
 	for _, r := range p.Routes() {
 		m.route(r)
 		for _, l := range r.Applied() {
@@ -206,7 +210,8 @@ func (m *Metrics) Routes(p *domain.Policy) {
 
 // route returns r's series, creating them.
 func (m *Metrics) route(r *domain.Route) *routeMetrics {
-	if v, ok := m.routes.Load(r); ok {
+	routes := m.routes.Load()
+	if v, ok := routes.Load(r); ok {
 		return v.(*routeMetrics)
 	}
 	rm := &routeMetrics{upstream: m.upstreamTime.WithLabelValues(r.Name)}
@@ -217,7 +222,7 @@ func (m *Metrics) route(r *domain.Route) *routeMetrics {
 		}
 		rm.limits = append(rm.limits, c)
 	}
-	v, _ := m.routes.LoadOrStore(r, rm)
+	v, _ := routes.LoadOrStore(r, rm)
 	return v.(*routeMetrics)
 }
 
