@@ -30,8 +30,8 @@ const ShutdownTimeout = 10 * time.Second
 
 // ExitError is an error with the process exit status it calls for.
 type ExitError struct {
-	Code int
-	Err  error
+	Code int   // the exit status: 2 for bad configuration
+	Err  error // what to print, one line
 }
 
 // Error is the wrapped error's message.
@@ -55,7 +55,8 @@ func ExitCode(err error) int {
 
 // Run is the gateway's main: it loads the config from environ, builds the
 // store and the engine, serves the listeners (the proxy, the check
-// endpoint when TOLLGATE_CHECK_ADDR is set, admin; see faceListeners)
+// endpoint when TOLLGATE_CHECK_ADDR is set, Envoy's rate limit service
+// when TOLLGATE_RLS_ADDR is, admin; see faceListeners and withRLS)
 // over that one engine, and on ctx's end stops accepting connections,
 // lets in-flight requests finish (up to ShutdownTimeout), closes the
 // store and returns nil. Logs are JSON lines on stderr. A bad setting or tenants file returns an *ExitError with Code
@@ -133,7 +134,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	ls := faceListeners(cfg, eng, trusted, m, log)
 	ls, stopRLS := withRLS(ctx, ls, cfg, rlsCfg, eng, be.pinger, m, log)
 	defer stopRLS()
-	adminHandler := admin.New(be.pinger, cfg.RedisTimeout, reg)
+	adminHandler := admin.New(be.pinger, cfg.RedisTimeout, reg, log)
 	if cfg.AdminToken != "" {
 		adminHandler = admin.WithUsage(adminHandler, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
 	}

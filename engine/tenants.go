@@ -9,6 +9,7 @@ import (
 // Tenant is a tenant the engine meters: its id and its own rules for
 // named limits of the policy (a tenants file's overrides).
 type Tenant struct {
+	// ID is the tenant's id, [domain.Unknown] for unresolved traffic.
 	ID domain.TenantID
 	// Rules are the tenant's own rules by limit name; nil for most
 	// tenants, who have the policy's.

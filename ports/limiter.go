@@ -98,8 +98,8 @@ var ErrKeyType = errors.New("a key holds a value of another type")
 // to be alive until Expires (the store's clock, in ms). The local fail
 // mode counts replicas by them.
 type Announcement struct {
-	ID      string
-	Expires int64
+	ID      string // the replica's id, unique in the fleet
+	Expires int64  // unix ms, the store's clock
 }
 
 // Roll is what a shared store holds of the replicas at one announcement.

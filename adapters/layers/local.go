@@ -3,6 +3,7 @@ package layers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,7 @@ type LocalOptions struct {
 // A local limiter whose memory is full ([ports.ErrStoreFull]) returns
 // that error, so that the engine decides the request again as the
 // unknown tenant, never unmetered. One that fails otherwise (a malformed
-// request) admits, as [FailOpen] does.
+// request) admits, as [FailOpen] does, and OnError is told of that too.
 func FailLocal(opts LocalOptions) ports.Layer {
 	if opts.Limiter == nil {
 		panic("layers: FailLocal needs a Limiter")
@@ -52,6 +53,9 @@ func FailLocal(opts LocalOptions) ports.Layer {
 			return domain.Verdict{}, err
 		}
 		if err != nil {
+			if opts.OnError != nil {
+				opts.OnError(fmt.Errorf("layers: the local fail mode could not decide either: %w", err))
+			}
 			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}, nil
 		}
 		switch {

@@ -25,8 +25,8 @@ type Options struct {
 	// SweepInterval is how often keys whose budget is whole again are
 	// dropped. If zero, the store sweeps every shortest window it has
 	// seen, between MinSweepInterval and DefaultSweepInterval; if
-	// negative, no sweeper runs and such keys are dropped only when
-	// touched again (for tests).
+	// negative, no sweeper runs and keys are never dropped (for tests;
+	// MaxKeys still bounds them).
 	SweepInterval time.Duration
 	// MaxKeys bounds the keys the store holds, so that clients who invent
 	// tenants cannot grow it without bound. A request that would add a

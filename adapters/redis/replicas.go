@@ -127,7 +127,8 @@ func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (
 
 // keepListening starts a subscription, in the background, when this
 // replica has none that works on the server that holds the key, and
-// returns the last subscription's failure. A listener on that server
+// returns the last subscription's failure (or, without a listener, why
+// the server could not be found). A listener on that server
 // that the script did not find (found) is kept a few announcements (the
 // script ran elsewhere, following a MOVED or an ASK: the client learns
 // where the key went, and the next call follows it), then made anew.
@@ -136,7 +137,10 @@ func (r *Replicas) keepListening(ctx context.Context, id string, found bool) err
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
-		return r.err // the listener, if any, stays
+		if r.ps == nil { // not listening, and cannot start to
+			return fmt.Errorf("redis: the server of %q: %w", r.key, err)
+		}
+		return r.err // the listener stays
 	}
 	addr := node.Options().Addr
 	if found {

@@ -4,6 +4,7 @@ package admin
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -12,14 +13,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate/tollgate/internal/throttle"
 	"github.com/tollgate/tollgate/ports"
 )
 
 // New returns the admin listener's handler: /healthz (the
-// process serves), /readyz (the store answers store.Ping within timeout)
-// and /metrics (gatherer in Prometheus text format). It is never rate
-// limited and never proxied.
-func New(store ports.Pinger, timeout time.Duration, gatherer prometheus.Gatherer) http.Handler {
+// process serves), /readyz (the store answers store.Ping within timeout;
+// a failure is logged on log, at most one line a second, which may be
+// nil) and /metrics (gatherer in Prometheus text format). It is never
+// rate limited and never proxied.
+func New(store ports.Pinger, timeout time.Duration, gatherer prometheus.Gatherer, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	notReady := &throttle.Log{Interval: time.Second}
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -30,6 +37,9 @@ func New(store ports.Pinger, timeout time.Duration, gatherer prometheus.Gatherer
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := store.Ping(ctx); err != nil {
+			notReady.Do(func(n int64) {
+				log.Warn("readyz: the store does not answer", "err", err, "probes_since_last_line", n)
+			})
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("store unavailable\n"))
 			return

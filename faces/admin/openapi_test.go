@@ -117,7 +117,7 @@ func (d openAPIDoc) operations(t *testing.T) []string {
 // with the usage API on: admin.New's own paths, and admin.WithUsage's.
 func servedOperations(t *testing.T) []string {
 	t.Helper()
-	base := admin.New(pingerFunc(func(context.Context) error { return nil }), time.Second, prometheus.NewRegistry())
+	base := admin.New(pingerFunc(func(context.Context) error { return nil }), time.Second, prometheus.NewRegistry(), nil)
 	f := newFixture(t, nil, nil)
 	withUsage := admin.WithUsage(base, admin.UsageOptions{Engine: f.eng, Token: token})
 	var ops []string

@@ -156,7 +156,7 @@ func appendItem(b []byte, i int, name, k string, v int64) []byte {
 	return strconv.AppendInt(b, v, 10)
 }
 
-// rateLimitHeaderKeys are the keys setRateLimitHeaders writes, in the
+// rateLimitHeaderKeys are the keys SetRateLimitHeaders writes, in the
 // order of its values, spelled as the draft and existing clients spell
 // them (RateLimit, X-RateLimit-Limit), not in http.Header's canonical
 // form (Ratelimit, X-Ratelimit-Limit): net/http writes a map key to the

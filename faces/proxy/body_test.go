@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -78,5 +77,3 @@ func containsLine(lines []string, want string) bool {
 	}
 	return false
 }
-
-func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }

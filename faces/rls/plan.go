@@ -47,7 +47,6 @@ type plan struct {
 	limits      []domain.Limit
 	costs       []int64
 	uniform     bool // every limit costs costs[0]
-	subject     domain.TenantID
 	domain      string
 	decisions   []domain.Decision
 }

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// Log calls write at most once per Interval. The zero value is not
-// usable; set Interval. A Log is safe for concurrent use by multiple
-// goroutines.
+// Log calls write at most once per Interval. The zero value (Interval
+// 0) writes every event; set Interval. A Log is safe for concurrent use
+// by multiple goroutines.
 type Log struct {
 	// Interval is the least time between two lines.
 	Interval   time.Duration
