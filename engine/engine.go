@@ -274,15 +274,22 @@ func newRequestBuffers(n int) ([]domain.Limit, []domain.Decision) {
 // would have denied: the route, the tenant and the limits.
 func (e *Engine) logShadow(res Result, req domain.Request, v domain.Verdict) {
 	e.shadow.Do(func(suppressed int64) {
-		var names []string
-		for i, d := range v.Decisions {
-			if d.Shadow && !d.Allowed {
-				names = append(names, req.Limits[i].Name)
-			}
-		}
 		e.opts.Log.Info("shadow limit would deny; admitted", "route", res.Route.Name, "tenant", string(res.Subject),
-			"limits", strings.Join(names, ","), "shadow_denials_since_last_line", suppressed)
+			"limits", shadowDenials(req, v, func(l domain.Limit) string { return l.Name }),
+			"shadow_denials_since_last_line", suppressed)
 	})
+}
+
+// shadowDenials joins, with commas, what names each limit of req whose
+// shadow decision in v would have denied.
+func shadowDenials(req domain.Request, v domain.Verdict, what func(domain.Limit) string) string {
+	var names []string
+	for i, d := range v.Decisions {
+		if d.Shadow && !d.Allowed {
+			names = append(names, what(req.Limits[i]))
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 type nopObserver struct{}

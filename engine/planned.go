@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -31,14 +30,9 @@ func (e *Engine) DecidePlanned(ctx context.Context, req domain.Request) (domain.
 	e.observer.Decided(nil, v, time.Since(start))
 	if v.Outcome == domain.OutcomeShadowDenied {
 		e.shadow.Do(func(suppressed int64) {
-			var keys []string
-			for i, d := range v.Decisions {
-				if d.Shadow && !d.Allowed {
-					keys = append(keys, req.Limits[i].Key)
-				}
-			}
 			e.opts.Log.Info("shadow limit would deny; admitted", "route", req.Route,
-				"keys", strings.Join(keys, ","), "shadow_denials_since_last_line", suppressed)
+				"keys", shadowDenials(req, v, func(l domain.Limit) string { return l.Key }),
+				"shadow_denials_since_last_line", suppressed)
 		})
 	}
 	return v, nil
