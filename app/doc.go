@@ -4,7 +4,6 @@
 // its layers under the engine, the faces (proxy, check, RLS, admin) on
 // their listeners, and [Run], which serves until its context ends.
 //
-// Only backend.go (the store and its layers) and report.go (the start-up
-// check of a Redis client's connections) import the adapters; everything
-// else here sees the engine and the ports.
+// Only backend.go (the store and its layers) imports the adapters;
+// everything else here sees the engine and the ports.
 package app

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/internal/throttle"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
@@ -20,13 +19,22 @@ import (
 // enough that a gateway whose Redis is unreachable still starts promptly.
 const redisStartupTimeout = 2 * time.Second
 
+// redisChecker is what checkRedis asks of the Redis client
+// (*redis.Client, which only backend.go sees).
+type redisChecker interface {
+	// Warm opens and verifies the connections decisions will use.
+	Warm(ctx context.Context) error
+	// Version is the server's version.
+	Version(ctx context.Context) (string, error)
+}
+
 // checkRedis opens and verifies the connections the decisions will use
-// (redis.Client.Warm: a burst right after start-up finds them open), asks
+// (Warm: a burst right after start-up finds them open), asks
 // Redis for its version and logs whether it answered. A gateway whose
 // Redis is down still starts: the fail mode covers that, and /readyz says
 // so until the connections are up. The URL is logged with its secrets
 // masked; go-redis errors never contain them.
-func checkRedis(ctx context.Context, client *redis.Client, cfg Config, log *slog.Logger) {
+func checkRedis(ctx context.Context, client redisChecker, cfg Config, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, max(redisStartupTimeout, cfg.RedisTimeout))
 	defer cancel()
 	err := client.Warm(ctx)
