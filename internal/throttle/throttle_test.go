@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/throttle"
@@ -10,8 +11,14 @@ import (
 
 // TestLog: from many goroutines, lines stamped at the end of a slow write
 // are at least Interval apart, and together they stand for every event.
+// (In a synctest bubble: its clock, not the machine's load, sets the
+// gaps.)
 func TestLog(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testLog)
+}
+
+func testLog(t *testing.T) {
 	l := &throttle.Log{Interval: 30 * time.Millisecond}
 	var (
 		mu     sync.Mutex
@@ -30,7 +37,7 @@ func TestLog(t *testing.T) {
 					total += n
 					mu.Unlock()
 				})
-				time.Sleep(50 * time.Microsecond)
+				time.Sleep(time.Millisecond)
 			}
 		})
 	}
