@@ -17,8 +17,8 @@ import (
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/internal/logtest"
+	"github.com/tollgate/tollgate/internal/strictjson"
 	"github.com/tollgate/tollgate/ports"
-	"github.com/tollgate/tollgate/strictjson"
 )
 
 // TestExamples runs README's walkthrough over the examples/ files on the

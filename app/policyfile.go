@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
-	"github.com/tollgate/tollgate/strictjson"
+	"github.com/tollgate/tollgate/internal/strictjson"
 )
 
 // policyFileVar and tenantsFileVar name the files' variables in errors.

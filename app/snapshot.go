@@ -6,7 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
-	"github.com/tollgate/tollgate/strictjson"
+	"github.com/tollgate/tollgate/internal/strictjson"
 )
 
 // loadSnapshot reads what the engine decides with from cfg's files: the

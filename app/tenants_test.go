@@ -15,8 +15,8 @@ import (
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/internal/logtest"
+	"github.com/tollgate/tollgate/internal/strictjson"
 	"github.com/tollgate/tollgate/ports"
-	"github.com/tollgate/tollgate/strictjson"
 )
 
 var defaultRule = domain.Rule{Limit: 100, Window: time.Minute}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
-	"github.com/tollgate/tollgate/strictjson"
+	"github.com/tollgate/tollgate/internal/strictjson"
 )
 
 // tenantsFile is the JSON document of a tenants file.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/strictjson"
+	"github.com/tollgate/tollgate/internal/strictjson"
 )
 
 func TestReadFile(t *testing.T) {
