@@ -125,10 +125,11 @@ func TestRedisCalendarClockSkew(t *testing.T) {
 // TestRedisCalendarReloadMovesEnd: a reload that keeps a calendar
 // limit's name and its period's start but moves the period's end (a
 // month made a year that starts the same day; an anchor day of 30 made 31
-// in a 30-day month) keeps counting in the same key, and each spend gives
-// the key the period's new end plus a minute, longer or shorter, both
-// for the calendar quota alone (its own script path) and beside a
-// window limit.
+// in a 30-day month) keeps counting in the same key, and each request,
+// spent or denied, gives the key the period's new end plus a minute,
+// longer or shorter, both for the calendar quota alone (its own script
+// path) and beside a window limit (where a denial used to leave the old
+// end).
 func TestRedisCalendarReloadMovesEnd(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
@@ -145,25 +146,27 @@ func TestRedisCalendarReloadMovesEnd(t *testing.T) {
 		prefix := uniquePrefix(t)
 		base := domain.Key(prefix, "acme", domain.AlgorithmFixedWindow, "", "quota")
 		key := domain.PeriodKey(base, ms)
-		spend := func(cal domain.Calendar, end time.Time, want string) {
+		decide := func(cal domain.Calendar, end time.Time, limit int64, admit bool, want string) {
 			t.Helper()
 			req := domain.Request{Tenant: "acme", Route: "default", Cost: 1, Limits: []domain.Limit{{Name: "quota",
-				Rule: domain.Rule{Limit: 100, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
 			if !alone {
 				req.Limits = append(req.Limits, domain.Limit{Name: "per-minute", Rule: domain.Rule{Limit: 100, Window: time.Minute},
 					Key: domain.Key(prefix, "acme", domain.AlgorithmFixedWindow, "", "per-minute")})
 			}
-			if v, err := lim.Allow(t.Context(), req); err != nil || !v.Allowed {
-				t.Fatalf("alone=%v, a spend in a %v: %+v, %v", alone, cal.Unit, v, err)
+			if v, err := lim.Allow(t.Context(), req); err != nil || v.Allowed != admit {
+				t.Fatalf("alone=%v, a request in a %v: %+v, %v; want allowed=%v", alone, cal.Unit, v, err, admit)
 			}
 			ttl := srv.Client.PTTL(t.Context(), key).Val()
 			if n := srv.Client.Get(t.Context(), key).Val(); n != want || ttl < time.Until(end) || ttl > time.Until(end)+time.Minute+time.Second {
-				t.Errorf("alone=%v, after a spend in a %v: key %s holds %q with TTL %v, want %s and the period's end plus a minute (%v)",
+				t.Errorf("alone=%v, after a request in a %v: key %s holds %q with TTL %v, want %s and the period's end plus a minute (%v)",
 					alone, cal.Unit, key, n, ttl, want, time.Until(end))
 			}
 		}
-		spend(month, me, "1")
-		spend(year, ye, "2")  // the end moved later: the key lives on to it
-		spend(month, me, "3") // and back: the count ends with the month again
+		decide(month, me, 100, true, "1")
+		decide(year, ye, 100, true, "2")  // the end moved later: the key lives on to it
+		decide(month, me, 100, true, "3") // and back: the count ends with the month again
+		// A denial moves the end too: the quota spent, then the end moved.
+		decide(year, ye, 3, false, "3")
 	}
 }

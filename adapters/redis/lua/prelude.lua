@@ -97,7 +97,8 @@ end
 -- periods on either side; Redis's clock picks one, so every replica
 -- counts in the same period at a boundary. The key carries the period's
 -- start and expires a minute after its end: a finished period is never
--- read again. Every spend sets that expiry (PEXPIREAT, not NX): a reload
+-- read again. Every spend sets that expiry (PEXPIREAT, not NX), and so
+-- does a denial that read the key (run.lua): a reload
 -- that keeps a period's start but moves its end (an anchor day of 30 made
 -- 31 in a 30-day month, a week made a month that starts the same day)
 -- keeps the key and gives it the new end, so the count neither ends early

@@ -72,6 +72,7 @@ local function run(read, decide, spend)
     end
     local r = res[i]
     local c = costs and costs[i] or cost
+    local wrote = false
     if peek then
       -- cost is 0: nothing to spend, nothing written
     elseif kind == 110 then
@@ -92,12 +93,19 @@ local function run(read, decide, spend)
           spent[key] = true
         end
         sp(i, key, s, c, r)
+        wrote = true
       end
       if r[1] == 0 then
         r[2] = 0 -- counted: nothing is left
       end
     elseif admitted == 0 and r[1] == 1 then
       r = d(i, st[i], 0) -- denied elsewhere: what it has, unspent
+    end
+    if kind == 99 and not peek and not wrote and st[i].count > 0 then
+      -- A calendar key read but not spent (a denial) still gets its
+      -- period's end, as a spend does: a reload that moved the end later
+      -- must not let the count expire at the old one.
+      redis.call('PEXPIREAT', st[i].key, st[i].e + 60000)
     end
     local o = 5 * i - 3
     out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = r[1], r[2], r[3], r[4], r[5] or 0
