@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	_ "time/tzdata" // the time-zone database in the binary: calendar limits work in a container without one
@@ -45,7 +46,7 @@ func (f calendarFields) calendar(base *domain.Calendar) (*domain.Calendar, error
 	if f.Timezone != nil {
 		loc, err := loadZone(*f.Timezone)
 		switch {
-		case *f.Timezone == "" || *f.Timezone == "Local":
+		case *f.Timezone == "" || *f.Timezone == "Local" || hostOnlyZone(*f.Timezone):
 			errs = append(errs, fmt.Errorf("timezone %q: want an IANA zone such as \"Europe/Berlin\" or \"UTC\"", *f.Timezone))
 		case err != nil:
 			errs = append(errs, fmt.Errorf("timezone %q: not in the time-zone database: want an IANA zone such as \"Europe/Berlin\"", *f.Timezone))
@@ -80,6 +81,20 @@ func (f calendarFields) calendar(base *domain.Calendar) (*domain.Calendar, error
 // tenant names a zone shares one *time.Location per zone (each is
 // kilobytes of rules), and stores that cache by calendar see one.
 var zones sync.Map // string → *time.Location
+
+// hostOnlyZone reports whether name is a file of the host's zoneinfo
+// that is no IANA zone: the host's own zone (localtime, and posixrules,
+// a copy of one), Factory, and the posix/ and right/ trees (right/ counts
+// leap seconds: its days end seconds early). The embedded database holds
+// none of them, so a replica in a container without zoneinfo would
+// refuse what another accepts, or count another day.
+func hostOnlyZone(name string) bool {
+	switch name {
+	case "localtime", "posixrules", "Factory":
+		return true
+	}
+	return strings.HasPrefix(name, "posix/") || strings.HasPrefix(name, "right/")
+}
 
 // loadZone is time.LoadLocation through zones.
 func loadZone(name string) (*time.Location, error) {
