@@ -45,14 +45,16 @@ func ConcurrencyRule(n int64) (Rule, error) {
 //     until the count is below the new limit), with RetryAfter
 //     [ConcurrencyWindow]: a slot may come back at any moment;
 //   - ResetAfter is 0 while a slot is free, ConcurrencyWindow when none
-//     is (the RateLimit header's t=0 or t=1).
+//     is (the RateLimit header's t=0 or t=1);
+//   - Held is held, and one more when the request takes a slot.
 func DecideSlots(limit, held, cost int64) Decision {
 	free := max(limit-held, 0)
-	d := Decision{Allowed: true, Limit: limit, Remaining: free}
+	d := Decision{Allowed: true, Limit: limit, Remaining: free, Held: held}
 	switch {
 	case cost == 0:
 	case free > 0:
 		d.Remaining = free - 1
+		d.Held++
 	default:
 		d.Allowed = false
 		d.RetryAfter = ConcurrencyWindow

@@ -17,20 +17,20 @@ func TestDecideSlots(t *testing.T) {
 		limit, held, cost int64
 		want              domain.Decision
 	}{
-		{5, 0, 1, domain.Decision{Allowed: true, Limit: 5, Remaining: 4}},
-		{5, 3, 1, domain.Decision{Allowed: true, Limit: 5, Remaining: 1}},
-		{5, 4, 1, domain.Decision{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: s}}, // the last slot: none free now
-		{5, 5, 1, domain.Decision{Limit: 5, ResetAfter: s, RetryAfter: s}},
-		{5, 4, 7, domain.Decision{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: s}}, // a cost of 7 takes one slot
-		{5, 5, 7, domain.Decision{Limit: 5, ResetAfter: s, RetryAfter: s}},
+		{5, 0, 1, domain.Decision{Allowed: true, Limit: 5, Remaining: 4, Held: 1}},
+		{5, 3, 1, domain.Decision{Allowed: true, Limit: 5, Remaining: 1, Held: 4}},
+		{5, 4, 1, domain.Decision{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: s, Held: 5}}, // the last slot: none free now
+		{5, 5, 1, domain.Decision{Limit: 5, ResetAfter: s, RetryAfter: s, Held: 5}},
+		{5, 4, 7, domain.Decision{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: s, Held: 5}}, // a cost of 7 takes one slot
+		{5, 5, 7, domain.Decision{Limit: 5, ResetAfter: s, RetryAfter: s, Held: 5}},
 		// A limit lowered below the slots held: nothing is evicted, and
 		// nothing admitted until the count is below it.
-		{2, 4, 1, domain.Decision{Limit: 2, ResetAfter: s, RetryAfter: s}},
-		{2, 1, 1, domain.Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: s}},
+		{2, 4, 1, domain.Decision{Limit: 2, ResetAfter: s, RetryAfter: s, Held: 4}},
+		{2, 1, 1, domain.Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: s, Held: 2}},
 		// Cost 0 reads: what is free, nothing taken.
-		{5, 2, 0, domain.Decision{Allowed: true, Limit: 5, Remaining: 3}},
-		{5, 5, 0, domain.Decision{Allowed: true, Limit: 5, ResetAfter: s}},
-		{2, 4, 0, domain.Decision{Allowed: true, Limit: 2, ResetAfter: s}},
+		{5, 2, 0, domain.Decision{Allowed: true, Limit: 5, Remaining: 3, Held: 2}},
+		{5, 5, 0, domain.Decision{Allowed: true, Limit: 5, ResetAfter: s, Held: 5}},
+		{2, 4, 0, domain.Decision{Allowed: true, Limit: 2, ResetAfter: s, Held: 4}}, // more held than the limit: Held says so,
 	}
 	for _, tt := range tests {
 		if got := domain.DecideSlots(tt.limit, tt.held, tt.cost); got != tt.want {

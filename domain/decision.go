@@ -27,6 +27,10 @@ type Decision struct {
 	// it is not the rule's: a calendar limit's current period (23 h to
 	// 25 h for a day, 28 to 31 days for a month). Zero means the rule's.
 	Window time.Duration
+	// Held is a concurrency limit's requests holding a slot, this one's
+	// included when it took one: more than Limit after a limit lowered
+	// under running requests (Remaining is 0 then). 0 for a rate limit.
+	Held int64
 }
 
 // CeilSeconds returns d in whole seconds, rounded up: a client told to

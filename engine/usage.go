@@ -40,8 +40,14 @@ type LimitUsage struct {
 const UsageConcurrency = "concurrency"
 
 // Used returns what the window or period has spent: the limit less what
-// remains; for a concurrency limit, the requests in flight.
-func (u LimitUsage) Used() int64 { return max(u.Limit.Rule.Limit-u.Decision.Remaining, 0) }
+// remains; for a concurrency limit, the requests in flight (more than
+// the limit after one lowered under running requests).
+func (u LimitUsage) Used() int64 {
+	if u.Limit.Concurrency {
+		return u.Decision.Held
+	}
+	return max(u.Limit.Rule.Limit-u.Decision.Remaining, 0)
+}
 
 // Usage returns every limit that applies to tenant id, with its budget as
 // it stands: the global limits in the policy's order, then each route's

@@ -9,7 +9,7 @@ import (
 
 // verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
 // request was admitted, then per limit ok, remaining, reset and retry
-// (µs). A reply whose verdict disagrees with its own decisions is a
+// (µs), and the window (µs; for a concurrency limit, the slots held). A reply whose verdict disagrees with its own decisions is a
 // defect, reported rather than guessed at.
 func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 	n := len(req.Limits)
@@ -30,6 +30,9 @@ func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
 			Window:     usDur(x[4]),
 			Shadow:     lim.Shadow,
 			Quota:      lim.Quota,
+		}
+		if lim.Concurrency { // a slot's fifth value is the slots held
+			d.Held, d.Window = x[4], 0
 		}
 		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
 		v.Decisions = append(v.Decisions, d)

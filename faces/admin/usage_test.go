@@ -321,4 +321,21 @@ func TestUsageInFlight(t *testing.T) {
 			t.Errorf("%s: body %s lacks \"in_flight\":2", path, w.Body)
 		}
 	}
+	// A reload lowers the limit to 1 under the 2 running requests: they
+	// are all still in flight, none free (in_flight was capped at 1).
+	lowered, err := domain.NewPolicy([]domain.PolicyLimit{
+		{Name: "per-minute", Rule: domain.Rule{Limit: 60, Window: time.Minute}},
+		{Name: "inflight", Rule: domain.Rule{Limit: 1, Window: domain.ConcurrencyWindow}, Concurrency: true},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Swap(&engine.Snapshot{Policy: lowered})
+	r := httptest.NewRequest("GET", "/v1/tenants/acme/usage", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if slots := decode(t, w).Limits[1]; slots.InFlight == nil || *slots.InFlight != 2 || slots.Used != 2 || slots.Remaining != 0 || slots.Limit != 1 {
+		t.Errorf("the limit lowered to 1 under 2 running requests: %+v (in_flight %v), want 2 in flight, none free", slots, slots.InFlight)
+	}
 }

@@ -35,8 +35,8 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 		for i := range 3 {
 			v := MustAllow(t, l, req)
 			d := v.Decisions[0]
-			if !v.Allowed || d.Remaining != int64(2-i) || d.Limit != 3 || v.Release == nil {
-				t.Fatalf("request %d: %+v, want allowed with %d free and a Release", i+1, v, 2-i)
+			if !v.Allowed || d.Remaining != int64(2-i) || d.Limit != 3 || d.Held != int64(i+1) || v.Release == nil {
+				t.Fatalf("request %d: %+v, want allowed with %d held, %d free and a Release", i+1, v, i+1, 2-i)
 			}
 			wantReset := time.Duration(0) // t=0 while a slot is free
 			if i == 2 {
@@ -221,8 +221,8 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := p.Decisions[0]; !p.Allowed || d.Remaining != 2 || d.Limit != 3 || p.Release != nil {
-				t.Fatalf("Peek with one slot held: %+v, want 2 free, nothing taken", p)
+			if d := p.Decisions[0]; !p.Allowed || d.Remaining != 2 || d.Limit != 3 || d.Held != 1 || p.Release != nil {
+				t.Fatalf("Peek with one slot held: %+v, want 1 held, 2 free, nothing taken", p)
 			}
 		}
 		if after := keys(); len(after) != len(before) {
@@ -241,6 +241,12 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 		}
 		if w := MustAllow(t, l, req); w.Allowed {
 			t.Errorf("a fourth slot after a Reset: %+v (the Reset dropped a running request's slot)", w)
+		}
+		// The limit lowered to 2 under the 3 held: Peek says 3 held,
+		// none free.
+		lowered := h.Request(tenant, 1, slots(2))
+		if p, err := u.Peek(t.Context(), lowered); err != nil || p.Decisions[0].Held != 3 || p.Decisions[0].Remaining != 0 {
+			t.Errorf("Peek of a limit of 2 with 3 held: %+v, %v; want 3 held, none free", p, err)
 		}
 	})
 

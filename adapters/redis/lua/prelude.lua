@@ -232,10 +232,10 @@ if kinds ~= 'r' and string.find(kinds, 'n', 1, true) then
   end
   slot_decide = function(i, st, c)
     local free = math.max(arg(nil, i, 1) - st.held, 0)
-    local ok, retry, reset = 1, 0, 0
+    local ok, retry, reset, held = 1, 0, 0, st.held
     if c > 0 then
       if free > 0 then
-        free = free - 1
+        free, held = free - 1, held + 1
       else
         ok, retry = 0, second
       end
@@ -243,7 +243,8 @@ if kinds ~= 'r' and string.find(kinds, 'n', 1, true) then
     if free == 0 then
       reset = second
     end
-    return {ok, free, reset, retry}
+    -- A slot's fifth value is the slots held (a window's is its length).
+    return {ok, free, reset, retry, held}
   end
   slot_spend = function(i, _, st)
     local lease = arg(nil, i, 2)
@@ -268,5 +269,5 @@ if n == 1 and kinds == 'n' and flags == '0' and not peek and not costs and cost 
   if r[1] == 1 then
     slot_spend(1, nil, st)
   end
-  return {r[1], r[1], r[2], r[3], r[4], 0}
+  return {r[1], r[1], r[2], r[3], r[4], r[5]}
 end
