@@ -61,3 +61,20 @@ func TestRunWarnsOfUnknownVariables(t *testing.T) {
 		t.Errorf("the limit is not the default 100:\n%s", logs)
 	}
 }
+
+// TestOptionsStarIsDecided: "OPTIONS *" reaches the handlers: the check
+// listener decides the request it describes (net/http answered 200
+// itself, a check never decided), and the proxy refuses the target.
+func TestOptionsStarIsDecided(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t, "TOLLGATE_CHECK_ADDR=127.0.0.1:0", "TOLLGATE_LIMIT=1", "TOLLGATE_WINDOW=1h")
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		status, _, _ := testhttp.Raw(t, g.Check, "OPTIONS * HTTP/1.1\r\nHost: h\r\nX-Tenant-ID: acme\r\nX-Forwarded-Uri: /v1/export\r\nConnection: close\r\n\r\n")
+		if status != want {
+			t.Errorf("check %d of OPTIONS *: %d, want %d", i+1, status, want)
+		}
+	}
+	if status, _, _ := testhttp.Raw(t, g.Public, "OPTIONS * HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"); status != http.StatusBadRequest {
+		t.Errorf("the proxy's OPTIONS *: %d, want 400", status)
+	}
+}

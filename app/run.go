@@ -212,7 +212,10 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// OPTIONS * reaches the handler too: net/http's own answer (200)
+		// would be a check the check listener never decided.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
 

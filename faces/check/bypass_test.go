@@ -55,3 +55,22 @@ func TestCheckParamDotSegmentRefused(t *testing.T) {
 		t.Errorf("/status;v=1: 400, want it decided")
 	}
 }
+
+// TestCheckLeadingDoubleSlashRefused: the edge forwards the URI as the
+// client sent it, and WHATWG URL parsers (Node's new URL) and Python's
+// urlsplit read "//status/v1/export" as host "status", path /v1/export:
+// collapsed to /status/v1/export it would have been metered on status, a
+// route of cost 0. So a path that starts with "//" or "/\", in origin or
+// absolute form, is refused; one with "//" further on is decided.
+func TestCheckLeadingDoubleSlashRefused(t *testing.T) {
+	t.Parallel()
+	h, _, _ := newCheck(t, setup{})
+	for _, uri := range []string{"//status/v1/export", "///status/v1/export", `/\status/v1/export`, "//status", "http://edge//status/v1/export", "HTTPS://edge///status"} {
+		if w := ask(h, "X-Tenant-ID", "acme", "X-Forwarded-Uri", uri); w.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d (RateLimit-Policy %q), want 400", uri, w.Code, w.Header().Get("RateLimit-Policy"))
+		}
+	}
+	if w := ask(h, "X-Tenant-ID", "acme", "X-Forwarded-Uri", "/v1//export"); w.Code == http.StatusBadRequest {
+		t.Errorf("/v1//export: 400, want it decided")
+	}
+}

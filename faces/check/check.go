@@ -225,8 +225,11 @@ func describedPath(uri string) (string, error) {
 		uri = uri[:i]
 	}
 	// The upstream gets the URI as it came, unresolved: a "..;" that
-	// NormalizePath resolves is a name to most servers.
-	if domain.HasParamDotSegment(uri) {
+	// NormalizePath resolves is a name to most servers, and a path that
+	// starts with "//" (or "/\") is an authority to WHATWG URL parsers
+	// (Node's new URL) and urlsplit: "//free/v1/export" is /v1/export
+	// there, not /free/v1/export.
+	if domain.HasParamDotSegment(uri) || strings.HasPrefix(uri, "//") || strings.HasPrefix(uri, "/\\") {
 		return "", errUnparsableURI
 	}
 	return domain.NormalizePath(uri)
