@@ -85,13 +85,19 @@ var zones sync.Map // string → *time.Location
 // hostOnlyZone reports whether name is a file of the host's zoneinfo
 // that is no IANA zone: the host's own zone (localtime, and posixrules,
 // a copy of one), Factory, and the posix/ and right/ trees (right/ counts
-// leap seconds: its days end seconds early). The embedded database holds
-// none of them, so a replica in a container without zoneinfo would
+// leap seconds: its days end seconds early), and a name spelt as a path
+// (./Europe/Berlin, Europe//Berlin). The embedded database holds none of
+// them, so a replica in a container without zoneinfo would
 // refuse what another accepts, or count another day.
 func hostOnlyZone(name string) bool {
 	switch name {
 	case "localtime", "posixrules", "Factory":
 		return true
+	}
+	for seg := range strings.SplitSeq(name, "/") {
+		if seg == "" || seg == "." { // ./Europe/Berlin, Europe//Berlin: a file path, not a name
+			return true
+		}
 	}
 	return strings.HasPrefix(name, "posix/") || strings.HasPrefix(name, "right/")
 }

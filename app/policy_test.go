@@ -79,6 +79,8 @@ var badPolicyFiles = []struct {
 	{"the host's zone", `{"limits": [{"name": "m", "limit": 1, "period": "month", "timezone": "localtime"}]}`, `timezone "localtime": want an IANA zone`},
 	{"a zone of leap seconds", `{"limits": [{"name": "m", "limit": 1, "period": "month", "timezone": "right/Europe/Berlin"}]}`, `timezone "right/Europe/Berlin": want an IANA zone`},
 	{"posixrules", `{"limits": [{"name": "m", "limit": 1, "period": "month", "timezone": "posixrules"}]}`, `timezone "posixrules": want an IANA zone`},
+	{"a zone spelt as a path", `{"limits": [{"name": "m", "limit": 1, "period": "month", "timezone": "./Europe/Berlin"}]}`, `timezone "./Europe/Berlin": want an IANA zone`},
+	{"a zone with an empty segment", `{"limits": [{"name": "m", "limit": 1, "period": "month", "timezone": "Europe//Berlin"}]}`, `timezone "Europe//Berlin": want an IANA zone`},
 	{"anchor day 32", `{"limits": [{"name": "m", "limit": 1, "period": "month", "anchor_day": 32}]}`, `anchor_day=32, want 1 to 31`},
 	{"anchor day 0", `{"limits": [{"name": "m", "limit": 1, "period": "month", "anchor_day": 0}]}`, `anchor_day 0: want 1 to 31`},
 	{"anchor day on a week", `{"limits": [{"name": "w", "limit": 1, "period": "week", "anchor_day": 3}]}`, `anchor_day=3`},

@@ -138,11 +138,12 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if cfg.AdminToken != "" {
 		adminHandler = admin.WithUsage(adminHandler, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
 	}
+	// The admin API reads no body: one sent anyway must not hold the
+	// answer. (pprof's symbol lookup reads its POST body: it is outside.)
+	adminHandler = httpface.IgnoreBodies(adminHandler)
 	if cfg.Pprof {
 		adminHandler = admin.WithPprof(adminHandler)
 	}
-	// The admin API reads no body: one sent anyway must not hold the answer.
-	adminHandler = httpface.IgnoreBodies(adminHandler)
 	ls = append(ls, &listener{name: "admin", addr: cfg.AdminAddr, srv: newHTTPServer(adminHandler, log)})
 	if err := listenAll(ls); err != nil {
 		return fmt.Errorf("tollgate: %w", err)

@@ -80,6 +80,12 @@ type Request struct {
 	// (CountDenied), where each denied hit is an increment that a later
 	// request may read through another limit on the same counter.
 	NoCache bool
+	// PolicyKeys says the request's keys are a policy's for one tenant
+	// (the engine's HTTP decisions): a tenant has at most one key per
+	// limit of the policy, so a bounded store that already holds one of
+	// the request's keys may add the others. Without it (Envoy's
+	// descriptors, whose values are the client's) a full store adds none.
+	PolicyKeys bool
 	// Decisions, if its capacity holds one Decision per limit, is where
 	// the limiter writes the verdict's Decisions instead of allocating
 	// them ([Settle]): the verdict's Decisions then share its array.

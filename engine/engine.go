@@ -215,7 +215,7 @@ var unknownTenant = Tenant{ID: domain.Unknown}
 // subject's key.
 func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, subject domain.TenantID, skipSlots bool) domain.Request {
 	applied := route.Applied()
-	req := domain.Request{Tenant: subject, Route: route.Name, Cost: route.Cost, CountDenied: snap.Policy.CountsDenied()}
+	req := domain.Request{Tenant: subject, Route: route.Name, Cost: route.Cost, CountDenied: snap.Policy.CountsDenied(), PolicyKeys: true}
 	req.Limits, req.Decisions = newRequestBuffers(len(applied))
 	n := 0
 	for i, l := range applied {

@@ -8,17 +8,18 @@ import (
 // store's bound, dropped by the sweeper once idle.
 
 // entry returns limit i of req's entry, creating it, unless that would
-// take the store past its bound for a request that holds none of its keys
-// yet (the shared [domain.Unknown] tenant's always may): clients who
-// invent tenants cannot grow the store, while a tenant already held keeps
-// its own budgets on a route it had not used yet (at most one key per
-// limit of a request more).
+// take the store past its bound, except for the shared [domain.Unknown]
+// tenant and for a request of a policy's keys ([domain.Request].PolicyKeys)
+// that holds one of them: clients who invent tenants (or Envoy
+// descriptor values) cannot grow the store, while a tenant already held
+// keeps its own budgets on a route it had not used yet (at most one key
+// per limit of the policy more).
 func (l *limiter[S, P]) entry(req *domain.Request, i int) (*limiterEntry[S], error) {
 	lim := req.Limits[i]
 	if v, ok := l.keys.Load(lim.Key); ok {
 		return v.(*limiterEntry[S]), nil
 	}
-	if l.maxKeys >= 0 && l.n.Load() >= l.maxKeys && req.Tenant != domain.Unknown && !l.holdsAny(req) {
+	if l.maxKeys >= 0 && l.n.Load() >= l.maxKeys && req.Tenant != domain.Unknown && !(req.PolicyKeys && l.holdsAny(req)) {
 		return nil, ErrFull
 	}
 	l.sweeper.saw(lim.Rule.Window)

@@ -33,9 +33,10 @@ type Options struct {
 	// key to a full store, and holds none of its keys yet, fails with
 	// [ErrFull], except the shared [domain.Unknown] tenant's, which is
 	// always decided: the caller decides a refused request as that
-	// tenant. (A request that holds one of its keys adds the others: a
-	// tenant held keeps its own budgets on a route new to it.) Zero
-	// means DefaultMaxKeys; negative, no bound.
+	// tenant. (A request of a policy's keys, [domain.Request].PolicyKeys,
+	// that holds one of them adds the others: a tenant held keeps its own
+	// budgets on a route new to it.) Zero means DefaultMaxKeys; negative,
+	// no bound.
 	MaxKeys int
 }
 

@@ -191,9 +191,9 @@ func TestLimiterCloseIsIdempotent(t *testing.T) {
 // TestMaxKeys: a full store refuses a new key with ErrFull (a
 // ports.ErrStoreFull), spends nothing, keeps deciding the keys it holds,
 // and always admits the unknown tenant's; a request that holds one of its
-// keys adds the others (a tenant held, on a route new to it, keeps its
-// own exhausted budget: it used to be decided as unknown, whole); a
-// sweep makes room again.
+// keys of a policy adds the others (a tenant held, on a route new to it,
+// keeps its own exhausted budget: it used to be decided as unknown,
+// whole), and one of Envoy's does not; a sweep makes room again.
 func TestMaxKeys(t *testing.T) {
 	t.Parallel()
 	for _, a := range algorithms {
@@ -223,6 +223,11 @@ func TestMaxKeys(t *testing.T) {
 			// is still denied by its own.
 			both := one("rl:{t0}", rule)
 			both.Limits = append(both.Limits, domain.Limit{Name: "route", Rule: rule, Key: "rl:{t0}:route"})
+			// Not a policy's keys (Envoy's descriptors): none added.
+			if _, err := l.Allow(t.Context(), both); !errors.Is(err, ports.ErrStoreFull) {
+				t.Errorf("%s: keys not a policy's, one held, when full: err %v, want ErrStoreFull", a.name, err)
+			}
+			both.PolicyKeys = true
 			v, err := l.Allow(t.Context(), both)
 			if err != nil || v.Allowed || v.Decisions[0].Allowed || !v.Decisions[1].Allowed || l.Len() != 5 {
 				t.Errorf("%s: a held tenant's new key when full: %+v, %v, %d keys; want denied by its own spent limit, the new key added", a.name, v, err, l.Len())

@@ -109,7 +109,8 @@ func New(c *Client, algorithm string, opts Options) (*Limiter, error) {
 }
 
 // replyStride is how many values a script replies per limit: ok,
-// remaining, reset and retry in µs, and the window in µs (0: the rule's).
+// remaining, reset and retry in µs, and the window in µs (0: the rule's;
+// for a concurrency limit, the slots held).
 const replyStride = 5
 
 // calendarArgs is how many arguments a calendar limit gives the script:

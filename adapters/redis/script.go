@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"net"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -112,16 +113,31 @@ type processor interface {
 	Process(ctx context.Context, cmd goredis.Cmder) error
 }
 
-// once is cmd, which go-redis never sends twice: a script that ran but
-// whose reply was lost would count twice. Without it a ClusterClient
-// sends a command, or a node's whole pipeline, again after a network
-// error or a read timeout, up to MaxRedirects times, whatever MaxRetries
-// says. A redirect (MOVED, ASK) is still followed: the script did not
-// run. The reply lands on cmd.
+// once is cmd, which go-redis never sends twice once it may have run: a
+// script that ran but whose reply was lost would count twice. Without it
+// a ClusterClient sends a command, or a node's whole pipeline, again
+// after a network error or a read timeout, up to MaxRedirects times,
+// whatever MaxRetries says. A redirect (MOVED, ASK) is still followed,
+// and so is what go-redis retries where the script did not run: an
+// error reply (TRYAGAIN mid-reshard, CLUSTERDOWN, LOADING, MASTERDOWN)
+// or a connection never made (a dial error). The reply lands on cmd.
 type once struct{ *goredis.Cmd }
 
-// NoRetry tells go-redis never to send the command again.
-func (once) NoRetry() bool { return true }
+// NoRetry tells go-redis not to send the command again, unless its
+// error says it did not run. (A pipeline is sent again only when none of
+// its commands says no: one that succeeded, or was lost, keeps the whole
+// batch from being sent twice.)
+func (o once) NoRetry() bool { return !notRun(o.Err()) }
+
+// notRun reports whether err, a command's, says the command did not run:
+// an error reply, or a connection never made.
+func notRun(err error) bool {
+	if err == nil {
+		return false
+	}
+	var op *net.OpError
+	return isReply(err) || (errors.As(err, &op) && op.Op == "dial")
+}
 
 // processScript runs cmd, an EVALSHA of the script src, on p, and once
 // more as EVAL of src when Redis has lost the script (NOSCRIPT: it did

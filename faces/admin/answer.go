@@ -37,7 +37,8 @@ type LimitBody struct {
 	// year) and zone; absent for a window.
 	Period   string `json:"period,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
-	// Used is what the window or period has spent: Limit − Remaining.
+	// Used is what the window or period has spent: Limit − Remaining;
+	// for a concurrency limit, InFlight (which may be above Limit).
 	Used      int64 `json:"used"`
 	Remaining int64 `json:"remaining"`
 	// InFlight is a concurrency limit's requests in flight, across every

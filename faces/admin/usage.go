@@ -170,11 +170,15 @@ func otherParam(query url.Values, want string) string {
 	return ""
 }
 
-// tenantParam is the tenant id in r's path, decoded: chi matches the
-// escaped path, so %61cme is acme and %2F a slash (then an invalid id).
+// tenantParam is the tenant id in r's path, decoded once: chi matches
+// the escaped path when there is one (RawPath), so %61cme is acme and
+// %2F a slash (then an invalid id), and %2561cme is %61cme (invalid).
 // An undecodable one is returned as it is, and is invalid.
 func tenantParam(r *http.Request) domain.TenantID {
 	raw := chi.URLParam(r, "id")
+	if r.URL.RawPath == "" {
+		return domain.TenantID(raw) // chi matched the decoded path: decoded already
+	}
 	if id, err := url.PathUnescape(raw); err == nil {
 		return domain.TenantID(id)
 	}

@@ -222,6 +222,7 @@ func TestUsageBadRequests(t *testing.T) {
 		{"POST", "/v1/tenants/acme/reset?limit=", 400},
 		{"POST", "/v1/tenants/acme/reset?limit=monthly&limit=per-minute", 400},
 		{"POST", "/v1/tenants/acme/reset?limit=Bad_Name", 400},
+		{"GET", "/v1/tenants/%2561cme/usage", 400}, // decoded once: %61cme
 		{"POST", "/v1/tenants/acme/reset?LIMIT=monthly", 400},
 		{"POST", "/v1/tenants/acme/reset?limit=monthly&dry-run=1", 400},
 		{"POST", "/v1/tenants/acme/reset?limit=%zz", 400},

@@ -23,16 +23,21 @@ const echoBodyMax = 1 << 20
 // Echo is the upstream when none is configured: it answers 200 with the
 // resolved tenant and the request line as JSON, so a fresh gateway is
 // useful with nothing else running. It reads the request's body first (up
-// to 1 MiB, then discards the rest), as an upstream would: a body that
-// stalls for [BodyIdleTimeout] is answered 408, as through a real
-// upstream.
+// to 1 MiB; net/http closes the connection after a longer one), as an
+// upstream would: a body that stalls for [BodyIdleTimeout] is answered
+// 408, as through a real upstream, and one that does not parse (a bad
+// chunk) 400.
 func Echo() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil {
 			if _, err := io.Copy(io.Discard, io.LimitReader(r.Body, echoBodyMax)); err != nil {
-				if bodyTimedOut(r) {
+				switch {
+				case bodyTimedOut(r):
 					w.Header().Set("Connection", "close")
 					httpface.WriteError(w, r, http.StatusRequestTimeout, "request body timed out")
+				case r.Context().Err() == nil: // the client is there: its body is bad
+					w.Header().Set("Connection", "close")
+					httpface.WriteError(w, r, http.StatusBadRequest, "invalid request body")
 				}
 				return // or the client went away
 			}

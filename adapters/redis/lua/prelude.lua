@@ -42,7 +42,8 @@
 -- for a decision at cost c; decide returns {ok (1 or 0), remaining,
 -- reset_us, retry_us} for limit i at cost c without writing; spend
 -- writes. run returns {admitted, then per limit ok, remaining, reset_us,
--- retry_us, window_us (0: the rule's)}: the verdict, decided here once.
+-- retry_us, window_us (0: the rule's; a concurrency limit's: the slots
+-- held)}: the verdict, decided here once.
 -- The commonest shapes (one limit, a policy's fixed windows, a calendar
 -- quota or a concurrency limit alone) return earlier, from guarded
 -- blocks here and in the bodies: the same verdict, without run's tables,
