@@ -73,12 +73,17 @@ func PeerAddr(r *http.Request) netip.Addr {
 	return ap.Addr().Unmap().WithZone("")
 }
 
-// BearerToken returns the token of h's Authorization header when its
-// scheme is Bearer (in any case), else "".
-func BearerToken(h http.Header) string {
-	scheme, token, ok := strings.Cut(h.Get(HeaderAuthorization), " ")
-	if token = strings.TrimSpace(token); ok && strings.EqualFold(scheme, "Bearer") {
-		return token
+// BearerToken returns the token of h's (first) Authorization header when
+// its scheme is Bearer (in any case), else "".
+func BearerToken(h http.Header) string { return BearerTokenOf(h.Get(HeaderAuthorization)) }
+
+// BearerTokenOf returns the token of v, an Authorization value, when its
+// scheme is Bearer (in any case), else "". The scheme ends at the first
+// space or tab.
+func BearerTokenOf(v string) string {
+	i := strings.IndexAny(v, " \t")
+	if i < 0 || !strings.EqualFold(v[:i], "Bearer") {
+		return ""
 	}
-	return ""
+	return strings.TrimSpace(v[i+1:])
 }

@@ -118,7 +118,9 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 			pr.SetURL(target)
 			h := pr.Out.Header
 			keys := opts.Credentials != nil && opts.Credentials.UsesAPIKeys()
-			presented := h.Get(apiKeyHeader) != ""
+			// From what the client sent: ReverseProxy has already removed
+			// from pr.Out the headers its Connection names.
+			presented := pr.In.Header.Get(apiKeyHeader) != ""
 			for name := range h {
 				if looksLike(name, httpface.HeaderTenantID) || looksLike(name, "X-Real-IP") || looksLike(name, "True-Client-IP") ||
 					looksLike(name, "X-Forwarded-For") || looksLike(name, "X-Forwarded-Host") || looksLike(name, "X-Forwarded-Proto") ||
@@ -127,9 +129,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 				}
 			}
 			if keys {
-				if token := httpface.BearerToken(h); token != "" && (!presented || opts.Credentials.KnownKey(token)) {
-					h.Del(httpface.HeaderAuthorization)
-				}
+				dropKeys(h, presented, opts.Credentials)
 			}
 			setForwarded(h, pr.In, opts.Trusted)
 		},
@@ -173,6 +173,30 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 			httpface.WriteError(w, r, status, msg)
 		},
 	}
+}
+
+// dropKeys removes from h every Authorization value whose bearer token
+// is a tenant's key, or is the key presented when no X-API-Key was
+// (presented): the key belongs to the gateway, on whichever line it
+// came. Other values (Basic, another service's token beside an X-API-Key)
+// are kept.
+func dropKeys(h http.Header, presented bool, creds *engine.Engine) {
+	vs := h[httpface.HeaderAuthorization]
+	kept := vs[:0:0]
+	for _, v := range vs {
+		if token := httpface.BearerTokenOf(v); token != "" && (!presented || creds.KnownKey(token)) {
+			continue
+		}
+		kept = append(kept, v)
+	}
+	if len(kept) == len(vs) {
+		return
+	}
+	if len(kept) == 0 {
+		delete(h, httpface.HeaderAuthorization)
+		return
+	}
+	h[httpface.HeaderAuthorization] = kept
 }
 
 // setForwarded sets on h, the outbound request's header, what

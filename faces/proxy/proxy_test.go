@@ -153,11 +153,20 @@ func TestProxyAPIKeyNotForwarded(t *testing.T) {
 		{"basic auth kept", fileGW, http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}, "Basic dXNlcjpwYXNz", ""},
 		{"header mode forwards both", headerGW,
 			http.Header{"X-Api-Key": {"k"}, "Authorization": {"Bearer t"}}, "Bearer t", "k"},
+		// A key on any Authorization line is the gateway's.
+		{"a key on a second Authorization line stripped", fileGW,
+			http.Header{"X-Api-Key": {"k-acme-1"}, "Authorization": {"Bearer user-token", "Bearer k-globex"}}, "Bearer user-token", ""},
+		{"a key after Basic stripped", fileGW,
+			http.Header{"Authorization": {"Basic dXNlcjpwYXNz", "Bearer k-globex"}}, "Basic dXNlcjpwYXNz", ""},
+		{"a key after a tab stripped", fileGW, http.Header{"Authorization": {"Bearer\tk-globex"}}, "", ""},
+		// Connection naming X-API-Key does not hide that one was presented.
+		{"upstream's bearer kept beside an x-api-key Connection names", fileGW,
+			http.Header{"X-Api-Key": {"k-acme-1"}, "Authorization": {"Bearer user-token"}, "Connection": {"X-API-Key"}}, "Bearer user-token", ""},
 	}
 	for _, tt := range tests {
 		testhttp.Do(t, "GET", tt.gw+"/", "", tt.header)
 		r := <-got
-		if a, k := r.header.Get("Authorization"), r.header.Get("X-API-Key"); a != tt.wantAuth || k != tt.wantKey {
+		if a, k := strings.Join(r.header.Values("Authorization"), " | "), r.header.Get("X-API-Key"); a != tt.wantAuth || k != tt.wantKey {
 			t.Errorf("%s: upstream got Authorization %q, X-API-Key %q; want %q, %q", tt.name, a, k, tt.wantAuth, tt.wantKey)
 		}
 	}
