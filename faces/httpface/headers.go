@@ -38,6 +38,9 @@ const (
 // spelling it writes them.
 var GatewayHeaders = rateLimitHeaderKeys[:]
 
+// GatewayHeaderCount is len(GatewayHeaders), as a constant.
+const GatewayHeaderCount = len(rateLimitHeaderKeys)
+
 // WriteDenied answers a denial: status (429, or what the check listener
 // is told to deny with), the rate-limit headers already set, Retry-After
 // in whole seconds (at least 1) until every enforced limit that denied

@@ -53,17 +53,69 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 }
 
 // forward hands an admitted request to next, timing it and counting its
-// status by route.
+// status by route, through an [answerWriter].
 func (m *meter) forward(next http.Handler, w http.ResponseWriter, r *http.Request, route *domain.Route) {
-	if m.metrics == nil {
-		next.ServeHTTP(w, r)
+	aw := &answerWriter{StatusWriter: httpface.StatusWriter{ResponseWriter: w}}
+	start := time.Now()
+	next.ServeHTTP(aw, r)
+	if m.metrics != nil {
+		m.metrics.Upstream(route, time.Since(start))
+		m.metrics.Request(route, aw.Status())
+	}
+}
+
+// answerWriter is what an admitted request's answer is written through:
+// it records the status, and keeps the gateway's rate-limit headers off
+// an interim answer (103 Early Hints) and on the final one. ReverseProxy
+// writes a 1xx with the response's header map, its own headers merged
+// in, then clears the map: without it the final answer lost the
+// gateway's headers, and a 1xx carried the upstream's.
+type answerWriter struct {
+	httpface.StatusWriter
+	saved  *[httpface.GatewayHeaderCount][]string // the gateway's, once a 1xx went out (rare: made then)
+	hinted bool                                    // a 1xx went out, and the gateway's are not back yet
+}
+
+// WriteHeader writes a 1xx without any rate-limit header, a final status
+// with the gateway's.
+func (w *answerWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		h := w.Header()
+		if w.saved == nil {
+			w.saved = new([httpface.GatewayHeaderCount][]string)
+			for i, k := range httpface.GatewayHeaders {
+				w.saved[i] = h[k]
+			}
+		}
+		w.hinted = true
+		dropLookalikes(h)
+		w.StatusWriter.WriteHeader(code)
 		return
 	}
-	sw := &httpface.StatusWriter{ResponseWriter: w}
-	start := time.Now()
-	next.ServeHTTP(sw, r)
-	m.metrics.Upstream(route, time.Since(start))
-	m.metrics.Request(route, sw.Status())
+	w.restore()
+	w.StatusWriter.WriteHeader(code)
+}
+
+// Write writes p, the gateway's headers restored first after a 1xx.
+func (w *answerWriter) Write(p []byte) (int, error) {
+	w.restore()
+	return w.StatusWriter.Write(p)
+}
+
+// restore puts back the gateway's headers a 1xx withheld, replacing any
+// the upstream's 1xx left.
+func (w *answerWriter) restore() {
+	if !w.hinted {
+		return
+	}
+	h := w.Header()
+	dropLookalikes(h)
+	for i, k := range httpface.GatewayHeaders {
+		if w.saved[i] != nil {
+			h[k] = w.saved[i]
+		}
+	}
+	w.hinted = false
 }
 
 func (m *meter) request(route *domain.Route, code int) {

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,7 +21,7 @@ func BenchmarkRateLimitMiddleware(b *testing.B) {
 	c, _ := memory.New(domain.AlgorithmFixedWindow, memory.Options{})
 	defer c.Close()
 	h := proxy.New(proxy.Options{
-		Engine:   newEngine(c, domain.Rule{Limit: 1 << 40, Window: time.Hour}, nil),
+		Engine:   newEngine(c, domain.Rule{Limit: domain.MaxLimit, Window: domain.MaxWindow}, nil),
 		Metrics:  metrics.New(prometheus.NewRegistry(), "fixed_window"),
 		Upstream: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}),
 	})

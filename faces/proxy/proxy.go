@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -330,21 +331,52 @@ func isTimeout(err error) bool {
 // the draft's case, so a canonical Ratelimit from the upstream would
 // otherwise travel beside them as a second field.
 func dropGatewayHeaders(resp *http.Response) error {
-	for name := range resp.Header {
-		if isGatewayHeader(name) {
-			delete(resp.Header, name)
-		}
+	dropLookalikes(resp.Header)
+	dropLookalikes(resp.Trailer)
+	// Trailers the upstream did not announce are in resp.Trailer once the
+	// body has ended (a body of no announced length can have some):
+	// dropped then. Not a 101's body, which ReverseProxy needs as the
+	// connection it is.
+	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody &&
+		(resp.ContentLength < 0 || resp.Trailer != nil) {
+		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp}
 	}
 	return nil
 }
 
+// dropLookalikes deletes from h every one of the gateway's headers, in
+// any case or with _ for -.
+func dropLookalikes(h http.Header) {
+	for name := range h {
+		if isGatewayHeader(name) {
+			delete(h, name)
+		}
+	}
+}
+
 // isGatewayHeader reports whether name is one of the gateway's headers,
-// in any case.
+// in any case, or a look-alike (X_RateLimit_Remaining).
 func isGatewayHeader(name string) bool {
 	for _, h := range httpface.GatewayHeaders {
-		if strings.EqualFold(name, h) {
+		if looksLike(name, h) {
 			return true
 		}
 	}
 	return false
+}
+
+// trailerFilter is a response body that drops the gateway's headers
+// from its response's trailers when the body ends, before ReverseProxy
+// copies them.
+type trailerFilter struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (f *trailerFilter) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if err == io.EOF {
+		dropLookalikes(f.resp.Trailer)
+	}
+	return n, err
 }

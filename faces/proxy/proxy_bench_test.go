@@ -62,7 +62,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		log := slog.New(slog.DiscardHandler)
 		// A budget no run exhausts, so every request is proxied.
 		benchProxy(b, proxy.New(proxy.Options{
-			Engine:   newEngine(store, domain.Rule{Limit: 1 << 50, Window: time.Hour}, nil),
+			Engine:   newEngine(store, domain.Rule{Limit: domain.MaxLimit, Window: domain.MaxWindow}, nil),
 			Upstream: proxy.NewUpstream(target, proxy.UpstreamOptions{Timeout: 30 * time.Second, Log: log}),
 			Log:      log,
 			Metrics:  metrics.New(prometheus.NewRegistry(), domain.AlgorithmFixedWindow),
@@ -163,7 +163,7 @@ func BenchmarkProxyHandler(b *testing.B) {
 		defer store.Close()
 		log := slog.New(slog.DiscardHandler)
 		benchHandler(b, proxy.New(proxy.Options{
-			Engine:    newEngine(store, domain.Rule{Limit: 1 << 50, Window: time.Hour}, nil),
+			Engine:    newEngine(store, domain.Rule{Limit: domain.MaxLimit, Window: domain.MaxWindow}, nil),
 			Upstream:  proxy.NewUpstream(target, proxy.UpstreamOptions{Timeout: 30 * time.Second, Log: log, Transport: okTransport{}}),
 			Describer: httpface.Describer{TenantHeader: "X-Tenant-Id"},
 			Log:       log,
