@@ -73,7 +73,7 @@ func (m *meter) forward(next http.Handler, w http.ResponseWriter, r *http.Reques
 type answerWriter struct {
 	httpface.StatusWriter
 	saved  *[httpface.GatewayHeaderCount][]string // the gateway's, once a 1xx went out (rare: made then)
-	hinted bool                                    // a 1xx went out, and the gateway's are not back yet
+	hinted bool                                   // a 1xx went out, and the gateway's are not back yet
 }
 
 // WriteHeader writes a 1xx without any rate-limit header, a final status
