@@ -69,6 +69,7 @@ type Client struct {
 	timeout time.Duration          // per decision (ClientOptions.Timeout)
 	co      *coalescer             // nil with BatchAutoPipeline or BatchNone
 	ap      *goredis.AutoPipeliner // BatchAutoPipeline
+	live    *liveness              // when Redis was last heard from
 	warm    atomic.Bool            // Warm succeeded once
 }
 
@@ -202,7 +203,7 @@ func NewClient(rdb goredis.UniversalClient) *Client {
 // The error is go-redis's when b asks for its AutoPipeline and rdb
 // cannot make one.
 func newClient(rdb goredis.UniversalClient, opts ClientOptions, b Batching, live *liveness) (*Client, error) {
-	c := &Client{rdb: rdb, lanes: opts.lanes(), timeout: opts.Timeout}
+	c := &Client{rdb: rdb, lanes: opts.lanes(), timeout: opts.Timeout, live: live}
 	switch b {
 	case BatchCoalesce:
 		c.co = newCoalescer(rdb, live, coalescerOptions{

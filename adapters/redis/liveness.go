@@ -15,6 +15,7 @@ import (
 type liveness struct {
 	origin time.Time
 	last   atomic.Int64 // nanos since origin
+	quiet  atomic.Int32 // pings in flight: reads meanwhile are not counted
 }
 
 func newLiveness() *liveness {
@@ -26,6 +27,19 @@ func (l *liveness) nanos() int64 { return int64(time.Since(l.origin)) }
 
 // heard records that Redis was heard from now.
 func (l *liveness) heard() { l.last.Store(l.nanos()) }
+
+// quietly runs f, a ping, with the connections' reads meanwhile not
+// counted as Redis heard from: a PONG says Redis answers pings, not that
+// it runs the decisions' scripts (CLIENT PAUSE WRITE, as a FAILOVER
+// does, answers the one and holds the other), and /readyz probes every
+// few hundred milliseconds would keep stalled decisions waiting for
+// their hard bound. A decision's reply still counts when its round trip
+// ends (the coalescer's noteAnswer).
+func (l *liveness) quietly(f func() error) error {
+	l.quiet.Add(1)
+	defer l.quiet.Add(-1)
+	return f()
+}
 
 // dialer returns base with every connection's reads recorded as Redis
 // being heard from.
@@ -50,7 +64,7 @@ type liveConn struct {
 
 func (c *liveConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 {
+	if n > 0 && c.l.quiet.Load() == 0 {
 		c.l.heard()
 	}
 	return n, err

@@ -108,15 +108,17 @@ func (c *Client) Ping(ctx context.Context) error {
 			return err
 		}
 	}
-	var err error
-	if cc, ok := c.rdb.(*goredis.ClusterClient); ok {
-		err = pingCluster(ctx, cc)
-	} else {
+	err := c.live.quietly(func() error {
+		if cc, ok := c.rdb.(*goredis.ClusterClient); ok {
+			return pingCluster(ctx, cc)
+		}
 		start := time.Now()
-		if err = c.rdb.Ping(ctx).Err(); err == nil && c.co != nil {
+		err := c.rdb.Ping(ctx).Err()
+		if err == nil && c.co != nil {
 			c.co.observeRTT(time.Since(start)) // a light round trip: the coalescer's floor
 		}
-	}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("redis: ping: %w", err)
 	}
