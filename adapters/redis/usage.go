@@ -24,7 +24,7 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 		defer cancel()
 	} else if l.client.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, hardWait(l.client.timeout))
+		ctx, cancel = context.WithTimeout(ctx, l.client.timeout) // a decision's deadline, as a read's
 		defer cancel()
 	}
 	keys := make([]string, 0, len(req.Limits))

@@ -129,8 +129,9 @@ func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 // reset answers POST /v1/tenants/{id}/reset[?limit=name]. Every call
 // that passed the token check writes one audit line: "usage API: reset"
 // when it was done, "usage API: reset not done" with the status when it
-// was refused or failed (each counted as a reset: the calls, whatever
-// they answered).
+// was refused, "usage API: reset failed: …" when the store did not
+// answer (a stalled Redis may still run it); each counted as a reset:
+// the calls, whatever they answered.
 func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 	u.opts.Count("reset")
 	id := tenantParam(r)
@@ -157,7 +158,12 @@ func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 		u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r))
 		return
 	}
-	u.opts.Log.Warn("usage API: reset not done", "tenant", clipped(string(id)), "limit", clipped(what), "client", peer(r), "status", code)
+	msg := "usage API: reset not done"
+	if code == http.StatusServiceUnavailable {
+		// A stalled Redis that received the DEL may still run it.
+		msg = "usage API: reset failed: the store did not answer (it may still make it)"
+	}
+	u.opts.Log.Warn(msg, "tenant", clipped(string(id)), "limit", clipped(what), "client", peer(r), "status", code)
 }
 
 // otherParam is a parameter of query other than want, or "".

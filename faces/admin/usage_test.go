@@ -270,7 +270,7 @@ func TestUsageStoreFails(t *testing.T) {
 		}
 	}
 	if log := f.log.String(); strings.Contains(log, `"msg":"usage API: reset",`) ||
-		!strings.Contains(log, `"msg":"usage API: reset not done","tenant":"acme","limit":"all","client":"192.0.2.1","status":503`) {
+		!strings.Contains(log, `"msg":"usage API: reset failed: the store did not answer (it may still make it)","tenant":"acme","limit":"all","client":"192.0.2.1","status":503`) {
 		t.Errorf("audit log %s, want the failed reset logged as not done, with its status", log)
 	}
 }
