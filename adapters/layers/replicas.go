@@ -120,8 +120,9 @@ type listens struct {
 
 // member is another replica's announcement, as this one saw it.
 type member struct {
-	expires int64 // on the store's clock
-	renewed bool  // its expiry moved forward between two announcements of this replica's, once at least
+	expires int64     // on the store's clock
+	renewed bool      // its expiry moved forward between two announcements of this replica's, once at least
+	seen    time.Time // when a roll last held it (this process's clock)
 }
 
 // NewReplicaCount starts announcing at once.
@@ -177,13 +178,24 @@ func (r *ReplicaCount) announce() {
 	}
 	r.bad = false
 	n := 1 // this replica
+	now := time.Now()
 	seen := make(map[string]member, len(roll.Alive))
 	for _, a := range roll.Alive {
 		prev, ok := r.seen[a.ID]
-		m := member{expires: a.Expires, renewed: ok && (prev.renewed || a.Expires > prev.expires)}
+		m := member{expires: a.Expires, renewed: ok && (prev.renewed || a.Expires > prev.expires), seen: now}
 		seen[a.ID] = m
 		if m.renewed && a.ID != r.opts.ID {
 			n++ // it renews, and its announcement is alive
+		}
+	}
+	// A member missing from this roll is remembered for a TTL, not
+	// counted: when the store lost the key (a restart without its data,
+	// a FLUSHALL) the replicas come back one by one, each with a later
+	// expiry than the one remembered, and counts again at once instead
+	// of after two more announcements.
+	for id, m := range r.seen {
+		if _, ok := seen[id]; !ok && now.Sub(m.seen) < r.opts.TTL {
+			seen[id] = m
 		}
 	}
 	r.seen = seen

@@ -310,3 +310,39 @@ func TestReplicaCountDeafReplica(t *testing.T) {
 		}
 	})
 }
+
+// TestReplicaCountAfterTheStoreLostTheKey: when the store loses the
+// announcements (a restart without its data, a FLUSHALL), every replica
+// is counted again as soon as it has announced once more: a member that
+// comes back with a later expiry than the one remembered renews. (Each
+// used to need two more announcements: a second outage right after a
+// restart divided limits by 1 on some replicas.)
+func TestReplicaCountAfterTheStoreLostTheKey(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := &announcer{alive: map[string]bool{}}
+		var rs []*layers.ReplicaCount
+		for _, id := range []string{"a", "b", "c"} {
+			r := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: id})
+			defer r.Close()
+			rs = append(rs, r)
+			time.Sleep(layers.DefaultAnnounceInterval / 3) // their turns apart
+		}
+		time.Sleep(4 * layers.DefaultAnnounceInterval)
+		synctest.Wait()
+		for i, r := range rs {
+			if r.N() != 3 {
+				t.Fatalf("replica %d: N = %d before the loss, want 3", i, r.N())
+			}
+		}
+		a.set(func(a *announcer) { a.alive, a.expires = map[string]bool{}, nil })
+		// One interval on, every replica has announced once since the loss.
+		time.Sleep(layers.DefaultAnnounceInterval + layers.DefaultAnnounceInterval/2)
+		synctest.Wait()
+		for i, r := range rs {
+			if r.N() != 3 {
+				t.Errorf("replica %d: N = %d one announcement after the store lost the key, want 3", i, r.N())
+			}
+		}
+	})
+}
