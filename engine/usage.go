@@ -17,6 +17,9 @@ var (
 	// ErrNoUsage is a usage call to an engine built without
 	// [Options].Usage.
 	ErrNoUsage = errors.New("engine: the store reads no usage")
+	// ErrReadAfterReset is a reset that was made, whose usage could not
+	// be read after it (the store failed in between).
+	ErrReadAfterReset = errors.New("engine: the reset was made; reading the usage after it failed")
 )
 
 // LimitUsage is one limit's budget, as it stands, for one tenant.
@@ -71,7 +74,9 @@ func (e *Engine) Usage(ctx context.Context, id domain.TenantID) ([]LimitUsage, e
 // Reset makes tenant id's budgets whole: of every limit, or with limit
 // set of that limit only (a global limit on every route). It then
 // returns the tenant's usage, as [Engine.Usage] does. Its errors are
-// Usage's, and [ErrNoLimit] for a limit the policy does not name.
+// Usage's, [ErrNoLimit] for a limit the policy does not name, and
+// [ErrReadAfterReset] (with the store's error) when the reset was made
+// but the usage after it could not be read.
 func (e *Engine) Reset(ctx context.Context, id domain.TenantID, limit string) ([]LimitUsage, error) {
 	snap := e.snap.Load()
 	if limit != "" {
@@ -88,7 +93,11 @@ func (e *Engine) Reset(ctx context.Context, id domain.TenantID, limit string) ([
 		return nil, fmt.Errorf("engine: reset tenant %s: %w", id, err)
 	}
 	req, routes := e.usageRequest(snap, tenant, "")
-	return e.peek(ctx, req, routes)
+	us, err := e.peek(ctx, req, routes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReadAfterReset, err)
+	}
+	return us, nil
 }
 
 // tenantByID returns the tenant whose usage id asks for: with a tenants

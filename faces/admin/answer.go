@@ -70,6 +70,11 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit strin
 	case errors.Is(err, engine.ErrNoTenant):
 		writeJSON(w, http.StatusNotFound, errorBody{fmt.Sprintf("no tenant %q in the tenants file", id)})
 		return http.StatusNotFound
+	case errors.Is(err, engine.ErrReadAfterReset):
+		u.opts.Log.Error("usage API: the store failed", "tenant", string(id), "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{"the reset was made; the usage after it could not be read: store unavailable"})
+		return http.StatusServiceUnavailable
 	default:
 		u.opts.Log.Error("usage API: the store failed", "tenant", string(id), "err", err)
 		w.Header().Set("Retry-After", "1")

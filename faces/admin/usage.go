@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -135,7 +136,7 @@ func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 	u.opts.Count("reset")
 	id := tenantParam(r)
-	what, code := "all", http.StatusBadRequest
+	what, code, done := "all", http.StatusBadRequest, false
 	query, err := url.ParseQuery(r.URL.RawQuery)
 	vs, named := query["limit"]
 	if named {
@@ -148,14 +149,14 @@ func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 		// A misspelt ?Limit= must not reset every limit.
 		writeJSON(w, code, errorBody{fmt.Sprintf("query: unknown parameter %s; the one parameter is limit, such as ?limit=per-minute", quoted(other))})
 	case !named:
-		code = u.resetAs(w, r, id, "")
+		code, done = u.resetAs(w, r, id, "")
 	case len(vs) == 1 && domain.ValidName(vs[0]):
-		code = u.resetAs(w, r, id, vs[0])
+		code, done = u.resetAs(w, r, id, vs[0])
 	default:
 		writeJSON(w, code, errorBody{"limit: want one limit name of the policy, such as ?limit=per-minute"})
 	}
-	if code == http.StatusOK {
-		u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r))
+	if done {
+		u.opts.Log.Info("usage API: reset", "tenant", string(id), "limit", what, "client", peer(r), "status", code)
 		return
 	}
 	msg := "usage API: reset not done"
@@ -191,13 +192,15 @@ func tenantParam(r *http.Request) domain.TenantID {
 	return domain.TenantID(raw)
 }
 
-// resetAs resets tenant id's limit (every one: "") and answers its usage,
+// resetAs resets tenant id's limit (every one: "") and answers its usage
+// (503 when the reset was made but the usage after it could not be read),
 // and returns the status it answered.
-func (u *usageAPI) resetAs(w http.ResponseWriter, r *http.Request, id domain.TenantID, limit string) int {
+func (u *usageAPI) resetAs(w http.ResponseWriter, r *http.Request, id domain.TenantID, limit string) (code int, done bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), u.opts.Timeout)
 	defer cancel()
 	us, err := u.opts.Engine.Reset(ctx, id, limit)
-	return u.answer(w, id, limit, us, err)
+	code = u.answer(w, id, limit, us, err)
+	return code, code == http.StatusOK || errors.Is(err, engine.ErrReadAfterReset)
 }
 
 // clipped is s cut at 80 bytes, for a log line: a refused call's id or

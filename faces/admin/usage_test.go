@@ -275,6 +275,31 @@ func TestUsageStoreFails(t *testing.T) {
 	}
 }
 
+// readFails is a store whose resets are made and whose usage reads fail.
+type readFails struct{ *memory.Limiter }
+
+func (readFails) Peek(context.Context, domain.Request) (domain.Verdict, error) {
+	return domain.Verdict{}, errors.New("connection refused")
+}
+
+// TestUsageResetMadeReadFailed: a reset made whose usage after it could
+// not be read is answered 503 saying the reset was made, and audited as
+// a reset (it was logged as failed).
+func TestUsageResetMadeReadFailed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, func(m *memory.Limiter) engine.Options {
+		return engine.Options{Limiter: m, Usage: readFails{m}}
+	})
+	w := f.call(t, "POST", "/v1/tenants/acme/reset", "Bearer "+token)
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "the reset was made") {
+		t.Errorf("a reset made, its usage unread: %d %s, want 503 saying the reset was made", w.Code, w.Body)
+	}
+	if log := f.log.String(); !strings.Contains(log, `"msg":"usage API: reset","tenant":"acme","limit":"all","client":"192.0.2.1","status":503`) ||
+		strings.Contains(log, "reset failed") {
+		t.Errorf("audit log %s, want the reset logged as made", log)
+	}
+}
+
 // TestUsageInFlight: a concurrency limit's usage gives the requests in
 // flight (in_flight, and as used) and the slots free; a rate limit has
 // no in_flight; a reset leaves running requests' slots.

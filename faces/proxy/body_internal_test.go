@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/internal/testhttp"
 )
 
@@ -144,5 +145,37 @@ func TestStalledBodyNotForwarded(t *testing.T) {
 				t.Errorf("status %d after %v, connection closed %v; want %d after %v to %v, closed", status, took, closed, tt.code, tt.min, tt.max)
 			}
 		})
+	}
+}
+
+// TestAnswerWriterRestoresAfterHints: after a 1xx (whose header map
+// ReverseProxy clears), the gateway's headers are back on the final
+// answer whichever call commits it: WriteHeader, Write or Flush.
+func TestAnswerWriterRestoresAfterHints(t *testing.T) {
+	t.Parallel()
+	for _, commit := range []string{"WriteHeader", "Write", "Flush"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			aw := &answerWriter{StatusWriter: httpface.StatusWriter{ResponseWriter: w}}
+			aw.Header()["X-RateLimit-Limit"] = []string{"7"}
+			aw.WriteHeader(http.StatusEarlyHints)
+			clear(aw.Header()) // as ReverseProxy does after a 1xx
+			switch commit {
+			case "WriteHeader":
+				aw.WriteHeader(http.StatusOK)
+			case "Write":
+				aw.Write([]byte("x"))
+			case "Flush":
+				aw.Flush()
+			}
+		}))
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close()
+		if got := resp.Header.Get("X-RateLimit-Limit"); resp.StatusCode != http.StatusOK || got != "7" {
+			t.Errorf("committed by %s after a 103: %d, X-RateLimit-Limit %q, want 200 and 7", commit, resp.StatusCode, got)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bufio"
 	"errors"
+	"net"
 	"net/http"
 	"time"
 
@@ -100,6 +102,21 @@ func (w *answerWriter) WriteHeader(code int) {
 func (w *answerWriter) Write(p []byte) (int, error) {
 	w.restore()
 	return w.StatusWriter.Write(p)
+}
+
+// Flush flushes, the gateway's headers restored first after a 1xx (a
+// flush before any write commits the final header).
+func (w *answerWriter) Flush() {
+	w.restore()
+	w.StatusWriter.Flush()
+}
+
+// Hijack takes the connection over (a 101 upgrade: ReverseProxy writes
+// the 101 itself, with the header map), the gateway's headers restored
+// first after a 1xx.
+func (w *answerWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.restore()
+	return http.NewResponseController(w.StatusWriter.ResponseWriter).Hijack()
 }
 
 // restore puts back the gateway's headers a 1xx withheld, replacing any

@@ -177,15 +177,15 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 }
 
 // dropKeys removes from h every Authorization value whose bearer token
-// is a tenant's key, or is the key presented when no X-API-Key was
-// (presented): the key belongs to the gateway, on whichever line it
-// came. Other values (Basic, another service's token beside an X-API-Key)
+// is a tenant's key, and the first one's when no X-API-Key was presented
+// (the key the gateway read): the key belongs to the gateway, on
+// whichever line it came. Other values (Basic, another service's token)
 // are kept.
 func dropKeys(h http.Header, presented bool, creds *engine.Engine) {
 	vs := h[httpface.HeaderAuthorization]
 	kept := vs[:0:0]
-	for _, v := range vs {
-		if token := httpface.BearerTokenOf(v); token != "" && (!presented || creds.KnownKey(token)) {
+	for i, v := range vs {
+		if token := httpface.BearerTokenOf(v); token != "" && ((!presented && i == 0) || creds.KnownKey(token)) {
 			continue
 		}
 		kept = append(kept, v)
@@ -334,11 +334,10 @@ func dropGatewayHeaders(resp *http.Response) error {
 	dropLookalikes(resp.Header)
 	dropLookalikes(resp.Trailer)
 	// Trailers the upstream did not announce are in resp.Trailer once the
-	// body has ended (a body of no announced length can have some):
+	// body has ended (HTTP/2 sends them after a body of any length):
 	// dropped then. Not a 101's body, which ReverseProxy needs as the
 	// connection it is.
-	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody &&
-		(resp.ContentLength < 0 || resp.Trailer != nil) {
+	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
 		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp}
 	}
 	return nil

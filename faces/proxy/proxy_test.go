@@ -159,6 +159,8 @@ func TestProxyAPIKeyNotForwarded(t *testing.T) {
 		{"a key after Basic stripped", fileGW,
 			http.Header{"Authorization": {"Basic dXNlcjpwYXNz", "Bearer k-globex"}}, "Basic dXNlcjpwYXNz", ""},
 		{"a key after a tab stripped", fileGW, http.Header{"Authorization": {"Bearer\tk-globex"}}, "", ""},
+		{"the key read stripped, another service's token on a second line kept", fileGW,
+			http.Header{"Authorization": {"Bearer k-acme-1", "Bearer service-token"}}, "Bearer service-token", ""},
 		// Connection naming X-API-Key does not hide that one was presented.
 		{"upstream's bearer kept beside an x-api-key Connection names", fileGW,
 			http.Header{"X-Api-Key": {"k-acme-1"}, "Authorization": {"Bearer user-token"}, "Connection": {"X-API-Key"}}, "Bearer user-token", ""},
