@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -60,9 +61,23 @@ func (m *meter) forward(next http.Handler, w http.ResponseWriter, r *http.Reques
 	aw := &answerWriter{StatusWriter: httpface.StatusWriter{ResponseWriter: w}}
 	start := time.Now()
 	next.ServeHTTP(aw, r)
+	dropTrailerLookalikes(aw.Header())
 	if m.metrics != nil {
 		m.metrics.Upstream(route, time.Since(start))
 		m.metrics.Request(route, aw.Status())
+	}
+}
+
+// dropTrailerLookalikes deletes from h the trailers ReverseProxy put
+// there after the body under http.TrailerPrefix (those the upstream did
+// not announce, and those whose announcement dropGatewayHeaders
+// withdrew) that are the gateway's headers: net/http sends them when the
+// handler returns.
+func dropTrailerLookalikes(h http.Header) {
+	for name := range h {
+		if t, ok := strings.CutPrefix(name, http.TrailerPrefix); ok && isGatewayHeader(t) {
+			delete(h, name)
+		}
 	}
 }
 

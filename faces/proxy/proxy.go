@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -329,17 +328,12 @@ func isTimeout(err error) bool {
 // gateway owns (httpface.GatewayHeaders), so a client never sees two, in
 // any spelling: the gateway writes RateLimit and RateLimit-Policy with
 // the draft's case, so a canonical Ratelimit from the upstream would
-// otherwise travel beside them as a second field.
+// otherwise travel beside them as a second field. Its announced
+// trailers go too; what arrives after the body the meter drops
+// (dropTrailerLookalikes).
 func dropGatewayHeaders(resp *http.Response) error {
 	dropLookalikes(resp.Header)
 	dropLookalikes(resp.Trailer)
-	// Trailers the upstream did not announce are in resp.Trailer once the
-	// body has ended (HTTP/2 sends them after a body of any length):
-	// dropped then. Not a 101's body, which ReverseProxy needs as the
-	// connection it is.
-	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp}
-	}
 	return nil
 }
 
@@ -362,20 +356,4 @@ func isGatewayHeader(name string) bool {
 		}
 	}
 	return false
-}
-
-// trailerFilter is a response body that drops the gateway's headers
-// from its response's trailers when the body ends, before ReverseProxy
-// copies them.
-type trailerFilter struct {
-	io.ReadCloser
-	resp *http.Response
-}
-
-func (f *trailerFilter) Read(p []byte) (int, error) {
-	n, err := f.ReadCloser.Read(p)
-	if err == io.EOF {
-		dropLookalikes(f.resp.Trailer)
-	}
-	return n, err
 }
