@@ -77,3 +77,23 @@ func TestLimitDecisionsWithoutSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestRLSLabelsNotUTF8: a rule label that is not UTF-8 counts under the
+// label with its bad bytes replaced, and does not panic. A configuration
+// can hold one (a value written as !!binary), and a valid request can
+// match it (a pattern "k_\xc3*" that "k_é" begins with), so it would
+// otherwise stop the process at the first such request.
+func TestRLSLabelsNotUTF8(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, domain.AlgorithmFixedWindow)
+	m.RLSDescriptor("d", "d.k_\xc3*", "ok")
+	m.RLSDescriptor("d", "d.k_\xc3*", "ok")
+	m.RLSRequest("d\xff", "OK")
+	if got := metricstest.Series(t, reg, "tollgate_rls_descriptors_total", "rule")["d.k_\uFFFD*"]; got != 2 {
+		t.Errorf("tollgate_rls_descriptors_total{rule=%q} = %v, want 2", "d.k_\uFFFD*", got)
+	}
+	if got := metricstest.Series(t, reg, "tollgate_rls_requests_total", "domain")["d\uFFFD"]; got != 1 {
+		t.Errorf("tollgate_rls_requests_total{domain=%q} = %v, want 1", "d\uFFFD", got)
+	}
+}

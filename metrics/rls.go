@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,16 +35,20 @@ func newRLSMetrics() *rlsMetrics {
 	}
 }
 
-// counter returns the series of l, creating it once.
+// counter returns the series of l, creating it once. A label that is
+// not UTF-8 (a configuration's !!binary value, which a request can match
+// through a wildcard pattern) has its bad bytes replaced by U+FFFD:
+// Prometheus refuses it, and WithLabelValues would panic.
 func (r *rlsMetrics) counter(l rlsLabels) prometheus.Counter {
 	if c, ok := r.counters.Load(l); ok {
 		return c.(prometheus.Counter)
 	}
+	domain, rule := strings.ToValidUTF8(l.domain, "\uFFFD"), strings.ToValidUTF8(l.rule, "\uFFFD")
 	var c prometheus.Counter
 	if l.rule == "" {
-		c = r.requests.WithLabelValues(l.domain, l.value)
+		c = r.requests.WithLabelValues(domain, l.value)
 	} else {
-		c = r.descriptors.WithLabelValues(l.domain, l.rule, l.value)
+		c = r.descriptors.WithLabelValues(domain, rule, l.value)
 	}
 	v, _ := r.counters.LoadOrStore(l, c)
 	return v.(prometheus.Counter)
