@@ -67,6 +67,7 @@ func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng
 		CountDenied:     cfg.RLSCountDenied,
 		ResponseHeaders: cfg.RLSResponseHeaders,
 		Metrics:         m,
+		Log:             log,
 	})
 	wctx, stop := context.WithCancel(ctx)
 	go rc.watcher.Run(wctx, rlsReloadInterval, func(c *rlsconf.Config) {

@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,9 @@ type Options struct {
 	ResponseHeaders bool
 	// Metrics records answers. May be nil.
 	Metrics Metrics
+	// Log gets one line per call whose handler panicked (answered
+	// INTERNAL). Nil: none.
+	Log *slog.Logger
 }
 
 // Server is the face: a RateLimitServiceServer and a HealthServer on the
@@ -117,6 +121,9 @@ func New(cfg *rlsconf.Config, opts Options) *Server {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = nopMetrics{}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{opts: opts, draining: make(chan struct{})}
 	s.SetConfig(cfg)
@@ -156,10 +163,13 @@ const streamWorkers = 256
 
 // NewGRPCServer returns a gRPC server (HTTP/2 without TLS, as Envoy's
 // rate limit filter speaks to a cluster without a transport socket)
-// serving s's RateLimitService and Health, with opts after its own. The
-// caller serves it on a listener and stops it (GracefulStop).
+// serving s's RateLimitService and Health, with opts after its own. A
+// call whose handler panics is answered INTERNAL and logged (Options.Log);
+// the other calls go on. The caller serves it on a listener and stops it
+// (GracefulStop).
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers)}, opts...)...)
+	own := []grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers), grpc.ChainUnaryInterceptor(recoverer(s.opts.Log)), grpc.ChainStreamInterceptor(recoverStream(s.opts.Log))}
+	g := grpc.NewServer(append(own, opts...)...)
 	pb.RegisterRateLimitServiceServer(g, s)
 	healthpb.RegisterHealthServer(g, &health{s: s})
 	return g

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/faces/rls"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
 )
@@ -152,13 +154,10 @@ func (u *upDown) set(down bool) {
 	u.mu.Unlock()
 }
 
-// TestGRPC: the gRPC server answers ShouldRateLimit and Health (SERVING
-// exactly while the readiness check passes; NOT_FOUND for another
-// service).
-func TestGRPC(t *testing.T) {
-	t.Parallel()
-	ready := &upDown{}
-	f := newFaceWith(t, basicYAML, faceOptions{opts: rls.Options{Ready: ready}})
+// serveGRPC serves f's gRPC server on loopback until the test ends, and
+// returns it and a client connection to it.
+func serveGRPC(t *testing.T, f *face) (*grpc.Server, *grpc.ClientConn) {
+	t.Helper()
 	g := f.NewGRPCServer()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -171,6 +170,17 @@ func TestGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	return g, conn
+}
+
+// TestGRPC: the gRPC server answers ShouldRateLimit and Health (SERVING
+// exactly while the readiness check passes; NOT_FOUND for another
+// service).
+func TestGRPC(t *testing.T) {
+	t.Parallel()
+	ready := &upDown{}
+	f := newFaceWith(t, basicYAML, faceOptions{opts: rls.Options{Ready: ready}})
+	g, conn := serveGRPC(t, f)
 	resp, err := pb.NewRateLimitServiceClient(conn).ShouldRateLimit(t.Context(), rq("test-domain", 0, desc("key2=grpc")))
 	if err != nil || resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 19 {
 		t.Fatalf("ShouldRateLimit over gRPC: %v, %v; want OK, remaining 19", resp, err)
@@ -321,5 +331,35 @@ descriptors:
 	f.ask(t, rq("example10", 0, desc("route=api", "http_method=GET", "subject_id=123")))
 	if k := "example10/example10.route_api.http_method_GET.subject_id/ok"; m.descs[k] != 1 {
 		t.Errorf("descriptors %v, want %s once", m.descs, k)
+	}
+}
+
+// panicking is a limiter that panics.
+type panicking struct{}
+
+func (panicking) Allow(context.Context, domain.Request) (domain.Verdict, error) { panic("kaboom") }
+
+// TestGRPCRecoversFromPanics: a call whose handler panics is answered
+// INTERNAL, without the panic's value, and logged once; the server and
+// its other calls go on (grpc-go recovers nothing: the process ended).
+func TestGRPCRecoversFromPanics(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Buffer
+	f := newFaceWith(t, basicYAML, faceOptions{store: panicking{},
+		opts: rls.Options{Log: slog.New(slog.NewJSONHandler(&logs, nil))}})
+	_, conn := serveGRPC(t, f)
+	client := pb.NewRateLimitServiceClient(conn)
+	for i := range 2 {
+		_, err := client.ShouldRateLimit(t.Context(), rq("test-domain", 0, desc("key2=grpc")))
+		if status.Code(err) != codes.Internal || strings.Contains(err.Error(), "kaboom") {
+			t.Fatalf("call %d: %v; want INTERNAL without the panic's value", i, err)
+		}
+	}
+	if r, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health after the panics: %v, %v; want SERVING", r, err)
+	}
+	if got := logtest.Lines(t, logs.String(), "handler panic"); len(got) != 2 || got[0]["panic"] != "kaboom" ||
+		got[0]["method"] != "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" {
+		t.Errorf("panic log lines = %v, want two with panic=kaboom and the method", got)
 	}
 }
