@@ -127,7 +127,8 @@ func (u *usageAPI) usage(w http.ResponseWriter, r *http.Request) {
 	u.answer(w, id, "", us, err)
 }
 
-// reset answers POST /v1/tenants/{id}/reset[?limit=name]. Every call
+// reset answers POST /v1/tenants/{id}/reset[?limit=name], a call
+// without a body (one with a body is refused, resetting nothing). Every call
 // that passed the token check writes one audit line: "usage API: reset"
 // when it was done, "usage API: reset not done" with the status when it
 // was refused, "usage API: reset failed: …" when the store did not
@@ -148,6 +149,10 @@ func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 	case other != "":
 		// A misspelt ?Limit= must not reset every limit.
 		writeJSON(w, code, errorBody{fmt.Sprintf("query: unknown parameter %s; the one parameter is limit, such as ?limit=per-minute", quoted(other))})
+	case r.ContentLength != 0:
+		// Nor may a body that names a limit (a form's limit=monthly, as
+		// curl -d sends it): the limit is in the query.
+		writeJSON(w, code, errorBody{"body: a reset takes none; name a limit in the query, such as ?limit=per-minute"})
 	case !named:
 		code, done = u.resetAs(w, r, id, "")
 	case len(vs) == 1 && domain.ValidName(vs[0]):

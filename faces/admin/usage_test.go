@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -363,5 +364,51 @@ func TestUsageInFlight(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if slots := decode(t, w).Limits[1]; slots.InFlight == nil || *slots.InFlight != 2 || slots.Used != 2 || slots.Remaining != 0 || slots.Limit != 1 {
 		t.Errorf("the limit lowered to 1 under 2 running requests: %+v (in_flight %v), want 2 in flight, none free", slots, slots.InFlight)
+	}
+}
+
+// TestUsageResetRefusesABody: a reset takes no body. One sent anyway (a
+// form's limit=monthly, as curl -d sends it) is refused with 400 and
+// resets nothing: ignored, it reset every limit of the tenant.
+func TestUsageResetRefusesABody(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, nil)
+	f.spend(t, "acme", "/search")
+	for _, tt := range []struct {
+		name string
+		body io.Reader
+		set  func(*http.Request)
+	}{
+		{"a form", strings.NewReader("limit=monthly"), func(r *http.Request) {
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}},
+		{"JSON", strings.NewReader(`{"limit":"monthly"}`), func(r *http.Request) { r.Header.Set("Content-Type", "application/json") }},
+		{"chunked", strings.NewReader("limit=monthly"), func(r *http.Request) { r.ContentLength = -1 }},
+	} {
+		r := httptest.NewRequest("POST", "/v1/tenants/acme/reset", tt.body)
+		r.Header.Set("Authorization", "Bearer "+token)
+		tt.set(r)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		var e struct{ Error string }
+		if w.Code != http.StatusBadRequest || json.Unmarshal(w.Body.Bytes(), &e) != nil || !strings.Contains(e.Error, "?limit=") {
+			t.Errorf("a reset with %s body: %d %s, want 400 naming ?limit=", tt.name, w.Code, w.Body)
+		}
+	}
+	b := decode(t, f.call(t, "GET", "/v1/tenants/acme/usage", "Bearer "+token))
+	if b.Limits[0].Used != 2 || b.Limits[1].Used != 2 {
+		t.Errorf("after resets with a body: %+v, want nothing reset", b)
+	}
+	// An empty body (Content-Length: 0, what some clients send with a
+	// POST) is no body.
+	r := httptest.NewRequest("POST", "/v1/tenants/acme/reset?limit=monthly", strings.NewReader(""))
+	r.Header.Set("Authorization", "Bearer "+token)
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Errorf("a reset with an empty body: %d %s, want 200", w.Code, w.Body)
+	}
+	if n := strings.Count(f.log.String(), `"msg":"usage API: reset not done"`); n != 3 {
+		t.Errorf("audit log %s: want 3 lines of resets not done", f.log)
 	}
 }

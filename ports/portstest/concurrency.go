@@ -177,6 +177,30 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 		}
 	})
 
+	t.Run("concurrency: a slot denied takes none of the others", func(t *testing.T) {
+		l := h.New(t)
+		tenant := Tenant()
+		dry := NamedRule{Name: "dry", Rule: domain.Rule{Limit: 5}, Concurrency: true, Shadow: true}
+		route := NamedRule{Name: "route", Rule: domain.Rule{Limit: 1}, Concurrency: true}
+		both := h.Request(tenant, 1, slots(3), dry, route)
+		first := MustAllow(t, l, both)
+		defer first.Release()
+		for i := range 3 {
+			if v := MustAllow(t, l, both); v.Allowed || v.Decisions[2].Allowed || v.Release != nil {
+				t.Fatalf("request %d, the one slot of route held: %+v, want denied by it, no Release", i+2, v)
+			}
+		}
+		// The denials took no slot of inflight nor of the shadow dry: 2
+		// of 3 and 4 of 5 are still free.
+		for _, lim := range []NamedRule{slots(3), dry} {
+			v := MustAllow(t, l, h.Request(tenant, 1, lim))
+			if d := v.Decisions[0]; !d.Allowed || d.Remaining != lim.Rule.Limit-2 {
+				t.Errorf("%s after three denials by route: %+v, want %d left after this one (they took none)", lim.Name, d, lim.Rule.Limit-2)
+			}
+			v.Release()
+		}
+	})
+
 	t.Run("concurrency: a shadow limit never denies, takes only what it admits", func(t *testing.T) {
 		l := h.New(t)
 		tenant := Tenant()
