@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/internal/logtest"
 )
 
 // rlsYAML is one domain whose key k has rpu requests per minute.
@@ -126,9 +128,19 @@ func TestRunRLS(t *testing.T) {
 		}
 	}
 
-	// A file rewritten in place applies within 2 s.
+	if strings.Contains(g.Logs(), "rate limit service: not read") {
+		t.Errorf("a warning of files not read, with none:\n%s", g.Logs())
+	}
+
+	// A file rewritten in place applies within 2 s; a file beside it that
+	// is not read is named.
+	writeAt(t, filepath.Join(dir, "more.conf"), rlsYAML("9"))
 	writeAt(t, filepath.Join(dir, "rls.yaml"), rlsYAML("7"))
 	waitWithin(t, 2*time.Second, "the new limit", func() bool { rpu, _ := remaining(t, c, "b"); return rpu == 7 })
+	waitWithin(t, time.Second, "the warning of more.conf", func() bool {
+		lines := logtest.Lines(t, g.Logs(), "rate limit service: not read (only *.yaml and *.yml files directly in the directory are)")
+		return len(lines) == 1 && fmt.Sprint(lines[0]["names"]) == "[more.conf]"
+	})
 	// A broken change is logged and the old configuration stays.
 	writeAt(t, filepath.Join(dir, "rls.yaml"), "domain: d\nbogus: 1\n")
 	waitWithin(t, 3*time.Second, "the rejection's log line", func() bool {

@@ -10,7 +10,15 @@ import (
 // for concurrent use by multiple goroutines.
 type Config struct {
 	domains map[string]*node
+	skipped []string
 }
+
+// Skipped returns the names in the directory that [LoadDir] (or a
+// [Watcher]) did not read, in name order: files not named *.yaml or
+// *.yml, and directories, which envoyproxy/ratelimit would have read.
+// Names that start with '.' are not among them. The caller must not
+// modify the slice.
+func (c *Config) Skipped() []string { return c.skipped }
 
 // Entry is one key/value pair of a request's descriptor.
 type Entry struct{ Key, Value string }

@@ -87,6 +87,10 @@ func TestLoadDirSelectsFiles(t *testing.T) {
 	if got := strings.Join(c.Domains(), ","); got != "d,e" {
 		t.Errorf("Domains() = %s, want d,e", got)
 	}
+	// What envoyproxy/ratelimit would have read, named for a warning.
+	if got, want := strings.Join(c.Skipped(), ","), "README.md,c.yaml.bak,dir.yaml,elsewhere,sub"; got != want {
+		t.Errorf("Skipped() = %s, want %s", got, want)
+	}
 	runMatchesOn(t, c, []matchCase{
 		{"d", "a=1", "d.a 1/MINUTE"},
 		{"d", "b=1", "d.b 2/MINUTE"},

@@ -21,42 +21,54 @@ type File struct {
 // skipping names that start with '.', subdirectories, and anything that is
 // not a regular file after following symbolic links; then it parses them as
 // [Parse] does. An empty directory gives a Config with no domain. A file
-// that cannot be read or is rejected gives a [*FileError] naming it.
+// that cannot be read or is rejected gives a [*FileError] naming it. The
+// names it passed over, but for the '.' ones, are the Config's
+// [Config.Skipped].
 func LoadDir(dir string) (*Config, error) {
-	files, err := readDir(dir)
+	files, skipped, err := readDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(files)
+	c, err := Parse(files)
+	if err != nil {
+		return nil, err
+	}
+	c.skipped = skipped
+	return c, nil
 }
 
-// readDir reads the files [LoadDir] loads, in name order.
-func readDir(dir string) ([]File, error) {
+// readDir reads the files [LoadDir] loads, in name order, and returns
+// them and the names it passed over that do not start with '.'.
+func readDir(dir string) (files []File, skipped []string, err error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
-		return nil, &FileError{Path: dir, Err: err}
+		return nil, nil, &FileError{Path: dir, Err: err}
 	}
-	var files []File
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+		if strings.HasPrefix(name, ".") {
+			continue // a ConfigMap's ..data and its kin
+		}
+		if !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			skipped = append(skipped, name)
 			continue
 		}
 		path := filepath.Join(dir, name)
 		info, err := os.Stat(path) // follows a symbolic link
 		if err != nil {
-			return nil, &FileError{Path: path, Err: err}
+			return nil, nil, &FileError{Path: path, Err: err}
 		}
 		if !info.Mode().IsRegular() {
+			skipped = append(skipped, name)
 			continue
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, &FileError{Path: path, Err: err}
+			return nil, nil, &FileError{Path: path, Err: err}
 		}
 		files = append(files, File{Name: path, Data: data})
 	}
-	return files, nil
+	return files, skipped, nil
 }
 
 // Parse loads files in the order given, merging files that name the same

@@ -28,7 +28,7 @@ type Watcher struct {
 // The error is LoadDir's: a [*FileError] naming the file.
 func NewWatcher(dir string) (*Watcher, *Config, error) {
 	w := &Watcher{dir: dir}
-	files, err := readDir(dir)
+	files, skipped, err := readDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -36,6 +36,7 @@ func NewWatcher(dir string) (*Watcher, *Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	c.skipped = skipped
 	w.sum = fingerprint(files)
 	return w, c, nil
 }
@@ -50,7 +51,7 @@ func NewWatcher(dir string) (*Watcher, *Config, error) {
 // dangling) is an error too, reported only when the next Poll finds it
 // again, and then once until it changes.
 func (w *Watcher) Poll() (c *Config, changed bool, err error) {
-	files, err := readDir(w.dir)
+	files, skipped, err := readDir(w.dir)
 	if err != nil {
 		msg := err.Error()
 		if msg == w.readErr {
@@ -74,6 +75,9 @@ func (w *Watcher) Poll() (c *Config, changed bool, err error) {
 		return nil, false, nil
 	}
 	w.sum, w.broken = sum, [sha256.Size]byte{}
+	if c != nil {
+		c.skipped = skipped
+	}
 	return c, true, err
 }
 
