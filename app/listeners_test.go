@@ -26,7 +26,8 @@ func TestListenersDoNotWaitForStalledBodies(t *testing.T) {
 		code                int
 	}{
 		{"admin healthz", g.Admin, "POST /healthz HTTP/1.1", http.StatusMethodNotAllowed},
-		{"admin usage API", g.Admin, "POST /v1/tenants/acme/reset HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdef0123456789abcdef", http.StatusOK},
+		{"admin usage API", g.Admin, "GET /v1/tenants/acme/usage HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdef0123456789abcdef", http.StatusOK},
+		{"admin reset with a body", g.Admin, "POST /v1/tenants/acme/reset HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdef0123456789abcdef", http.StatusBadRequest},
 		{"check", g.Check, "POST / HTTP/1.1\r\nX-Forwarded-Uri: /x\r\nX-Forwarded-Method: GET", http.StatusTooManyRequests},
 		{"proxy denial", g.Public, "POST /x HTTP/1.1", http.StatusTooManyRequests},
 	} {
