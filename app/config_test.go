@@ -121,6 +121,12 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_IPV6_PREFIX=31", "TOLLGATE_IPV6_PREFIX", "from 32 to 128"},
 		{"TOLLGATE_IPV6_PREFIX=129", "TOLLGATE_IPV6_PREFIX", "from 32 to 128"},
 		{"TOLLGATE_IPV6_PREFIX=/64", "TOLLGATE_IPV6_PREFIX", `"/64"`},
+		// A brace in the prefix makes it the keys' hash tag, not the
+		// tenant: "{gw}" puts every tenant in one slot, "{}" splits one
+		// decision's keys over slots (CROSSSLOT on a cluster).
+		{"TOLLGATE_KEY_PREFIX={gw}:", "TOLLGATE_KEY_PREFIX", "without { or }"},
+		{"TOLLGATE_KEY_PREFIX={}", "TOLLGATE_KEY_PREFIX", `"{}"`},
+		{"TOLLGATE_KEY_PREFIX=rl}", "TOLLGATE_KEY_PREFIX", "hash tag"},
 	}
 	for _, tt := range tests {
 		_, err := app.LoadConfig([]string{tt.env})
