@@ -96,6 +96,10 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_UPSTREAM_URL=http://svc:99999/api", "TOLLGATE_UPSTREAM_URL", "port from 1 to 65535"},
 		{"TOLLGATE_UPSTREAM_URL=http://svc:0", "TOLLGATE_UPSTREAM_URL", "port from 1 to 65535"},
 		{"TOLLGATE_UPSTREAM_URL=http://:8000", "TOLLGATE_UPSTREAM_URL", "http://"},
+		// A fragment is never sent: the proxy dropped it (and a '#' meant
+		// for the path, unescaped, cut the path), and the error printed it.
+		{"TOLLGATE_UPSTREAM_URL=http://svc/api#v2", "TOLLGATE_UPSTREAM_URL", "no fragment"},
+		{"TOLLGATE_UPSTREAM_URL=http://svc/api#?token=s3cret", "TOLLGATE_UPSTREAM_URL", `"http://svc/api#…"`},
 		{"TOLLGATE_UPSTREAM_TIMEOUT=0s", "TOLLGATE_UPSTREAM_TIMEOUT", "from 1ms"},
 		{"TOLLGATE_UPSTREAM_TIMEOUT=1ns", "TOLLGATE_UPSTREAM_TIMEOUT", "from 1ms"},
 		{"TOLLGATE_REDIS_TIMEOUT=1ns", "TOLLGATE_REDIS_TIMEOUT", "from 1ms"},

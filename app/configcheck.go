@@ -54,10 +54,11 @@ func validAdminToken(s string) bool {
 }
 
 // validUpstream reports whether s is an absolute http:// or https:// URL
-// with a host, and a port (if any) from 1 to 65535.
+// with a host, a port (if any) from 1 to 65535, and no fragment: a
+// fragment is never sent (a '#' meant for the path must be %23).
 func validUpstream(s string) bool {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.Contains(s, "#") {
 		return false
 	}
 	if p := u.Port(); p != "" {
@@ -84,7 +85,7 @@ var accepted = map[string]string{
 	"CHECK_ADDR":        "empty (off), or a host:port listen address",
 	"CHECK_DENY_STATUS": "429, or 403 (for nginx auth_request)",
 	"ADMIN_ADDR":        "a host:port listen address",
-	"UPSTREAM_URL":      "empty, or an absolute http:// or https:// URL with a host (and a port from 1 to 65535, if any)",
+	"UPSTREAM_URL":      "empty, or an absolute http:// or https:// URL with a host (and a port from 1 to 65535, if any) and no fragment (a # in the path is %23)",
 	"UPSTREAM_TIMEOUT":  "a Go duration from 1ms to 24h, such as 30s",
 	"ALGORITHM":         strings.Join(domain.AlgorithmNames(), ", "),
 	"STORE":             storeNames(),
