@@ -120,7 +120,10 @@ type Config struct {
 	// taken on the Redis store after its last renewal (running requests
 	// renew theirs every third of it).
 	Lease time.Duration `env:"LEASE" envDefault:"10s"`
-	// KeyPrefix prefixes every key the gateway writes.
+	// KeyPrefix prefixes every key the gateway writes. It holds no '{'
+	// or '}': the tenant is every key's Redis Cluster hash tag, and a
+	// brace in front of it would make the prefix the tag (every tenant
+	// on one slot) or split a decision's keys over slots.
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"rl:"`
 	// AccessLog writes one JSON line per request on stderr.
 	AccessLog bool `env:"ACCESS_LOG" envDefault:"false"`

@@ -96,6 +96,10 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_UPSTREAM_URL=http://svc:99999/api", "TOLLGATE_UPSTREAM_URL", "port from 1 to 65535"},
 		{"TOLLGATE_UPSTREAM_URL=http://svc:0", "TOLLGATE_UPSTREAM_URL", "port from 1 to 65535"},
 		{"TOLLGATE_UPSTREAM_URL=http://:8000", "TOLLGATE_UPSTREAM_URL", "http://"},
+		// A fragment is never sent: the proxy dropped it (and a '#' meant
+		// for the path, unescaped, cut the path), and the error printed it.
+		{"TOLLGATE_UPSTREAM_URL=http://svc/api#v2", "TOLLGATE_UPSTREAM_URL", "no fragment"},
+		{"TOLLGATE_UPSTREAM_URL=http://svc/api#?token=s3cret", "TOLLGATE_UPSTREAM_URL", `"http://svc/api#…"`},
 		{"TOLLGATE_UPSTREAM_TIMEOUT=0s", "TOLLGATE_UPSTREAM_TIMEOUT", "from 1ms"},
 		{"TOLLGATE_UPSTREAM_TIMEOUT=1ns", "TOLLGATE_UPSTREAM_TIMEOUT", "from 1ms"},
 		{"TOLLGATE_REDIS_TIMEOUT=1ns", "TOLLGATE_REDIS_TIMEOUT", "from 1ms"},
@@ -121,6 +125,12 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_IPV6_PREFIX=31", "TOLLGATE_IPV6_PREFIX", "from 32 to 128"},
 		{"TOLLGATE_IPV6_PREFIX=129", "TOLLGATE_IPV6_PREFIX", "from 32 to 128"},
 		{"TOLLGATE_IPV6_PREFIX=/64", "TOLLGATE_IPV6_PREFIX", `"/64"`},
+		// A brace in the prefix makes it the keys' hash tag, not the
+		// tenant: "{gw}" puts every tenant in one slot, "{}" splits one
+		// decision's keys over slots (CROSSSLOT on a cluster).
+		{"TOLLGATE_KEY_PREFIX={gw}:", "TOLLGATE_KEY_PREFIX", "without { or }"},
+		{"TOLLGATE_KEY_PREFIX={}", "TOLLGATE_KEY_PREFIX", `"{}"`},
+		{"TOLLGATE_KEY_PREFIX=rl}", "TOLLGATE_KEY_PREFIX", "hash tag"},
 	}
 	for _, tt := range tests {
 		_, err := app.LoadConfig([]string{tt.env})

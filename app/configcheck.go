@@ -54,10 +54,11 @@ func validAdminToken(s string) bool {
 }
 
 // validUpstream reports whether s is an absolute http:// or https:// URL
-// with a host, and a port (if any) from 1 to 65535.
+// with a host, a port (if any) from 1 to 65535, and no fragment: a
+// fragment is never sent (a '#' meant for the path must be %23).
 func validUpstream(s string) bool {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || strings.Contains(s, "#") {
 		return false
 	}
 	if p := u.Port(); p != "" {
@@ -84,7 +85,7 @@ var accepted = map[string]string{
 	"CHECK_ADDR":        "empty (off), or a host:port listen address",
 	"CHECK_DENY_STATUS": "429, or 403 (for nginx auth_request)",
 	"ADMIN_ADDR":        "a host:port listen address",
-	"UPSTREAM_URL":      "empty, or an absolute http:// or https:// URL with a host (and a port from 1 to 65535, if any)",
+	"UPSTREAM_URL":      "empty, or an absolute http:// or https:// URL with a host (and a port from 1 to 65535, if any) and no fragment (a # in the path is %23)",
 	"UPSTREAM_TIMEOUT":  "a Go duration from 1ms to 24h, such as 30s",
 	"ALGORITHM":         strings.Join(domain.AlgorithmNames(), ", "),
 	"STORE":             storeNames(),
@@ -105,7 +106,7 @@ var accepted = map[string]string{
 	"REDIS_MODE":        "single (one Redis, or a proxy) or cluster (Redis Cluster)",
 	"REDIS_URL":         "a redis://, rediss:// or unix:// URL; with TOLLGATE_REDIS_MODE=cluster a seed list redis://[user:pass@]host:port?addr=host2:port2&addr=host3:port3 (database 0 only)",
 	"REDIS_TIMEOUT":     "a Go duration from 1ms to 1m, such as 250ms",
-	"KEY_PREFIX":        "any string",
+	"KEY_PREFIX":        "any string without { or } (every key's Redis Cluster hash tag is its tenant's, {acme}, which a brace in front would displace), such as rl:",
 	"LEASE":             "a Go duration from 1s to 10m, such as 10s",
 	"ACCESS_LOG":        "true or false (also 1, 0, t, f)",
 	"LOG_LEVEL":         "debug, info, warn or error",
@@ -188,6 +189,7 @@ func (c Config) validate(raw map[string]string, unparsed map[string]bool) error 
 	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
 	check(validRedisURL(c) == nil, "REDIS_URL", c.RedisURL)
 	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
+	check(!strings.ContainsAny(c.KeyPrefix, "{}"), "KEY_PREFIX", c.KeyPrefix)
 	check(c.Lease >= domain.MinLease && c.Lease <= domain.MaxLease, "LEASE", dur(c.Lease))
 	_, levelErr := parseLevel(c.LogLevel)
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)

@@ -55,18 +55,22 @@ func MaskURL(s string) string {
 }
 
 // upstreamForLog returns the upstream URL as logs and errors show it:
-// without its query (which may carry a credential) and with any
-// user-info masked. A value that does not parse is masked whole.
+// without its query (which may carry a credential) or fragment (which
+// Validate refuses) and with any user-info masked. A value that does not parse is masked whole.
 func upstreamForLog(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return "<unparsable URL, masked>"
 	}
 	hadQuery := u.RawQuery != "" || u.ForceQuery
-	u.RawQuery, u.ForceQuery = "", false
+	hadFragment := u.Fragment != "" || strings.Contains(s, "#")
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
 	out := MaskURL(u.String())
 	if hadQuery {
 		out += "?…"
+	}
+	if hadFragment { // refused, and not shown: it may be a query put after it
+		out += "#…"
 	}
 	return out
 }

@@ -71,12 +71,12 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit strin
 		writeJSON(w, http.StatusNotFound, errorBody{fmt.Sprintf("no tenant %q in the tenants file", id)})
 		return http.StatusNotFound
 	case errors.Is(err, engine.ErrReadAfterReset):
-		u.opts.Log.Error("usage API: the store failed", "tenant", string(id), "err", err)
+		u.storeFailed(id, err)
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{"the reset was made; the usage after it could not be read: store unavailable"})
 		return http.StatusServiceUnavailable
 	default:
-		u.opts.Log.Error("usage API: the store failed", "tenant", string(id), "err", err)
+		u.storeFailed(id, err)
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{"store unavailable"})
 		return http.StatusServiceUnavailable
@@ -111,6 +111,14 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit strin
 	}
 	writeJSON(w, http.StatusOK, body)
 	return http.StatusOK
+}
+
+// storeFailed logs a call the store failed, at most one line a second
+// however many calls fail (a reset's audit line is apart, one per call).
+func (u *usageAPI) storeFailed(id domain.TenantID, err error) {
+	u.failed.Do(func(n int64) {
+		u.opts.Log.Error("usage API: the store failed", "tenant", string(id), "err", err, "failures_since_last_line", n)
+	})
 }
 
 // quoted is s quoted for an error message, cut at 80 bytes: an id from

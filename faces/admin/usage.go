@@ -35,8 +35,9 @@ type UsageOptions struct {
 	Token string
 	// Timeout bounds each call's store work. Zero means UsageTimeout.
 	Timeout time.Duration
-	// Log gets one line per reset (the audit trail) and at most one a
-	// second about calls refused for their token. May be nil.
+	// Log gets one line per reset (the audit trail), and at most one a
+	// second about calls refused for their token and one a second about
+	// calls the store failed. May be nil.
 	Log *slog.Logger
 	// Count, if not nil, counts each call by action: usage, reset or
 	// unauthorized (tollgate_admin_actions_total).
@@ -70,6 +71,7 @@ func WithUsage(admin http.Handler, opts UsageOptions) http.Handler {
 	}
 	u := &usageAPI{opts: opts, token: sha256.Sum256([]byte(opts.Token))}
 	u.refused.Interval = time.Second
+	u.failed.Interval = time.Second
 	r := chi.NewRouter()
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(u.authorize)
@@ -96,7 +98,8 @@ func WithUsage(admin http.Handler, opts UsageOptions) http.Handler {
 type usageAPI struct {
 	opts    UsageOptions
 	token   [sha256.Size]byte // of opts.Token: compared digests take the same time whatever is presented
-	refused throttle.Log
+	refused throttle.Log      // calls refused for their token
+	failed  throttle.Log      // calls the store failed
 }
 
 // authorize answers 401 to a call without the token.

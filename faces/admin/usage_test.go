@@ -276,6 +276,32 @@ func TestUsageStoreFails(t *testing.T) {
 	}
 }
 
+// TestUsageStoreFailsLogsOnceASecond: while the store fails, the usage
+// API's error line is written at most once a second, however many calls
+// fail (a billing page polling every tenant in an outage), saying how
+// many it stands for, as the decisions' store-error line is.
+func TestUsageStoreFailsLogsOnceASecond(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, func(m *memory.Limiter) engine.Options {
+		return engine.Options{Limiter: m, Usage: failing{m}}
+	})
+	const calls = 50
+	for range calls {
+		if w := f.call(t, "GET", "/v1/tenants/acme/usage", "Bearer "+token); w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("usage on a failing store: %d, want 503", w.Code)
+		}
+	}
+	log := f.log.String()
+	// 50 calls take well under a second; a stalled machine may let a
+	// second line through, not one per call.
+	if n := strings.Count(log, `"msg":"usage API: the store failed"`); n < 1 || n > 3 {
+		t.Errorf("%d calls on a failing store logged %d lines, want 1 (at most one a second):\n%s", calls, n, log)
+	}
+	if !strings.Contains(log, `"failures_since_last_line":1`) {
+		t.Errorf("log %s, want the line to say how many failures it stands for", log)
+	}
+}
+
 // readFails is a store whose resets are made and whose usage reads fail.
 type readFails struct{ *memory.Limiter }
 
