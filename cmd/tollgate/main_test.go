@@ -2,17 +2,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/logtest"
 )
 
 // TestMain runs the command itself when the test binary is started as
@@ -35,7 +35,7 @@ func TestStderrIsJSON(t *testing.T) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "TOLLGATE_TEST_RUN_MAIN=1",
 		"TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0", "TOLLGATE_UPSTREAM_URL=http://"+upstream)
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func unsolicitedUpstream(t *testing.T) string {
 
 // waitListening returns the public address of the "tollgate listening"
 // line on stderr.
-func waitListening(t *testing.T, stderr *syncBuffer) string {
+func waitListening(t *testing.T, stderr *logtest.Buffer) string {
 	t.Helper()
 	var public string
 	waitFor(t, "the listening line", func() bool {
@@ -123,22 +123,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("%s: not within 10s", what)
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
