@@ -1,6 +1,9 @@
 package app_test
 
 import (
+	"encoding/json"
+	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
+	"github.com/tollgate/tollgate/internal/testhttp"
 )
 
 // TestCalendarQuota: a monthly quota with a billing date, end to end on
@@ -103,5 +107,58 @@ func TestTenantsCalendarOverridesBad(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "TOLLGATE_TENANTS_FILE") || !strings.Contains(err.Error(), "tenants[0]") {
 			t.Errorf("tenant %s: error %v, want one naming TOLLGATE_TENANTS_FILE, the tenant and %q", tt.entry, err, tt.want)
 		}
+	}
+}
+
+// TestMonthlyPlansExample runs README's "Monthly plans" over the files
+// it shows (examples/plans.json, examples/customers.json): globex's
+// trial of 5 a month admits five requests and denies the sixth until its
+// billing date, and the usage API reads and resets it. README named
+// plans.json and customers.json, which no folder held: its command
+// stopped at start-up.
+func TestMonthlyPlansExample(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"plans.json", "customers.json"} {
+		b, err := os.ReadFile("../examples/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(readme), string(b)) {
+			t.Errorf("README does not show examples/%s as it is:\n%s", name, b)
+		}
+		if !strings.Contains(string(readme), "=examples/"+name) {
+			t.Errorf("README's command does not name examples/%s", name)
+		}
+	}
+	const token = "0123456789abcdef0123456789abcdef"
+	g := apptest.Start(t, "TOLLGATE_POLICY_FILE=../examples/plans.json", "TOLLGATE_TENANTS_FILE=../examples/customers.json",
+		"TOLLGATE_ADMIN_TOKEN="+token)
+	for i, want := range []int{200, 200, 200, 200, 200, 429} {
+		if resp, _ := get(t, g.Public+"/", "X-API-Key", "k-globex"); resp.StatusCode != want {
+			t.Fatalf("globex request %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	monthly := func(resp *http.Response, body string) (used, remaining int) {
+		t.Helper()
+		var u struct {
+			Limits []struct {
+				Name            string
+				Used, Remaining int
+			}
+		}
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &u) != nil || len(u.Limits) != 2 || u.Limits[1].Name != "monthly" {
+			t.Fatalf("usage: %d %s", resp.StatusCode, body)
+		}
+		return u.Limits[1].Used, u.Limits[1].Remaining
+	}
+	if used, remaining := monthly(get(t, g.Admin+"/v1/tenants/globex/usage", "Authorization", "Bearer "+token)); used != 5 || remaining != 0 {
+		t.Errorf("globex's month: used %d, remaining %d; want 5, 0", used, remaining)
+	}
+	if used, remaining := monthly(testhttp.Do(t, http.MethodPost, g.Admin+"/v1/tenants/globex/reset?limit=monthly", "", http.Header{"Authorization": {"Bearer " + token}})); used != 0 || remaining != 5 {
+		t.Errorf("globex's month after its reset: used %d, remaining %d; want 0, 5", used, remaining)
 	}
 }

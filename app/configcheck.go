@@ -251,3 +251,52 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// ineffectiveVariable is a TOLLGATE_* variable set to a value that the
+// other settings make moot, and what it applies with.
+type ineffectiveVariable struct {
+	name, appliesWith string
+}
+
+// ineffectiveVariables returns the variables of environ, in a fixed
+// order, that are set to a value other than empty and their default but
+// that cfg's other settings leave unread: a TOLLGATE_REDIS_URL without
+// TOLLGATE_STORE=redis runs each replica on its own in-memory budget,
+// and a TOLLGATE_LIMIT beside a policy file meters nothing. The start-up
+// log says so, as it does of unknown variables; neither stops the
+// process. (A default, as docker-compose.yml passes TOLLGATE_REPLICAS=0,
+// changes nothing either way.)
+func ineffectiveVariables(cfg Config, environ []string) []ineffectiveVariable {
+	defaults := envDefaults()
+	set := make(map[string]bool)
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if short, ok := strings.CutPrefix(name, EnvPrefix); ok {
+			set[short] = value != "" && value != defaults[short] // the last one wins, as in LoadConfig
+		}
+	}
+	rules := []struct {
+		moot        bool
+		appliesWith string
+		names       []string
+	}{
+		{cfg.Store != StoreRedis, EnvPrefix + "STORE=" + StoreRedis, []string{"REDIS_URL", "REDIS_MODE", "REDIS_TIMEOUT", "LEASE"}},
+		{cfg.Store != StoreRedis || cfg.FailMode != FailLocal,
+			EnvPrefix + "FAIL_MODE=" + FailLocal + " and " + EnvPrefix + "STORE=" + StoreRedis, []string{"REPLICAS"}},
+		{cfg.PolicyFile != "", "no " + EnvPrefix + "POLICY_FILE (the policy file's limits replace it)", []string{"LIMIT", "WINDOW"}},
+		{cfg.TenantsFile != "", "no " + EnvPrefix + "TENANTS_FILE (tenants present API keys)", []string{"TENANT_HEADER"}},
+		{cfg.Anonymous != AnonymousIP, EnvPrefix + "ANONYMOUS=" + AnonymousIP, []string{"IPV6_PREFIX"}},
+		{cfg.CheckAddr == "", EnvPrefix + "CHECK_ADDR", []string{"CHECK_DENY_STATUS"}},
+		{cfg.RLSAddr == "", EnvPrefix + "RLS_ADDR", []string{"RLS_CONFIG", "RLS_COUNT_DENIED", "RLS_RESPONSE_HEADERS"}},
+		{cfg.ListenAddr == ListenOff, "the proxy listener (" + EnvPrefix + "LISTEN_ADDR other than off)", []string{"UPSTREAM_URL", "UPSTREAM_TIMEOUT"}},
+	}
+	var out []ineffectiveVariable
+	for _, r := range rules {
+		for _, n := range r.names {
+			if r.moot && set[n] {
+				out = append(out, ineffectiveVariable{name: EnvPrefix + n, appliesWith: r.appliesWith})
+			}
+		}
+	}
+	return out
+}

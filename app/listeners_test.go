@@ -63,6 +63,44 @@ func TestRunWarnsOfUnknownVariables(t *testing.T) {
 	}
 }
 
+// TestRunWarnsOfIneffectiveVariables: a setting that the others make
+// moot is logged once at start-up, with what it needs: a
+// TOLLGATE_REDIS_URL without TOLLGATE_STORE=redis ran every replica on
+// its own in-memory budget without a word.
+func TestRunWarnsOfIneffectiveVariables(t *testing.T) {
+	t.Parallel()
+	policy := writeFile(t, "policy.json", `{"limits": [{"name": "per-second", "limit": 20, "window": "1s"}]}`)
+	g := apptest.Start(t, "TOLLGATE_REDIS_URL=redis://10.0.0.7:6379/0", "TOLLGATE_LEASE=30s",
+		"TOLLGATE_POLICY_FILE="+policy, "TOLLGATE_LIMIT=5", "TOLLGATE_IPV6_PREFIX=48",
+		"TOLLGATE_CHECK_DENY_STATUS=403", "TOLLGATE_RLS_COUNT_DENIED=true", "TOLLGATE_REPLICAS=3",
+		"TOLLGATE_REDIS_TIMEOUT=", "TOLLGATE_REDIS_MODE=single", "TOLLGATE_SHADOW=false")
+	logs := g.Logs()
+	for _, want := range []string{
+		`"msg":"variable ignored: it has no effect with the other settings","variable":"TOLLGATE_REDIS_URL","applies_with":"TOLLGATE_STORE=redis"`,
+		`"variable":"TOLLGATE_LEASE","applies_with":"TOLLGATE_STORE=redis"`,
+		`"variable":"TOLLGATE_LIMIT","applies_with":"no TOLLGATE_POLICY_FILE (the policy file's limits replace it)"`,
+		`"variable":"TOLLGATE_IPV6_PREFIX","applies_with":"TOLLGATE_ANONYMOUS=ip"`,
+		`"variable":"TOLLGATE_CHECK_DENY_STATUS","applies_with":"TOLLGATE_CHECK_ADDR"`,
+		`"variable":"TOLLGATE_RLS_COUNT_DENIED","applies_with":"TOLLGATE_RLS_ADDR"`,
+		`"variable":"TOLLGATE_REPLICAS","applies_with":"TOLLGATE_FAIL_MODE=local and TOLLGATE_STORE=redis"`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %s:\n%s", want, logs)
+		}
+	}
+	// Empty is unset, a default changes nothing; the listeners apptest
+	// sets and TOLLGATE_SHADOW apply.
+	if n := strings.Count(logs, "variable ignored: it has no effect"); n != 7 {
+		t.Errorf("logs warn of %d variables, want 7:\n%s", n, logs)
+	}
+
+	quiet := apptest.Start(t, "TOLLGATE_LIMIT=5", "TOLLGATE_ANONYMOUS=ip", "TOLLGATE_IPV6_PREFIX=48",
+		"TOLLGATE_CHECK_ADDR=127.0.0.1:0", "TOLLGATE_CHECK_DENY_STATUS=403")
+	if logs := quiet.Logs(); strings.Contains(logs, "variable ignored") {
+		t.Errorf("a gateway whose settings all apply warns:\n%s", logs)
+	}
+}
+
 // TestOptionsStarIsDecided: "OPTIONS *" reaches the handlers: the check
 // listener decides the request it describes (net/http answered 200
 // itself, a check never decided), and the proxy refuses the target.

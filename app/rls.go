@@ -69,24 +69,30 @@ func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng
 		Metrics:         m,
 		Log:             log,
 	})
-	warnSkipped(log, cfg.RLSConfig, rc.conf)
+	log.Info("rate limit service configuration loaded", "dir", cfg.RLSConfig, "domains", len(rc.conf.Domains()))
+	warnUnconfigured(log, cfg.RLSConfig, rc.conf)
 	wctx, stop := context.WithCancel(ctx)
 	go rc.watcher.Run(wctx, rlsReloadInterval, func(c *rlsconf.Config) {
 		face.SetConfig(c)
 		log.Info("rate limit service configuration reloaded", "dir", cfg.RLSConfig, "domains", len(c.Domains()))
-		warnSkipped(log, cfg.RLSConfig, c)
+		warnUnconfigured(log, cfg.RLSConfig, c)
 	}, func(err error) {
 		log.Error("rate limit service configuration rejected; keeping the previous one", "dir", cfg.RLSConfig, "err", err)
 	})
 	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, srv: rlsServer{face.NewGRPCServer(), face}}), stop
 }
 
-// warnSkipped logs the names in dir that c was not read from, if any:
-// envoyproxy/ratelimit reads every file below its directory, and a user
-// switching from it would otherwise lose those limits without a word.
-func warnSkipped(log *slog.Logger, dir string, c *rlsconf.Config) {
+// warnUnconfigured logs the names in dir that c was not read from, if
+// any: envoyproxy/ratelimit reads every file below its directory, and a
+// user switching from it would otherwise lose those limits without a
+// word. It also says when c holds no domain at all (an empty directory,
+// or one whose files are elsewhere), as every request is then OK.
+func warnUnconfigured(log *slog.Logger, dir string, c *rlsconf.Config) {
 	if names := c.Skipped(); len(names) > 0 {
 		log.Warn("rate limit service: not read (only *.yaml and *.yml files directly in the directory are)", "dir", dir, "names", names)
+	}
+	if len(c.Domains()) == 0 {
+		log.Warn("rate limit service: no domain configured; every request is answered OK", "dir", dir)
 	}
 }
 

@@ -154,6 +154,42 @@ func TestRunRLS(t *testing.T) {
 	}
 }
 
+// TestRunRLSNoDomain: a TOLLGATE_RLS_CONFIG directory that holds no
+// domain (empty, or its files elsewhere: a ConfigMap mounted one level
+// down) is said at start-up and after a reload that leaves none, as every
+// request is then answered OK; the start-up names how many domains it
+// read. It started without a word and admitted everything.
+func TestRunRLSNoDomain(t *testing.T) {
+	t.Parallel()
+	const warning = "rate limit service: no domain configured; every request is answered OK"
+	dir := t.TempDir()
+	g := apptest.Start(t, "TOLLGATE_LISTEN_ADDR=off", "TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG="+dir)
+	lines := logtest.Lines(t, g.Logs(), warning)
+	if len(lines) != 1 || lines[0]["dir"] != dir || lines[0]["level"] != "WARN" {
+		t.Fatalf("start-up on an empty directory: %v, want one warning naming %s:\n%s", lines, dir, g.Logs())
+	}
+	if l := logtest.Lines(t, g.Logs(), "rate limit service configuration loaded"); len(l) != 1 || l[0]["domains"] != 0.0 {
+		t.Errorf("start-up line of the configuration: %v, want domains 0", l)
+	}
+	writeAt(t, filepath.Join(dir, "rls.yaml"), rlsYAML("5"))
+	waitWithin(t, 3*time.Second, "the reload", func() bool {
+		return strings.Contains(g.Logs(), "rate limit service configuration reloaded")
+	})
+	if n := len(logtest.Lines(t, g.Logs(), warning)); n != 1 {
+		t.Errorf("%d warnings after a reload that configures domain d, want the start-up's alone", n)
+	}
+
+	configured := t.TempDir()
+	writeAt(t, filepath.Join(configured, "rls.yaml"), rlsYAML("5"))
+	g = apptest.Start(t, "TOLLGATE_LISTEN_ADDR=off", "TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG="+configured)
+	if strings.Contains(g.Logs(), warning) {
+		t.Errorf("a warning with domain d configured:\n%s", g.Logs())
+	}
+	if l := logtest.Lines(t, g.Logs(), "rate limit service configuration loaded"); len(l) != 1 || l[0]["domains"] != 1.0 {
+		t.Errorf("start-up line of the configuration: %v, want domains 1", l)
+	}
+}
+
 // waitWithin polls cond every 50 ms for at most d.
 func waitWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()

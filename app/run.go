@@ -87,6 +87,9 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	for _, u := range unknownVariables(environ) {
 		log.Warn("unknown variable ignored: no setting reads it", "variable", u.name, "did_you_mean", u.meant)
 	}
+	for _, v := range ineffectiveVariables(cfg, environ) {
+		log.Warn("variable ignored: it has no effect with the other settings", "variable", v.name, "applies_with", v.appliesWith)
+	}
 
 	snap, err := loadSnapshot(cfg)
 	if err != nil {
