@@ -161,6 +161,16 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	noteChecksTakeNoSlots(cfg, snap.Policy, log)
 	serveErr := serveAll(ls)
 
+	// A reload runs beside this loop, one at a time: a file that never
+	// finishes reading (a FIFO, a hung network mount) must not keep a
+	// stop signal waiting. A SIGHUP during a reload runs one more after
+	// it, which reads the files as they are then.
+	reloaded := make(chan *domain.Policy, 1)
+	reloading, again := false, false
+	startReload := func() {
+		reloading = true
+		go func() { reloaded <- reload(cfg, eng, log).Policy }()
+	}
 wait:
 	for {
 		select {
@@ -171,7 +181,18 @@ wait:
 			log.Info("shutting down", "grace", ShutdownTimeout.String())
 			break wait
 		case <-hup:
-			m.Routes(reload(cfg, eng, log).Policy)
+			if reloading {
+				again = true
+			} else {
+				startReload()
+			}
+		case p := <-reloaded:
+			m.Routes(p)
+			reloading = false
+			if again {
+				again = false
+				startReload()
+			}
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)

@@ -388,6 +388,51 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 	}
 }
 
+// TestRunStopsWhileAReloadHangs: a SIGHUP whose file never finishes
+// reading (a FIFO nobody writes, as a hung network mount would) holds
+// nothing: the gateway serves on with the tenants it had, and a stop
+// signal stops it at once. Before, the reload ran on Run's loop, and the
+// stop waited for it forever (SIGTERM ignored, the listeners open). Not
+// parallel: the signal reaches every gateway of the process.
+func TestRunStopsWhileAReloadHangs(t *testing.T) {
+	path := writeTenants(t, `{"tenants": [{"id": "acme", "api_keys": ["k-acme"], "limit": 5}]}`)
+	g := apptest.Start(t, "TOLLGATE_TENANTS_FILE="+path)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// unblock lets the reader of the FIFO go (it reads an empty file):
+	// the reload's goroutine must not outlive the test.
+	unblock := func() {
+		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	}
+	t.Cleanup(unblock)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the reload is stuck opening the FIFO
+	if resp, _ := get(t, g.Public+"/", "X-API-Key", "k-acme"); resp.StatusCode != http.StatusOK ||
+		resp.Header.Get("RateLimit-Policy") != `"default";q=5;w=60` {
+		t.Errorf("during the reload: %d, RateLimit-Policy %q; want 200 on the old tenants", resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.Stop() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		unblock()
+		<-stopped
+		t.Fatalf("the stop waited for the reload: Run still running 5s after it\nlogs:\n%s", g.Logs())
+	}
+}
+
 func TestRunRejectsOversizedHeader(t *testing.T) {
 	t.Parallel()
 	base, _ := startGateway(t)

@@ -87,7 +87,7 @@ func AccessLog(h slog.Handler, now func() time.Time, d Describer) func(http.Hand
 			sw := &StatusWriter{ResponseWriter: w}
 			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
 			end := now()
-			status := sw.Status()
+			status := sw.Final(r.Context())
 			line := slog.NewRecord(end, slog.LevelInfo, accessMsg, 0)
 			line.AddAttrs(
 				slog.String("method", rec.method),
@@ -120,6 +120,22 @@ func (w *StatusWriter) Status() int {
 		return http.StatusOK
 	}
 	return w.status
+}
+
+// StatusClientClosed is the status counted and logged for a request
+// whose client went away before anything was answered (nginx's 499,
+// "client closed request"): no client ever reads it.
+const StatusClientClosed = 499
+
+// Final returns the status to count and log for a request whose handler
+// has returned, ctx being the request's: [StatusClientClosed] when
+// nothing was written and the client is gone (ctx done: net/http's 200
+// would reach nobody), else [StatusWriter.Status].
+func (w *StatusWriter) Final(ctx context.Context) int {
+	if w.status == 0 && ctx.Err() != nil {
+		return StatusClientClosed
+	}
+	return w.Status()
 }
 
 // WriteHeader records code (the first final one) and writes it.

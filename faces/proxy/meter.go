@@ -64,7 +64,7 @@ func (m *meter) forward(next http.Handler, w http.ResponseWriter, r *http.Reques
 	dropTrailerLookalikes(aw.Header())
 	if m.metrics != nil {
 		m.metrics.Upstream(route, time.Since(start))
-		m.metrics.Request(route, aw.Status())
+		m.metrics.Request(route, aw.Final(r.Context()))
 	}
 }
 

@@ -48,11 +48,20 @@ func (e *FileError) Error() string {
 // Unwrap returns the underlying problem.
 func (e *FileError) Unwrap() error { return e.Err }
 
+// MaxFileSize is the largest file ReadFile reads: a path that names a
+// device or a log by mistake (/dev/zero, a file of gigabytes) is
+// refused, not read into memory until the process runs out of it.
+const MaxFileSize = 256 << 20
+
+// errTooLarge is a file past MaxFileSize.
+var errTooLarge = fmt.Errorf("larger than %d MiB: want a JSON file", MaxFileSize>>20)
+
 // ReadFile reads the file at path, named by variable varName, into v (a
 // pointer to a struct) strictly. what says what the top-level object
-// holds, for the message about an empty file. The error is a *FileError.
+// holds, for the message about an empty file. A file larger than
+// MaxFileSize is refused. The error is a *FileError.
 func ReadFile(varName, path string, v any, what string) error {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path)
 	if err != nil {
 		// The *PathError repeats the path; keep only its cause.
 		var pe *os.PathError
@@ -74,6 +83,24 @@ func ReadFile(varName, path string, v any, what string) error {
 	e := &FileError{Var: varName, Path: path, Err: err}
 	e.Line, e.Column = position(data, off)
 	return e
+}
+
+// readBounded reads the file at path, at most MaxFileSize bytes of it
+// (errTooLarge past them).
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
+		return nil, errTooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err == nil && len(data) > MaxFileSize {
+		return nil, errTooLarge
+	}
+	return data, err
 }
 
 // describe rewrites an error of json.Unmarshal in our words, without the

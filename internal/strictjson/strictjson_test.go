@@ -70,3 +70,21 @@ func TestReadFile(t *testing.T) {
 		})
 	}
 }
+
+// TestReadFileTooLarge: a file past MaxFileSize is refused before it is
+// read (a path naming a huge file by mistake took all the memory).
+func TestReadFileTooLarge(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "f.json")
+	if err := os.WriteFile(path, []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, strictjson.MaxFileSize+1); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	var v struct{}
+	err := strictjson.ReadFile("TOLLGATE_X", path, &v, "items")
+	if err == nil || !strings.Contains(err.Error(), `TOLLGATE_X "`+path+`": larger than 256 MiB`) {
+		t.Errorf("ReadFile of %d bytes = %v, want larger than 256 MiB", strictjson.MaxFileSize+1, err)
+	}
+}
