@@ -59,13 +59,15 @@ func ExitCode(err error) int {
 // when TOLLGATE_RLS_ADDR is, admin; see faceListeners and withRLS)
 // over that one engine, and on ctx's end stops accepting connections,
 // lets in-flight requests finish (up to ShutdownTimeout), closes the
-// store and returns nil. Logs are JSON lines on stderr. A bad setting or tenants file returns an *ExitError with Code
-// 2 whose message is one line naming the variable or file.
+// store and returns nil. Logs are JSON lines on stderr. A bad setting,
+// or a bad tenants, policy or rate limit service file, returns an
+// *ExitError with Code 2 whose message is one line naming the variable or
+// file.
 //
-// Run handles SIGHUP for as long as it runs: with a tenants file it
-// reloads the file (see [FileTenants.Reload]) and logs the outcome, a bad
-// file leaving the tenants as they were; without one it logs the signal
-// and ignores it.
+// Run handles SIGHUP for as long as it runs: with a tenants or policy
+// file it reloads both (see reload) and logs the outcome, a bad file
+// leaving the tenants and the policy as they were; without either it
+// logs the signal and ignores it.
 func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
 		if a := args[1]; a == "-h" || a == "-help" || a == "--help" {

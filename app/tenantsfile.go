@@ -232,7 +232,7 @@ func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engi
 }
 
 // overrideLimit returns fallback with limit, where given, replacing its
-// own: a calendar limit's rule, whose window is its unit's.
+// own, and its window kept (a calendar limit's is its unit's).
 func overrideLimit(limit *int64, fallback domain.Rule) (domain.Rule, error) {
 	if limit != nil {
 		if *limit < 1 || *limit > domain.MaxLimit {
@@ -246,12 +246,9 @@ func overrideLimit(limit *int64, fallback domain.Rule) (domain.Rule, error) {
 // overrideRule returns fallback with limit and window, where given,
 // replacing its own.
 func overrideRule(limit *int64, window *string, fallback domain.Rule) (domain.Rule, error) {
-	rule := fallback
-	if limit != nil {
-		rule.Limit = *limit
-		if rule.Limit < 1 || rule.Limit > domain.MaxLimit {
-			return rule, fmt.Errorf("limit %d: want an integer from 1 to %d", rule.Limit, domain.MaxLimit)
-		}
+	rule, err := overrideLimit(limit, fallback)
+	if err != nil {
+		return rule, err
 	}
 	if window != nil {
 		w, err := time.ParseDuration(*window)

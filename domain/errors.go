@@ -6,8 +6,9 @@ import "errors"
 // [MaxTenantIDLen] bytes, or holds a byte outside A-Z a-z 0-9 . _ -.
 var ErrInvalidTenant = errors.New("invalid tenant id")
 
-// ErrInvalidRule reports a rule whose limit is below 1 or whose window is
-// shorter than [MinWindow].
+// ErrInvalidRule reports a rule that [Rule.Validate] refuses: a limit
+// outside 1 to [MaxLimit], a window outside [MinWindow] to [MaxWindow],
+// or more than one request per [MinInterval].
 var ErrInvalidRule = errors.New("invalid rule")
 
 // ErrInvalidPath reports a request path that [NormalizePath] or

@@ -46,8 +46,9 @@ func (o Outcome) String() string {
 // Verdict is a limiter's answer to a [Request]: one Decision per limit,
 // in the request's order, and whether the request is admitted.
 type Verdict struct {
-	// Allowed reports whether the request is admitted: every limit not
-	// in shadow mode admitted it (or the fail mode admits it).
+	// Allowed reports whether the request is admitted: by the rule of
+	// [Admits] (every enforced limit admitted it, and the quota limits
+	// did not all deny it), or because the fail mode admits it.
 	Allowed bool
 	// Outcome says how it was decided.
 	Outcome Outcome

@@ -68,7 +68,11 @@ func (e *Engine) Usage(ctx context.Context, id domain.TenantID) ([]LimitUsage, e
 		return nil, err
 	}
 	req, routes := e.usageRequest(snap, tenant, "")
-	return e.peek(ctx, req, routes)
+	us, err := e.peek(ctx, req, routes)
+	if err != nil {
+		return nil, fmt.Errorf("engine: usage of tenant %s: %w", id, err)
+	}
+	return us, nil
 }
 
 // Reset makes tenant id's budgets whole: of every limit, or with limit
@@ -145,14 +149,15 @@ func (e *Engine) usageRequest(snap *Snapshot, tenant Tenant, only string) (domai
 	return req, routes
 }
 
-// peek reads req's limits from the store.
+// peek reads req's limits from the store. Its error is the store's, as
+// it is: the caller says what the read was for.
 func (e *Engine) peek(ctx context.Context, req domain.Request, routes []string) ([]LimitUsage, error) {
 	if len(req.Limits) == 0 {
 		return []LimitUsage{}, nil
 	}
 	v, err := e.opts.Usage.Peek(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("engine: usage of tenant %s: %w", req.Tenant, err)
+		return nil, err
 	}
 	out := make([]LimitUsage, len(req.Limits))
 	for i, l := range req.Limits {

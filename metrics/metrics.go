@@ -1,6 +1,7 @@
 // Package metrics is tollgate's Prometheus instrumentation: the
 // collectors of every decision, answer and store event. It implements
-// the engine's and the HTTP faces' observers. No series has a tenant
+// the engine's, the HTTP faces' and the rate limit service face's
+// observers. No series has a tenant
 // label: tenants are unbounded, series must not be; routes and limit
 // names are bounded by the policy.
 package metrics

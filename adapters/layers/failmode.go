@@ -1,7 +1,8 @@
 // Package layers holds the layers around a decision ([ports.Layer]): the
 // fail mode, and the deny cache, breaker and local fallback that build on
-// it. A layer knows the port, never the store under it; the composition
-// root stacks them in the order a request meets them.
+// it, with the replica count the local fallback divides limits by
+// ([ReplicaCount]). A layer knows the port, never the store under it; the
+// composition root stacks them in the order a request meets them.
 package layers
 
 import (

@@ -91,7 +91,9 @@ type coalescerOptions struct {
 }
 
 // queueDepth bounds the callers waiting for a lane; past it a caller
-// waits (within its context and queueWait) for room.
+// waits for room within its context and until its first check
+// (firstCheck: the timeout or hardWait, the sooner), then fails with
+// errNotSent.
 const queueDepth = 1 << 13
 
 // errNotSent is a decision that waited hardWait without being sent.

@@ -11,10 +11,10 @@ import (
 // A caller's wait: its call, pooled, and when it gives up (see
 // coalescer's doc for the rules).
 
-// call is one queued command and its waiter. Calls are reused
-// (callPool): a call goes back to the pool only once its caller has
-// received done, after which the flusher never touches it; an abandoned
-// call is left to the garbage collector.
+// call is one queued command and its waiter. Calls are reused (the
+// coalescer's pool, getCall and putCall): a call goes back to the pool
+// only once its caller has received done, after which the flusher never
+// touches it; an abandoned call is left to the garbage collector.
 type call struct {
 	ctx    context.Context
 	cmd    *goredis.Cmd

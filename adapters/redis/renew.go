@@ -2,7 +2,7 @@ package redis
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -99,7 +99,7 @@ func (ls *Leases) round(ctx context.Context, renew bool) error {
 		}
 	}
 	if first != nil {
-		return errors.Join(errors.New("redis: renewing concurrency slots"), first)
+		return fmt.Errorf("redis: renewing concurrency slots: %w", first)
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 // Package admin is tollgate's admin face: the listener of /healthz,
-// /readyz and /metrics, never rate limited and never proxied.
+// /readyz and /metrics ([New]), and when wrapped in them the usage API
+// ([WithUsage]) and /debug/pprof/ ([WithPprof]); never rate limited and
+// never proxied.
 package admin
 
 import (

@@ -201,8 +201,8 @@ func tenantParam(r *http.Request) domain.TenantID {
 }
 
 // resetAs resets tenant id's limit (every one: "") and answers its usage
-// (503 when the reset was made but the usage after it could not be read),
-// and returns the status it answered.
+// (503 when the reset was made but the usage after it could not be read).
+// It returns the status it answered and whether the reset was made.
 func (u *usageAPI) resetAs(w http.ResponseWriter, r *http.Request, id domain.TenantID, limit string) (code int, done bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), u.opts.Timeout)
 	defer cancel()

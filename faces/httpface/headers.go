@@ -1,6 +1,6 @@
 // Package httpface holds what tollgate's HTTP faces (the reverse proxy
 // and the check endpoint) share: how a request is described to the
-// engine ([Describe]: its credentials and client address), the normal
+// engine ([Describer]: its credentials and client address), the normal
 // form of its path ([Normalize]), how a verdict becomes rate-limit
 // headers and a 429 ([SetRateLimitHeaders], [WriteDenied]), and the
 // access log.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/faces/httpface"
 )
 
 // BodyIdleTimeout bounds how long the gateway waits for the next bytes of
@@ -102,6 +104,14 @@ func bodyTimedOut(r *http.Request) bool {
 }
 
 type idleBodyKey struct{}
+
+// writeBodyTimedOut answers a request whose body stalled past its idle
+// bound: 408, and the connection closed after it (the rest of the body
+// may never come).
+func writeBodyTimedOut(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	httpface.WriteError(w, r, http.StatusRequestTimeout, "request body timed out")
+}
 
 // refuseH2CUpgrade drops a request's offer to upgrade to HTTP/2 over
 // cleartext (Upgrade: h2c): forwarded, the upstream could switch the

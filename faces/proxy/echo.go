@@ -33,8 +33,7 @@ func Echo() http.Handler {
 			if _, err := io.Copy(io.Discard, io.LimitReader(r.Body, echoBodyMax)); err != nil {
 				switch {
 				case bodyTimedOut(r):
-					w.Header().Set("Connection", "close")
-					httpface.WriteError(w, r, http.StatusRequestTimeout, "request body timed out")
+					writeBodyTimedOut(w, r)
 				case r.Context().Err() == nil: // the client is there: its body is bad
 					w.Header().Set("Connection", "close")
 					httpface.WriteError(w, r, http.StatusBadRequest, "invalid request body")

@@ -153,8 +153,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 				// The client's body stalled (see bodyIdleTimeout), not the
 				// upstream; the read error also canceled r's context.
 				log.Info("request body idle timeout", "method", r.Method, "path", r.URL.Path)
-				w.Header().Set("Connection", "close")
-				httpface.WriteError(w, r, http.StatusRequestTimeout, "request body timed out")
+				writeBodyTimedOut(w, r)
 				return
 			}
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {

@@ -27,7 +27,7 @@ import (
 // BenchmarkGatewayOverhead measures what tollgate adds to a reverse proxy:
 // the same loopback upstream behind a bare httputil.ReverseProxy and
 // behind tollgate's full public handler (chi, rate-limit middleware on the
-// memory store, metrics, tenant resolution, NewProxy), both served by
+// memory store, metrics, tenant resolution, NewUpstream), both served by
 // httptest over loopback and driven by one keep-alive client, 1000
 // tenants, GOMAXPROCS×16 concurrent requests. Each reports req/s and the
 // p50 and p99 latency the client saw. Compare the two with medians of

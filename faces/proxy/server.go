@@ -31,7 +31,7 @@ type Options struct {
 	Log *slog.Logger
 	// Metrics records answers and upstream times. May be nil.
 	Metrics httpface.Metrics
-	// Now returns the time of the X-Rate-Limit-Reset header. Nil:
+	// Now returns the time of the X-RateLimit-Reset header. Nil:
 	// time.Now.
 	Now func() time.Time
 }

@@ -3,7 +3,7 @@
 // grpc.health.v1.Health): a drop-in for envoyproxy/ratelimit in front of
 // Envoy, Istio, Envoy Gateway or Contour.
 //
-// It translates and decides nothing itself. A RateLimitRequest is matched
+// It translates; it decides nothing itself. A RateLimitRequest is matched
 // against the envoyproxy/ratelimit configuration ([rlsconf.Config]) into
 // one limit per descriptor that has one, keyed as envoyproxy/ratelimit
 // counts ([domain.AppendDescriptorKey]); the engine decides those limits
