@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/httpface"
+	"github.com/tollgate/tollgate/internal/throttle"
 )
 
 // UpstreamOptions are the optional settings of [NewUpstream].
@@ -79,12 +80,15 @@ type UpstreamOptions struct {
 // a flush (and a system call) per write. Upstream connections are kept
 // alive and reused, up to 1024 idle ones. When the upstream cannot be
 // reached the client gets 502, and 504 past opts.Timeout, as JSON when it
-// accepts JSON; either way one line is logged, without headers.
+// accepts JSON; either way a line is logged, without headers, at most
+// one a second (an upstream down fails every request: its
+// errors_since_last_line says how many the line stands for).
 func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 	log := opts.Log
 	if log == nil {
 		log = slog.Default()
 	}
+	errLines := &throttle.Log{Interval: time.Second}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	// The upstream is the configured URL, never HTTP_PROXY's: a gateway
 	// that honoured the environment would send tenants' traffic elsewhere.
@@ -165,7 +169,10 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 			if isTimeout(err) {
 				status, msg = http.StatusGatewayTimeout, "upstream timed out"
 			}
-			log.Warn("proxy error", "status", status, "method", r.Method, "path", r.URL.Path, "err", err)
+			errLines.Do(func(n int64) {
+				log.Warn("proxy error", "status", status, "method", r.Method, "path", r.URL.Path, "err", err,
+					"errors_since_last_line", n)
+			})
 			// What is left of the body will not be read: the answer must
 			// not wait for it (an upstream refused before any was sent).
 			httpface.AbandonBody(w, r)

@@ -309,6 +309,31 @@ func TestProxyUpstreamErrors(t *testing.T) {
 	}
 }
 
+// TestProxyErrorLinesThrottled: an upstream that is down fails every
+// request, and each one logged a line (25 000 lines in 3 s); now at most
+// one a second, saying how many it stands for. Every request still gets
+// its 502.
+func TestProxyErrorLinesThrottled(t *testing.T) {
+	t.Parallel()
+	gw, logs := proxyGateway(t, closedURL(t), twoTenants(), proxy.UpstreamOptions{})
+	ask := func(n int) {
+		for range n {
+			if resp, _ := testhttp.Do(t, "GET", gw+"/x", "", http.Header{"X-Api-Key": {"k-acme-1"}}); resp.StatusCode != http.StatusBadGateway {
+				t.Fatalf("status %d, want 502", resp.StatusCode)
+			}
+		}
+	}
+	ask(20)
+	if lines := logs.Lines(t, "proxy error"); len(lines) != 1 || lines[0]["errors_since_last_line"] != float64(1) {
+		t.Fatalf("after 20 failures: %v, want one line standing for 1", lines)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	ask(1)
+	if lines := logs.Lines(t, "proxy error"); len(lines) != 2 || lines[1]["errors_since_last_line"] != float64(20) {
+		t.Errorf("a second later: %v, want a second line standing for 20", lines)
+	}
+}
+
 // TestProxyDropsUpstreamRateLimitHeaders: the gateway owns the rate-limit
 // headers; an upstream's own values never reach the client beside them.
 func TestProxyDropsUpstreamRateLimitHeaders(t *testing.T) {
