@@ -107,6 +107,8 @@ type ReplicaCount struct {
 	listens []listens
 	cut     bool
 	deaf    bool
+	// failed: the last announcement failed (the run goroutine's).
+	failed bool
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -174,11 +176,28 @@ func (r *ReplicaCount) announce() {
 			r.opts.OnError(err)
 		}
 		r.bad = wrongType
+		r.failed = true
 		return
 	}
 	r.bad = false
 	n := 1 // this replica
 	now := time.Now()
+	if r.failed {
+		// The first announcement after an outage: what the last good one
+		// saw (the members, the listeners) is remembered for a TTL from
+		// now, not from then. An outage longer than the TTL aged it all
+		// away, and N fell to 1 while the others announced again and
+		// their listeners subscribed again, for two seconds after the
+		// store came back.
+		r.failed = false
+		for id, m := range r.seen {
+			m.seen = now
+			r.seen[id] = m
+		}
+		for i := range r.listens {
+			r.listens[i].at = now
+		}
+	}
 	seen := make(map[string]member, len(roll.Alive))
 	for _, a := range roll.Alive {
 		prev, ok := r.seen[a.ID]

@@ -311,6 +311,28 @@ func TestReplicaCountDeafReplica(t *testing.T) {
 	})
 }
 
+// threeCounted starts three replicas on a, their turns apart, and
+// returns them once each counts 3. They close when the test ends. Call it
+// in a synctest bubble.
+func threeCounted(t *testing.T, a *announcer) []*layers.ReplicaCount {
+	t.Helper()
+	var rs []*layers.ReplicaCount
+	for _, id := range []string{"a", "b", "c"} {
+		r := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: id})
+		t.Cleanup(func() { r.Close() })
+		rs = append(rs, r)
+		time.Sleep(layers.DefaultAnnounceInterval / 3) // their turns apart
+	}
+	time.Sleep(4 * layers.DefaultAnnounceInterval)
+	synctest.Wait()
+	for i, r := range rs {
+		if r.N() != 3 {
+			t.Fatalf("replica %d: N = %d after 4 announcements, want 3", i, r.N())
+		}
+	}
+	return rs
+}
+
 // TestReplicaCountAfterTheStoreLostTheKey: when the store loses the
 // announcements (a restart without its data, a FLUSHALL), every replica
 // is counted again as soon as it has announced once more: a member that
@@ -321,20 +343,7 @@ func TestReplicaCountAfterTheStoreLostTheKey(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		a := &announcer{alive: map[string]bool{}}
-		var rs []*layers.ReplicaCount
-		for _, id := range []string{"a", "b", "c"} {
-			r := layers.NewReplicaCount(layers.ReplicaCountOptions{Announcer: a, ID: id})
-			defer r.Close()
-			rs = append(rs, r)
-			time.Sleep(layers.DefaultAnnounceInterval / 3) // their turns apart
-		}
-		time.Sleep(4 * layers.DefaultAnnounceInterval)
-		synctest.Wait()
-		for i, r := range rs {
-			if r.N() != 3 {
-				t.Fatalf("replica %d: N = %d before the loss, want 3", i, r.N())
-			}
-		}
+		rs := threeCounted(t, a)
 		a.set(func(a *announcer) { a.alive, a.expires = map[string]bool{}, nil })
 		// One interval on, every replica has announced once since the loss.
 		time.Sleep(layers.DefaultAnnounceInterval + layers.DefaultAnnounceInterval/2)
@@ -342,6 +351,38 @@ func TestReplicaCountAfterTheStoreLostTheKey(t *testing.T) {
 		for i, r := range rs {
 			if r.N() != 3 {
 				t.Errorf("replica %d: N = %d one announcement after the store lost the key, want 3", i, r.N())
+			}
+		}
+	})
+}
+
+// TestReplicaCountAfterALongOutage: after an outage longer than the
+// announcements' TTL, and a store back without its data whose listeners
+// subscribe again one by one, every replica is counted again once it has
+// announced once more, as after a short loss. (The members and the
+// listeners seen before the outage had aged past the TTL on this
+// process's clock: N stayed at 1 for two seconds after Redis came back,
+// and an outage then gave each replica the whole budget.)
+func TestReplicaCountAfterALongOutage(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := &announcer{alive: map[string]bool{}}
+		rs := threeCounted(t, a)
+		a.set(func(a *announcer) { a.down = true })
+		time.Sleep(25 * time.Second)
+		back := time.Now()
+		a.set(func(a *announcer) {
+			a.down, a.alive, a.expires = false, map[string]bool{}, nil
+			// The listeners subscribe again over two seconds.
+			a.listening = func() int { return 1 + 2*int(time.Since(back)/(2*time.Second)) }
+		})
+		time.Sleep(layers.DefaultAnnounceInterval + layers.DefaultAnnounceInterval/2)
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			synctest.Wait()
+			for i, r := range rs {
+				if r.N() != 3 {
+					t.Fatalf("replica %d: N = %d %v after the store came back, want 3", i, r.N(), time.Since(back))
+				}
 			}
 		}
 	})
