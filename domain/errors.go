@@ -19,3 +19,11 @@ var ErrInvalidRule = errors.New("invalid rule")
 // percent-escape, or does not start with "/". The gateway answers 400
 // and spends nothing.
 var ErrInvalidPath = errors.New("invalid path")
+
+// ErrAmbiguousMethod reports a request that names another method for
+// the upstream to serve it as (a method override: X-HTTP-Method-Override,
+// a "_method" parameter) on which it would match another route than on
+// its own method: an upstream that honours the override serves the one,
+// one that does not the other, and no one route is right. The gateway
+// answers 400 and spends nothing.
+var ErrAmbiguousMethod = errors.New("ambiguous method")

@@ -123,6 +123,11 @@ type Described struct {
 	Credentials Credentials
 	// Method is the request's method (any case).
 	Method string
+	// Overrides are the methods the request names for the upstream to
+	// serve it as instead (method overrides: X-HTTP-Method-Override, a
+	// "_method" query parameter): on each the path must match the route
+	// it matches on Method, or Decide refuses the request.
+	Overrides []string
 	// Path is its path in normal form ([domain.NormalizePath]).
 	Path string
 	// Client is the client's address (the zero value when unknown).
@@ -157,8 +162,10 @@ type Result struct {
 }
 
 // Decide decides d. Its errors: [domain.ErrInvalidPath] for a path that
-// climbs above "/" once read as the most lenient upstream would (the
-// face answers 400; nothing is spent), and ctx's error when the caller
+// climbs above "/" once read as the most lenient upstream would, and
+// [domain.ErrAmbiguousMethod] for a method override on which the path
+// matches another route than on d.Method (the face answers 400; nothing
+// is spent), and ctx's error when the caller
 // went away mid-decision (nobody reads an answer). A store that fails is
 // no error: the fail mode inside the limiter answers with a verdict.
 func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
@@ -170,6 +177,11 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 	tenant := e.resolve(snap, d.Credentials)
 	res := Result{Tenant: tenant.ID, Subject: tenant.ID}
 	res.Route = snap.Policy.Match(d.Method, matched)
+	for _, m := range d.Overrides {
+		if snap.Policy.Match(m, matched) != res.Route {
+			return Result{}, domain.ErrAmbiguousMethod
+		}
+	}
 	applied := res.Route.Applied()
 	if res.Route.Cost == 0 || len(applied) == 0 || (d.SkipConcurrency && onlySlots(applied)) {
 		return res, nil

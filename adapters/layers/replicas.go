@@ -109,9 +109,9 @@ type ReplicaCount struct {
 	deaf    bool
 	// failed: the last announcement failed (the run goroutine's).
 	failed bool
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 // listens is the listeners one announcement saw, and when.

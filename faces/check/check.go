@@ -144,6 +144,8 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := c.describe.Describe(r, method, path)
+	_, query, _ := strings.Cut(uri, "?")
+	d.Overrides = httpface.MethodOverrides(r.Header, query)
 	// A check never learns when the request it describes ends: it could
 	// never give a concurrency slot back (contract §9, §12).
 	d.SkipConcurrency = true
@@ -151,6 +153,9 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, domain.ErrInvalidPath):
 		httpface.WriteInvalidPath(w, r, c.metrics)
+		return
+	case errors.Is(err, domain.ErrAmbiguousMethod):
+		httpface.WriteAmbiguousMethod(w, r, c.metrics)
 		return
 	case err != nil:
 		// Only a caller gone mid-decision gets here (the fail mode

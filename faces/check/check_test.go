@@ -362,3 +362,30 @@ func (w *recorderWriter) Write(p []byte) (int, error) {
 	w.WriteHeader(200)
 	return len(p), nil
 }
+
+// TestCheckMethodOverrideOnAnotherRoute: the described request's method
+// override (its X-HTTP-Method-Override, reaching the check with the
+// client's headers, or a "_method" in the described URI's query) that
+// would have the upstream serve another route than the described
+// method's is 400 and decided on nothing; one on the same route is
+// decided as usual.
+func TestCheckMethodOverrideOnAnotherRoute(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		header []string
+		want   int
+	}{
+		{[]string{"X-Forwarded-Uri", "/v1/search", "X-HTTP-Method-Override", "POST"}, 400},
+		{[]string{"X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/v1/items?_method=GET"}, 400},
+		{[]string{"X-Forwarded-Uri", "/v1/export", "X_HTTP_Method_Override", "POST"}, 200},
+	} {
+		h, lim, _ := newCheck(t, setup{})
+		w := ask(h, append([]string{"X-Tenant-ID", "acme"}, tt.header...)...)
+		if w.Code != tt.want {
+			t.Errorf("%q: status %d, want %d (%q)", tt.header, w.Code, tt.want, w.Body)
+		}
+		if asked := lim.(*recorder).asked(); tt.want == 400 && (len(asked) != 0 || w.Body.String() != "ambiguous method\n") {
+			t.Errorf("%q: decided %d times, body %q; want none and ambiguous method", tt.header, len(asked), w.Body)
+		}
+	}
+}

@@ -7,9 +7,12 @@ import (
 	"github.com/tollgate/tollgate/domain"
 )
 
-// invalidPathBody is the 400 answer to a path [domain.NormalizePath]
-// refuses.
-const invalidPathBody = "invalid path"
+// The 400 answers to a path [domain.NormalizePath] refuses, and to a
+// method override on another route ([domain.ErrAmbiguousMethod]).
+const (
+	invalidPathBody     = "invalid path"
+	ambiguousMethodBody = "ambiguous method"
+)
 
 // Normalize is middleware that replaces the request's path with its
 // normal form ([domain.NormalizePath]) before anything meters, routes or
@@ -45,8 +48,22 @@ func Normalize(m Metrics) func(http.Handler) http.Handler {
 // WriteInvalidPath answers a path that cannot be metered: 400, counted
 // on the route "default" by m if not nil. Nothing was spent.
 func WriteInvalidPath(w http.ResponseWriter, r *http.Request, m Metrics) {
+	writeUnrouted(w, r, m, invalidPathBody)
+}
+
+// WriteAmbiguousMethod answers a request whose method override would
+// have the upstream serve another route than the one its method matches
+// ([domain.ErrAmbiguousMethod]): 400, counted on the route "default" by
+// m if not nil. Nothing was spent.
+func WriteAmbiguousMethod(w http.ResponseWriter, r *http.Request, m Metrics) {
+	writeUnrouted(w, r, m, ambiguousMethodBody)
+}
+
+// writeUnrouted answers 400 with msg a request that was not decided,
+// counted on the route "default" by m if not nil.
+func writeUnrouted(w http.ResponseWriter, r *http.Request, m Metrics, msg string) {
 	AbandonBody(w, r)
-	WriteError(w, r, http.StatusBadRequest, invalidPathBody)
+	WriteError(w, r, http.StatusBadRequest, msg)
 	if m != nil {
 		m.Unrouted(http.StatusBadRequest)
 	}

@@ -31,10 +31,14 @@ type meter struct {
 
 func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	d := m.describe.Describe(r, r.Method, r.URL.EscapedPath())
+	d.Overrides = httpface.MethodOverrides(r.Header, r.URL.RawQuery)
 	res, err := m.engine.Decide(r.Context(), d)
 	switch {
 	case errors.Is(err, domain.ErrInvalidPath):
 		httpface.WriteInvalidPath(w, r, m.metrics)
+		return
+	case errors.Is(err, domain.ErrAmbiguousMethod):
+		httpface.WriteAmbiguousMethod(w, r, m.metrics)
 		return
 	case err != nil:
 		// Only a client gone mid-decision gets here (the fail mode

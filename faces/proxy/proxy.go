@@ -126,9 +126,9 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 			// from pr.Out the headers its Connection names.
 			presented := pr.In.Header.Get(apiKeyHeader) != ""
 			for name := range h {
-				if looksLike(name, httpface.HeaderTenantID) || looksLike(name, "X-Real-IP") || looksLike(name, "True-Client-IP") ||
-					looksLike(name, "X-Forwarded-For") || looksLike(name, "X-Forwarded-Host") || looksLike(name, "X-Forwarded-Proto") ||
-					(keys && looksLike(name, httpface.HeaderAPIKey)) {
+				if httpface.LooksLike(name, httpface.HeaderTenantID) || httpface.LooksLike(name, "X-Real-IP") || httpface.LooksLike(name, "True-Client-IP") ||
+					httpface.LooksLike(name, "X-Forwarded-For") || httpface.LooksLike(name, "X-Forwarded-Host") || httpface.LooksLike(name, "X-Forwarded-Proto") ||
+					(keys && httpface.LooksLike(name, httpface.HeaderAPIKey)) {
 					delete(h, name)
 				}
 			}
@@ -296,28 +296,6 @@ func (p *bufferPool) Put(buf []byte) {
 	p.bufs.Put(h)
 }
 
-// looksLike reports whether name is header (a canonical-looking name
-// such as X-Tenant-ID) in any case, with '_' for any '-'. Servers that
-// map header names to variables (CGI, WSGI, Rack, nginx with
-// underscores_in_headers) read X_Tenant_ID as X-Tenant-ID, so a client
-// could smuggle its own tenant (or key) past a plain Header.Set. It does
-// not allocate.
-func looksLike(name, header string) bool {
-	if len(name) != len(header) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c, want := name[i], header[i]
-		switch {
-		case c == want, want == '-' && c == '_':
-		case 'A' <= c && c <= 'Z' && c+'a'-'A' == want, 'a' <= c && c <= 'z' && c-('a'-'A') == want:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // isTimeout reports whether err is the upstream taking too long to answer
 // (504), as opposed to the upstream not being reachable at all (502): a
 // dial that timed out is the latter.
@@ -357,7 +335,7 @@ func dropLookalikes(h http.Header) {
 // in any case, or a look-alike (X_RateLimit_Remaining).
 func isGatewayHeader(name string) bool {
 	for _, h := range httpface.GatewayHeaders {
-		if looksLike(name, h) {
+		if httpface.LooksLike(name, h) {
 			return true
 		}
 	}
