@@ -188,22 +188,32 @@ func dotName(seg string) string {
 	return seg
 }
 
-// HasParamDotSegment reports whether escaped, a request path, has a dot
-// segment with parameters ("..;x", "..%3B", ".;"), which [NormalizePath]
-// resolves as Tomcat does but most servers (Go's ServeMux, nginx, Node)
-// read as an ordinary name: a face that meters a path its upstream gets
+// HasDotSegment reports whether escaped, a request path, has a dot
+// segment in any spelling: "." or "..", escaped ("%2e%2E") or with
+// parameters ("..;x", "..%3B", ".;"). [NormalizePath] resolves them, but
+// servers read them apart: Go's ServeMux, nginx and Tomcat resolve ".."
+// (Tomcat also "..;"), while routers that take the path as it came
+// (Express, on Node's req.url) read ".." as an ordinary name, and most
+// servers read "..;" as one. A face that meters a path its upstream gets
 // unresolved (the check endpoint) refuses such a path rather than meter
 // it on another route. Segments NormalizePath rejects are not counted.
-func HasParamDotSegment(escaped string) bool {
-	if !strings.ContainsAny(escaped, ";%") {
-		return false // parameters are a ';' or a "%3B": most paths have neither
+// It does not allocate for a segment that starts with neither '.' nor
+// '%', nor for one without ';' or '%'.
+func HasDotSegment(escaped string) bool {
+	if !strings.ContainsAny(escaped, ".%") {
+		return false // most paths have no '.' and no escape
 	}
 	for raw := range strings.SplitSeq(escaped, "/") {
-		if raw == "" || !strings.ContainsAny(raw[:1], ".%") || !strings.ContainsAny(raw, ";%") {
+		if raw == "" || raw[0] != '.' && raw[0] != '%' {
 			continue // a dot segment starts with '.' or "%2E"
 		}
-		seg, err := normalizeSegment(raw)
-		if err == nil && isDotSegment(seg) && withoutParams(seg) != seg {
+		if raw == "." || raw == ".." {
+			return true
+		}
+		if !strings.ContainsAny(raw, ";%") {
+			continue // ".well-known", "...": a name
+		}
+		if seg, err := normalizeSegment(raw); err == nil && isDotSegment(seg) {
 			return true
 		}
 	}

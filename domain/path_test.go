@@ -311,9 +311,9 @@ func BenchmarkMatchPath(b *testing.B) {
 	}
 }
 
-// TestHasParamDotSegment: a dot segment with parameters, in any
-// spelling, and nothing else.
-func TestHasParamDotSegment(t *testing.T) {
+// TestHasDotSegment: a dot segment in any spelling, with or without
+// parameters, and nothing else.
+func TestHasDotSegment(t *testing.T) {
 	for _, tt := range []struct {
 		path string
 		want bool
@@ -324,16 +324,27 @@ func TestHasParamDotSegment(t *testing.T) {
 		{"/v1/export/%2E%2E;x/status", true},
 		{"/a/.;/b", true},
 		{"/a/.%3Bx", true},
-		{"/a/../b", false},
-		{"/a/./b", false},
+		{"/a/../b", true},
+		{"/a/./b", true},
+		{"/a/%2e%2E/b", true},
+		{"/a/.%2e", true},
+		{"/a/b/..", true},
+		{".", true},
 		{"/status;v=1", false},
 		{"/a/...;/b", false},
 		{"/a/x..;/b", false},
+		{"/a/...", false},
+		{"/a/..x", false},
+		{"/.well-known/x", false},
+		{"/a/b.json", false},
+		{"/a/%41", false},
+		{"/a/%2e%2e%2e", false},
 		{"/a/%zz;/b", false}, // NormalizePath rejects it
+		{"/a/..%2Fb", false}, // and this one
 		{"/", false},
 	} {
-		if got := domain.HasParamDotSegment(tt.path); got != tt.want {
-			t.Errorf("HasParamDotSegment(%q) = %v, want %v", tt.path, got, tt.want)
+		if got := domain.HasDotSegment(tt.path); got != tt.want {
+			t.Errorf("HasDotSegment(%q) = %v, want %v", tt.path, got, tt.want)
 		}
 	}
 }

@@ -89,8 +89,9 @@ type Options struct {
 //   - the store failing: the fail mode (open: 200 without rate-limit
 //     headers; closed: 503 with Retry-After: 1; local: the local
 //     decision, as above);
-//   - a method that is not a token, a URI that does not parse, or a path
-//     that climbs above "/": 400, with nothing spent.
+//   - a method that is not a token, a URI that does not parse, a path
+//     with a dot segment (the edge forwards it unresolved) or one that
+//     climbs above "/": 400, with nothing spent.
 //
 // The check request's body, if any, is never read nor waited for: its
 // connection is closed after the answer instead.
@@ -203,8 +204,8 @@ var errUnparsableURI = errors.New("check: unparsable described URI")
 // ("/a/b?q=1") or absolute form ("https://host/a/b?q=1"), as the Go
 // server reads the proxy's own request line. The query is dropped. A
 // byte that no request line holds (a control character, a space, a '#')
-// makes uri unparsable, as do a dot segment with parameters
-// ([domain.HasParamDotSegment]: the upstream reads it unresolved) and any
+// makes uri unparsable, as do a dot segment in any spelling
+// ([domain.HasDotSegment]: the upstream gets it unresolved) and any
 // other form ("*", "a/b"); errors wrap
 // [domain.ErrInvalidPath] for a path that does not normalise, and are
 // errUnparsableURI otherwise.
@@ -229,12 +230,14 @@ func describedPath(uri string) (string, error) {
 	} else if i := strings.IndexByte(uri, '?'); i >= 0 {
 		uri = uri[:i]
 	}
-	// The upstream gets the URI as it came, unresolved: a "..;" that
-	// NormalizePath resolves is a name to most servers, and a path that
+	// The upstream gets the URI as it came, unresolved: a ".." (or
+	// "..;") that NormalizePath resolves is a name to Express and other
+	// routers that take the path as it came ("/v1/export/../../status"
+	// is served under /v1/export there, not as /status), and a path that
 	// starts with "//" (or "/\") is an authority to WHATWG URL parsers
 	// (Node's new URL) and urlsplit: "//free/v1/export" is /v1/export
 	// there, not /free/v1/export.
-	if domain.HasParamDotSegment(uri) || strings.HasPrefix(uri, "//") || strings.HasPrefix(uri, "/\\") {
+	if domain.HasDotSegment(uri) || strings.HasPrefix(uri, "//") || strings.HasPrefix(uri, "/\\") {
 		return "", errUnparsableURI
 	}
 	return domain.NormalizePath(uri)

@@ -127,8 +127,8 @@ func TestCaddyForwardAuth(t *testing.T) {
 //     the described URI as the unmetered /free): three 200s with the
 //     rate-limit headers counting down, the application seeing each
 //     with X-Tenant-ID: acme and no look-alike; then 429 with
-//     Retry-After and the headers, and the application seeing nothing
-//     more;
+//     Retry-After and the headers, a path with dot segments onto /free
+//     refused, and the application seeing nothing more;
 //   - anonymous clients on two loopback addresses, metered per address
 //     (the edge's X-Forwarded-For is trusted): each its own 3.
 func exerciseBudget(t *testing.T, base string, up *upstream) {
@@ -173,6 +173,17 @@ func exerciseBudget(t *testing.T, base string, up *upstream) {
 	}
 	if n := len(up.requests()); n != 3 {
 		t.Errorf("the application saw %d requests after the denial, want still 3", n)
+	}
+	// The edge forwards dot segments as they came, and a router that
+	// reads ".." as a name (Express) would serve this under /v1/orders:
+	// it is refused, not metered as the unmetered /free.
+	for _, path := range []string{"/v1/orders/../../free", "/v1/orders/%2e%2e/%2e%2e/free"} {
+		if resp, _ := get(t, base+path, "127.0.0.1", "X-API-Key", "k-acme"); resp.StatusCode < 400 {
+			t.Errorf("acme over budget, %s: %d, want it refused", path, resp.StatusCode)
+		}
+	}
+	if n := len(up.requests()); n != 3 {
+		t.Errorf("the application saw %d requests after the dot segments, want still 3", n)
 	}
 
 	// Anonymous: per client address.
