@@ -57,6 +57,9 @@ type UpstreamOptions struct {
 //     (X_Forwarded_For, …) are removed from anyone.
 //   - X-Real-IP is the client's address (contract §10); True-Client-IP,
 //     which only a CDN may set, is removed, and so are their look-alikes.
+//   - X-Original-URL and X-Rewrite-URL (and look-alikes) are removed: IIS's
+//     URL Rewrite, Zend and old Symfony serve the path they name instead of
+//     the one the gateway metered.
 //   - X-Tenant-ID is the tenant the engine resolved. Any header that a
 //     server could take for it (any case, '_' for '-') is removed first, so
 //     no client can pick its tenant for the upstream.
@@ -128,6 +131,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 			for name := range h {
 				if httpface.LooksLike(name, httpface.HeaderTenantID) || httpface.LooksLike(name, "X-Real-IP") || httpface.LooksLike(name, "True-Client-IP") ||
 					httpface.LooksLike(name, "X-Forwarded-For") || httpface.LooksLike(name, "X-Forwarded-Host") || httpface.LooksLike(name, "X-Forwarded-Proto") ||
+					httpface.LooksLike(name, "X-Original-URL") || httpface.LooksLike(name, "X-Rewrite-URL") ||
 					(keys && httpface.LooksLike(name, httpface.HeaderAPIKey)) {
 					delete(h, name)
 				}

@@ -475,6 +475,26 @@ func TestProxyClientAddressHeaders(t *testing.T) {
 	}
 }
 
+// TestProxyDropsPathOverrides: X-Original-URL and X-Rewrite-URL name
+// the path that IIS's URL Rewrite, Zend and Symfony before 2.7.49 serve
+// instead of the request line's: forwarded, a client metered on a cheap
+// route reached any other. Neither reaches the upstream, in any spelling.
+func TestProxyDropsPathOverrides(t *testing.T) {
+	t.Parallel()
+	up, got := recordingUpstream(t, nil)
+	gw, _ := proxyGateway(t, up.URL, nil, proxy.UpstreamOptions{})
+	testhttp.Do(t, "GET", gw+"/status", "", http.Header{
+		"X-Original-Url": {"/v1/export"}, "X-Rewrite-Url": {"/v1/export"},
+		"X_Original_URL": {"/v1/export"}, "x-rewrite_url": {"/v1/export"},
+	})
+	r := <-got
+	for name, v := range r.header {
+		if n := strings.ToLower(strings.ReplaceAll(name, "_", "-")); n == "x-original-url" || n == "x-rewrite-url" {
+			t.Errorf("%s: %q reached the upstream", name, v)
+		}
+	}
+}
+
 func mustTrust(t *testing.T, cidrs string) domain.TrustedProxies {
 	t.Helper()
 	tp, err := domain.ParseTrustedProxies(cidrs)
