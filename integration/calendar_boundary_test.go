@@ -23,7 +23,8 @@ func TestCalendarBoundaryOnRedis(t *testing.T) {
 }
 
 // TestCalendarBoundaryOnCluster: the same on a Redis Cluster, each key
-// on its tenant's master, on that master's clock.
+// on its tenant's master (TIME asks any node: the containers share
+// this host's clock).
 func TestCalendarBoundaryOnCluster(t *testing.T) {
 	t.Parallel()
 	calendarBoundary(t, sharedClusterFor(t).Client)
