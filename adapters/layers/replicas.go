@@ -107,17 +107,22 @@ type ReplicaCount struct {
 	listens []listens
 	cut     bool
 	deaf    bool
-	// failed: the last announcement failed (the run goroutine's).
-	failed bool
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	// failed: the last announcement failed; lastGood: when the last one
+	// that succeeded was made (the run goroutine's).
+	failed   bool
+	lastGood time.Time
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
 
-// listens is the listeners one announcement saw, and when.
+// listens is the listeners one announcement saw, and when. carried: at
+// is the first announcement after an outage, to which what the last one
+// before it saw was carried over (once only).
 type listens struct {
-	at time.Time
-	n  int
+	at      time.Time
+	n       int
+	carried bool
 }
 
 // member is another replica's announcement, as this one saw it.
@@ -125,6 +130,7 @@ type member struct {
 	expires int64     // on the store's clock
 	renewed bool      // its expiry moved forward between two announcements of this replica's, once at least
 	seen    time.Time // when a roll last held it (this process's clock)
+	carried bool      // seen is the first announcement after an outage, carried over from the last before it (once only)
 }
 
 // NewReplicaCount starts announcing at once.
@@ -188,16 +194,24 @@ func (r *ReplicaCount) announce() {
 		// now, not from then. An outage longer than the TTL aged it all
 		// away, and N fell to 1 while the others announced again and
 		// their listeners subscribed again, for two seconds after the
-		// store came back.
+		// store came back. Only what that one saw: what it remembered
+		// from before keeps aging, or a store failing every other
+		// announcement would have nothing ever forgotten (and the
+		// listeners' memory growing by one every other announcement).
 		r.failed = false
 		for id, m := range r.seen {
-			m.seen = now
-			r.seen[id] = m
+			if m.seen.Equal(r.lastGood) && !m.carried {
+				m.seen, m.carried = now, true
+				r.seen[id] = m
+			}
 		}
-		for i := range r.listens {
-			r.listens[i].at = now
+		for i, l := range r.listens {
+			if l.at.Equal(r.lastGood) && !l.carried {
+				r.listens[i] = listens{at: now, n: l.n, carried: true}
+			}
 		}
 	}
+	r.lastGood = now
 	seen := make(map[string]member, len(roll.Alive))
 	for _, a := range roll.Alive {
 		prev, ok := r.seen[a.ID]
@@ -224,7 +238,7 @@ func (r *ReplicaCount) announce() {
 			r.opts.OnListenError(roll.ListenErr)
 		}
 	}
-	if bound := r.listeners(roll.Listening); bound >= 1 {
+	if bound := r.listeners(now, roll.Listening); bound >= 1 {
 		if cut := n > bound; cut != r.cut {
 			r.cut = cut
 			if r.opts.OnOvercount != nil {
@@ -244,10 +258,10 @@ func (r *ReplicaCount) announce() {
 	}
 }
 
-// listeners records the listeners an announcement vouched for (none:
-// 0) and returns the most vouched for over the last TTL, 0 for none.
-func (r *ReplicaCount) listeners(n int) int {
-	now := time.Now()
+// listeners records the listeners an announcement made at now vouched
+// for (none: 0) and returns the most vouched for over the last TTL, 0 for
+// none.
+func (r *ReplicaCount) listeners(now time.Time, n int) int {
 	keep := r.listens[:0]
 	for _, l := range r.listens {
 		if now.Sub(l.at) <= r.opts.TTL {
@@ -256,7 +270,7 @@ func (r *ReplicaCount) listeners(n int) int {
 	}
 	r.listens = keep
 	if n >= 1 {
-		r.listens = append(r.listens, listens{now, n})
+		r.listens = append(r.listens, listens{at: now, n: n})
 	}
 	most := 0
 	for _, l := range r.listens {

@@ -387,3 +387,33 @@ func TestReplicaCountAfterALongOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestReplicaCountOnAFlakyStore: a store that fails every other
+// announcement (each one after a failure being the first after an
+// outage) still forgets, a TTL on, what the announcements saw: when the
+// listeners fall from 3 to 1, N is cut to 1 within a few TTLs. (Every
+// first announcement after a failure made all that had been seen new
+// again, so nothing seen was ever forgotten, and a replica's memory of
+// listeners grew by one entry every other second, its N cut to the most
+// listeners ever seen.)
+func TestReplicaCountOnAFlakyStore(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a := &announcer{alive: map[string]bool{}}
+		rs := threeCounted(t, a)
+		a.set(func(a *announcer) { a.listening = func() int { return 1 } })
+		// Down from half an interval on, then up and down every interval:
+		// each replica's announcements fail and succeed in turn.
+		time.Sleep(layers.DefaultAnnounceInterval / 2)
+		for range 20 {
+			a.set(func(a *announcer) { a.down = !a.down })
+			time.Sleep(layers.DefaultAnnounceInterval)
+		}
+		synctest.Wait()
+		for i, r := range rs {
+			if r.N() != 1 {
+				t.Errorf("replica %d: N = %d with one replica listening for 20 s on a flaky store, want 1", i, r.N())
+			}
+		}
+	})
+}

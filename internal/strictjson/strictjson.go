@@ -49,8 +49,9 @@ func (e *FileError) Error() string {
 func (e *FileError) Unwrap() error { return e.Err }
 
 // MaxFileSize is the largest file ReadFile reads: a path that names a
-// device or a log by mistake (/dev/zero, a file of gigabytes) is
-// refused, not read into memory until the process runs out of it.
+// log by mistake (a file of gigabytes) is refused, not read into memory
+// until the process runs out of it. A device (/dev/zero) or a pipe is
+// read only up to its first byte that no JSON holds.
 const MaxFileSize = 256 << 20
 
 // errTooLarge is a file past MaxFileSize.
@@ -59,7 +60,8 @@ var errTooLarge = fmt.Errorf("larger than %d MiB: want a JSON file", MaxFileSize
 // ReadFile reads the file at path, named by variable varName, into v (a
 // pointer to a struct) strictly. what says what the top-level object
 // holds, for the message about an empty file. A file larger than
-// MaxFileSize is refused. The error is a *FileError.
+// MaxFileSize is refused, and one that is not regular is read only up
+// to a byte no JSON holds. The error is a *FileError.
 func ReadFile(varName, path string, v any, what string) error {
 	data, err := readBounded(path)
 	if err != nil {
@@ -86,21 +88,53 @@ func ReadFile(varName, path string, v any, what string) error {
 }
 
 // readBounded reads the file at path, at most MaxFileSize bytes of it
-// (errTooLarge past them).
+// (errTooLarge past them). A file that is not regular (a device such as
+// /dev/zero, a pipe) has no size to refuse it by: its read stops after a
+// byte that no JSON text holds ([notJSON]), and the data up to there is
+// returned for the parser to say where it went wrong.
 func readBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
-		return nil, errTooLarge
+	data := make([]byte, 0, 512)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		if fi.Size() > MaxFileSize {
+			return nil, errTooLarge
+		}
+		data = make([]byte, 0, fi.Size()+1) // one read past its end finds EOF
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err == nil && len(data) > MaxFileSize {
-		return nil, errTooLarge
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)] // room to read into, as io.ReadAll makes it
+		}
+		n, err := f.Read(data[len(data):cap(data)])
+		read := data[len(data) : len(data)+n]
+		data = data[:len(data)+n]
+		switch {
+		case len(data) > MaxFileSize:
+			return nil, errTooLarge
+		case notJSON(read):
+			return data, nil
+		case err == io.EOF:
+			return data, nil
+		case err != nil:
+			return nil, err
+		}
 	}
-	return data, err
+}
+
+// notJSON reports whether p holds a byte that a JSON text never holds,
+// anywhere: a control byte other than tab, CR and LF (RFC 8259 allows
+// them neither between tokens nor unescaped in a string).
+func notJSON(p []byte) bool {
+	for _, c := range p {
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+			return true
+		}
+	}
+	return false
 }
 
 // describe rewrites an error of json.Unmarshal in our words, without the

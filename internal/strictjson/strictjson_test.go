@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tollgate/tollgate/internal/strictjson"
@@ -86,5 +87,45 @@ func TestReadFileTooLarge(t *testing.T) {
 	err := strictjson.ReadFile("TOLLGATE_X", path, &v, "items")
 	if err == nil || !strings.Contains(err.Error(), `TOLLGATE_X "`+path+`": larger than 256 MiB`) {
 		t.Errorf("ReadFile of %d bytes = %v, want larger than 256 MiB", strictjson.MaxFileSize+1, err)
+	}
+}
+
+// TestReadFileStopsAtBytesNoJSONHolds: a path that is no regular file
+// (a device such as /dev/zero or /dev/urandom, a pipe) has no size to
+// refuse it by; a byte that JSON never holds (NUL, another control byte
+// than tab, CR or LF) ends the read there, and the error is the JSON one.
+// The bound alone read /dev/zero to 256 MiB first, over 500 MiB of heap.
+func TestReadFileStopsAtBytesNoJSONHolds(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "fifo.json")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	written := make(chan int64, 1)
+	go func() { // what /dev/zero would give, up to 300 MiB
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			written <- -1
+			return
+		}
+		defer f.Close()
+		var n int64
+		zeros := make([]byte, 64<<10)
+		for n < 300<<20 {
+			m, err := f.Write(zeros)
+			n += int64(m)
+			if err != nil {
+				break // the reader is gone
+			}
+		}
+		written <- n
+	}()
+	var v struct{}
+	err := strictjson.ReadFile("TOLLGATE_X", path, &v, "items")
+	if err == nil || !strings.Contains(err.Error(), `TOLLGATE_X "`+path+`": 1:1: invalid character`) {
+		t.Errorf("ReadFile of a stream of NUL bytes = %v, want the JSON error at 1:1", err)
+	}
+	if n := <-written; n < 0 || n > 16<<20 {
+		t.Errorf("ReadFile of a stream of NUL bytes read %d bytes of it, want it to stop at the first ones", n)
 	}
 }
