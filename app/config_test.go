@@ -253,6 +253,12 @@ func TestLoadConfigMasksRedisPassword(t *testing.T) {
 			t.Errorf("LoadConfig(%s) error leaks the password: %v", env, err)
 		}
 	}
+	// A cluster seed given user-info of its own is refused, unprinted.
+	env := []string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_MODE=cluster",
+		"TOLLGATE_REDIS_URL=redis://u:hunter2@a:7000?addr=u:hunter2@b:7001"}
+	if _, err := app.LoadConfig(env); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("LoadConfig(%v) = %v, want an error without the password", env, err)
+	}
 }
 
 func TestMaskURL(t *testing.T) {
@@ -271,6 +277,12 @@ func TestMaskURL(t *testing.T) {
 		{"redis://host:6379/0?x=1;password=s3cret", "redis://host:6379/0?xxxxx"},
 		{"redis://host:6379/0?password=s3cret%zz", "redis://host:6379/0?xxxxx"},
 		{"redis://host:6379/0?pool_size=8;x=1", "redis://host:6379/0?pool_size=8;x=1"},
+		// A cluster seed with user-info of its own: masked as the URL's.
+		{"redis://u:s3cret@a:7000?addr=u:s3cret@b:7001&addr=c:7002", "redis://u:xxxxx@a:7000?addr=u%3Axxxxx%40b%3A7001&addr=c%3A7002"},
+		{"redis://a:7000?addr=s3cret@b:7001", "redis://a:7000?addr=xxxxx%40b%3A7001"},
+		{"redis://a:7000?addr=b:7001", "redis://a:7000?addr=b:7001"},
+		{"redis://a:7000?Addr=u:s3cret@b:7001", "redis://a:7000?Addr=u%3Axxxxx%40b%3A7001"},
+		{"redis://a:7000?addr=u:s3cret@b:7001;x=1", "redis://a:7000?xxxxx"},
 	}
 	for _, tt := range tests {
 		if got := app.MaskURL(tt.in); got != tt.want || strings.Contains(got, "s3cret") {

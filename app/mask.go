@@ -9,8 +9,9 @@ import (
 
 // MaskURL returns s with its secrets replaced by "xxxxx": a password, a
 // lone user-info field (redis://s3cret@host), which go-redis reads as a
-// password, and a password query parameter (?password=…, in any case),
-// which go-redis reads too. A value that does not parse as a URL is
+// password, a password query parameter (?password=…, in any case),
+// and the user-info of a cluster seed (?addr=user:s3cret@host:port), or
+// what comes before an '@' in any other query value. A value that does not parse as a URL is
 // masked whole, since it may still hold one.
 func MaskURL(s string) string {
 	u, err := url.Parse(s)
@@ -31,16 +32,33 @@ func MaskURL(s string) string {
 	}
 	q, qerr := url.ParseQuery(u.RawQuery)
 	switch {
-	case qerr != nil && strings.Contains(strings.ToLower(u.RawQuery), "password"):
+	case qerr != nil && (strings.Contains(strings.ToLower(u.RawQuery), "password") || strings.Contains(u.RawQuery, "@")):
 		// A pair that does not parse (a ';', a bad escape) is dropped by
 		// the parsed query, and would be printed as it is: the whole
 		// query is masked.
 		u.RawQuery = "xxxxx"
 		masked = true
 	case u.RawQuery != "":
-		for k := range q {
+		for k, vs := range q {
 			if strings.EqualFold(k, "password") {
 				q[k] = []string{"xxxxx"}
+				masked = true
+				continue
+			}
+			// A cluster seed given user-info of its own
+			// (addr=user:s3cret@host:port: refused, but shown in the
+			// refusal), or any other value with an '@' (no go-redis
+			// option holds one): what comes before the '@' is masked.
+			for i, v := range vs {
+				at := strings.LastIndexByte(v, '@')
+				if at < 0 {
+					continue
+				}
+				if user, _, ok := strings.Cut(v[:at], ":"); ok {
+					vs[i] = user + ":xxxxx" + v[at:]
+				} else {
+					vs[i] = "xxxxx" + v[at:]
+				}
 				masked = true
 			}
 		}

@@ -77,6 +77,11 @@ func TestValidateClusterURL(t *testing.T) {
 		"redis://a:7000?read_timeout=-1s":                   false,
 		"redis://a:7000?db=1":                               false, // not a cluster option
 		"redis://s3cret@a:7000?addr=b":                      false,
+		// A seed has no user-info of its own (the URL's is every
+		// node's), and the error must not repeat one.
+		"redis://u:pw@a:7000?addr=u:s3cret@b:7001": false,
+		"redis://a:7000?addr=s3cret@b:7001":        false,
+		"redis://a:7000?addr=u:s3cret@b:7001/0":    false,
 	} {
 		err := ValidateClusterURL(url)
 		if (err == nil) != ok {

@@ -101,7 +101,7 @@ func validateRetries(q url.Values) error {
 // ValidateClusterURL reports whether s is a seed list [Open] accepts in
 // cluster mode: redis:// or rediss://, a host and port, optionally more
 // seeds as addr=host:port query parameters (one seed is enough: the rest
-// of the cluster is discovered), database 0 or none (a cluster has only
+// of the cluster is discovered; no user-info of their own), database 0 or none (a cluster has only
 // database 0), only options go-redis's cluster client knows, and no
 // negative timeout. The error never holds the URL.
 func ValidateClusterURL(s string) error {
@@ -124,7 +124,12 @@ func ValidateClusterURL(s string) error {
 	if err := validateDurations(u.Query()); err != nil {
 		return err
 	}
-	for _, a := range u.Query()["addr"] {
+	for i, a := range u.Query()["addr"] {
+		if strings.Contains(a, "@") {
+			// go-redis would dial "user:secret@host" as a host name, and
+			// its errors (and any log of them) would show the secret.
+			return fmt.Errorf("redis: addr= seed number %d has user-info: every node takes the URL's credentials; give the seed as host:port", i+1)
+		}
 		seed, err := url.Parse("redis://" + a)
 		if err != nil || seed.Hostname() == "" || seed.Port() == "" || seed.Path != "" {
 			return fmt.Errorf("redis: seed addr=%q, want host:port", a)
