@@ -206,6 +206,9 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, 
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
 	}
+	if client.TLSUnverified() {
+		env.log.Warn("redis: TLS without certificate verification (skip_verify=true in TOLLGATE_REDIS_URL): whoever is on the path to Redis can pose as it")
+	}
 	checkRedis(ctx, client, cfg, env.log)
 	// The slots of concurrency limits: leases this replica renews.
 	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: cfg.Lease, Replica: env.replica, OnError: env.onError})

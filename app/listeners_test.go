@@ -117,3 +117,22 @@ func TestOptionsStarIsDecided(t *testing.T) {
 		t.Errorf("the proxy's OPTIONS *: %d, want 400", status)
 	}
 }
+
+// TestRunWarnsOfUnverifiedRedisTLS: skip_verify=true in a rediss:// URL
+// turns off the check of Redis's certificate, which go-redis did
+// without a word; the start-up log now says so, and only then.
+func TestRunWarnsOfUnverifiedRedisTLS(t *testing.T) {
+	t.Parallel()
+	const msg = "redis: TLS without certificate verification (skip_verify=true in TOLLGATE_REDIS_URL): whoever is on the path to Redis can pose as it"
+	for url, warn := range map[string]bool{
+		"rediss://:pw@127.0.0.1:1/0?skip_verify=true":  true,
+		"rediss://:pw@127.0.0.1:1/0?skip_verify=false": false,
+		"rediss://:pw@127.0.0.1:1/0":                   false,
+		"redis://:pw@127.0.0.1:1/0":                    false,
+	} {
+		g := apptest.Start(t, "TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL="+url)
+		if got := strings.Contains(g.Logs(), msg); got != warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", url, got, warn, g.Logs())
+		}
+	}
+}

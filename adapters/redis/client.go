@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -295,6 +296,20 @@ func (c *Client) post(cmd *goredis.Cmd, then func(err error)) bool {
 		then(c.eval(ctx, cmd, ""))
 	}()
 	return true
+}
+
+// TLSUnverified reports whether c speaks TLS to Redis without verifying
+// its certificate: skip_verify=true in a rediss:// URL, which go-redis
+// honours without a word.
+func (c *Client) TLSUnverified() bool {
+	var cfg *tls.Config
+	switch rdb := c.rdb.(type) {
+	case *goredis.Client:
+		cfg = rdb.Options().TLSConfig
+	case *goredis.ClusterClient:
+		cfg = rdb.Options().TLSConfig
+	}
+	return cfg != nil && cfg.InsecureSkipVerify
 }
 
 // Close stops the coalescer and closes the pool. A second Close returns

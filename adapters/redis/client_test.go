@@ -97,6 +97,25 @@ func TestValidateClusterURL(t *testing.T) {
 	}
 }
 
+func TestTLSUnverified(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]bool{
+		"rediss://a:6380?skip_verify=true":  true,
+		"rediss://a:6380?skip_verify=false": false,
+		"rediss://a:6380":                   false,
+		"rediss://a:7000?addr=b:7001":       false,
+	} {
+		c, err := Open(url, ClientOptions{Cluster: strings.Contains(url, "addr=")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.TLSUnverified(); got != want {
+			t.Errorf("Open(%q).TLSUnverified() = %v, want %v", url, got, want)
+		}
+		c.Close()
+	}
+}
+
 func TestOpenCluster(t *testing.T) {
 	t.Parallel()
 	const timeout = 40 * time.Millisecond
