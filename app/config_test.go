@@ -108,6 +108,10 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_TENANT_HEADER=content-length", "TOLLGATE_TENANT_HEADER", "not one that frames"},
 		{"TOLLGATE_REDIS_URL=redis://h:6379/0?dial_timeout=-1s", "TOLLGATE_REDIS_URL", "redis://"},
 		{"TOLLGATE_REDIS_URL=localhost:6379", "TOLLGATE_REDIS_URL", "redis://"},
+		// What the adapter found wrong is said, once prefixed, without
+		// the credentials.
+		{"TOLLGATE_REDIS_URL=redis://u:S3cret@h:6379/0?max_retries=3", "TOLLGATE_REDIS_URL", `(max_retries="3": tollgate never retries`},
+		{"TOLLGATE_REDIS_URL=redis://u:S3cret@h:6379/9x", "TOLLGATE_REDIS_URL", `is invalid (invalid database number: "9x"): want`},
 		{"TOLLGATE_REDIS_TIMEOUT=-5ms", "TOLLGATE_REDIS_TIMEOUT", "from 1ms"},
 		{"TOLLGATE_REDIS_TIMEOUT=soon", "TOLLGATE_REDIS_TIMEOUT", "duration"},
 		{"TOLLGATE_TENANT_HEADER=X Tenant", "TOLLGATE_TENANT_HEADER", "header name"},
@@ -141,6 +145,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		}
 		if ce.Var != tt.wantVar || !strings.Contains(err.Error(), tt.wantIn) {
 			t.Errorf("LoadConfig(%s) = %q, want one naming %s and containing %s", tt.env, err, tt.wantVar, tt.wantIn)
+		}
+		if strings.Contains(err.Error(), "S3cret") || strings.Contains(err.Error(), "redis: ") {
+			t.Errorf("LoadConfig(%s) = %q: a password, or the adapter's prefix", tt.env, err)
 		}
 	}
 }

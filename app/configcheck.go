@@ -120,10 +120,15 @@ type ConfigError struct {
 	Var   string // full variable name, such as TOLLGATE_LIMIT
 	Value string // as given, credentials masked
 	Want  string // what is accepted
+	Why   string // what is wrong with Value, when more is known than Want says; may be empty
 }
 
-// Error names the variable, the value as given and what is accepted.
+// Error names the variable, the value as given, what is wrong with it
+// (when known) and what is accepted.
 func (e *ConfigError) Error() string {
+	if e.Why != "" {
+		return fmt.Sprintf("%s=%q is invalid (%s): want %s", e.Var, e.Value, e.Why, e.Want)
+	}
 	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
 }
 
@@ -187,7 +192,13 @@ func (c Config) validate(raw map[string]string, unparsed map[string]bool) error 
 	check(c.IPv6Prefix >= domain.MinIPv6Prefix && c.IPv6Prefix <= domain.MaxIPv6Prefix, "IPV6_PREFIX", strconv.Itoa(c.IPv6Prefix))
 	check(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)], "TENANT_HEADER", c.TenantHeader)
 	check(oneOf(c.RedisMode, RedisSingle, RedisCluster), "REDIS_MODE", c.RedisMode)
-	check(validRedisURL(c) == nil, "REDIS_URL", c.RedisURL)
+	if err := validRedisURL(c); err != nil && !unparsed["REDIS_URL"] {
+		// The adapter says what is wrong (a parameter tollgate refuses,
+		// a database number), never the URL's credentials.
+		e := configError("REDIS_URL", c.RedisURL)
+		e.Why = strings.ReplaceAll(err.Error(), "redis: ", "")
+		errs = append(errs, e)
+	}
 	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= time.Minute, "REDIS_TIMEOUT", dur(c.RedisTimeout))
 	check(!strings.ContainsAny(c.KeyPrefix, "{}"), "KEY_PREFIX", c.KeyPrefix)
 	check(c.Lease >= domain.MinLease && c.Lease <= domain.MaxLease, "LEASE", dur(c.Lease))
