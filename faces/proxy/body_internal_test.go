@@ -39,11 +39,7 @@ func TestBodyIdleTimeout(t *testing.T) {
 	t.Cleanup(gw.Close)
 
 	dial := func(t *testing.T) net.Conn {
-		c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := dialServer(t, gw)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		return c
 	}
@@ -216,11 +212,7 @@ func TestResponseIdleTimeout(t *testing.T) {
 	gw.Start()
 	t.Cleanup(gw.Close)
 	dial := func(t *testing.T) net.Conn {
-		c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := dialServer(t, gw)
 		c.(*net.TCPConn).SetReadBuffer(64 << 10)
 		return c
 	}
@@ -276,4 +268,15 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 		tc.SetWriteBuffer(64 << 10)
 	}
 	return c, err
+}
+
+// dialServer opens a connection to srv, closed when the test ends.
+func dialServer(t *testing.T, srv *httptest.Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
