@@ -152,3 +152,72 @@ func offersH2C(vs []string) bool {
 	}
 	return false
 }
+
+// ResponseIdleTimeout bounds how long the gateway waits for a client to
+// take the next bytes of its response. Like [BodyIdleTimeout] it is an
+// idle bound, not a total one: a response streams for as long as the
+// client keeps reading, and only one whose client stops reading for this
+// long is cut off (the connection is closed, and with it the upstream's).
+const ResponseIdleTimeout = 30 * time.Second
+
+// responseIdleTimeout is middleware that bounds the time every write of
+// a response may wait for the client to idle: before a write or a flush,
+// the connection's write deadline is moved to idle from now (at most
+// every idle/30, so about every second with 30 s), so that a client that
+// stops reading fails the write (the proxy gives up on the upstream's
+// body) instead of holding a goroutine, its connection and an upstream
+// connection for ever. net/http clears the deadline once the response
+// has gone out, and on a hijack (an upgraded connection is a tunnel, not
+// a response).
+func responseIdleTimeout(idle time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(&idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: idle}, r)
+		})
+	}
+}
+
+// idleWriter is a response whose every write has an idle deadline.
+type idleWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+	set  time.Time // when the deadline was last moved; zero before
+	off  bool      // the connection takes no deadline: write as is
+}
+
+// extend moves the write deadline to idle from now, unless it was moved
+// less than idle/30 ago.
+func (w *idleWriter) extend() {
+	if w.off {
+		return
+	}
+	now := time.Now()
+	if !w.set.IsZero() && now.Sub(w.set) < w.idle/30 {
+		return
+	}
+	if w.rc.SetWriteDeadline(now.Add(w.idle)) != nil {
+		w.off = true
+		return
+	}
+	w.set = now
+}
+
+func (w *idleWriter) WriteHeader(code int) {
+	w.extend()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *idleWriter) Write(p []byte) (int, error) {
+	w.extend()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush implements http.Flusher, for handlers that assert it.
+func (w *idleWriter) Flush() {
+	w.extend()
+	_ = w.rc.Flush()
+}
+
+// Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
+func (w *idleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -39,11 +39,7 @@ func TestBodyIdleTimeout(t *testing.T) {
 	t.Cleanup(gw.Close)
 
 	dial := func(t *testing.T) net.Conn {
-		c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := dialServer(t, gw)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		return c
 	}
@@ -178,4 +174,109 @@ func TestAnswerWriterRestoresAfterHints(t *testing.T) {
 			t.Errorf("committed by %s after a 103: %d, X-RateLimit-Limit %q, want 200 and 7", commit, resp.StatusCode, got)
 		}
 	}
+}
+
+// TestResponseIdleTimeout: a client that stops reading an admitted
+// response is cut off after the idle bound, and the upstream's
+// connection with it (it held both for ever: a few clients could pin
+// every upstream connection); one that reads slowly, but never stalls
+// that long, gets the whole response.
+func TestResponseIdleTimeout(t *testing.T) {
+	t.Parallel()
+	// The bound is large against the reader's gaps (a tenth of it), so
+	// that a loaded machine's scheduling delays cannot make a gap idle.
+	const idle = 600 * time.Millisecond
+	chunk := strings.Repeat("x", 64<<10)
+	endless, finite := make(chan error, 1), make(chan error, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, done := 32, finite // 2 MiB: more than the sockets' buffers hold
+		if r.URL.Path == "/endless" {
+			n, done = 1<<30, endless
+		}
+		var err error
+		for range n {
+			if _, err = io.WriteString(w, chunk); err != nil {
+				break
+			}
+		}
+		done <- err
+	}))
+	t.Cleanup(up.Close)
+	target, _ := url.Parse(up.URL)
+	gw := httptest.NewUnstartedServer(responseIdleTimeout(idle)(NewUpstream(target, UpstreamOptions{Log: discardLog()})))
+	// Small socket buffers at both ends: loopback's grow to megabytes,
+	// and a write waits until a third of its buffer is free, so a reader
+	// taking a tenth of the bound between reads could make one write
+	// wait longer than the bound.
+	gw.Listener = smallBuffers{gw.Listener}
+	gw.Start()
+	t.Cleanup(gw.Close)
+	dial := func(t *testing.T) net.Conn {
+		c := dialServer(t, gw)
+		c.(*net.TCPConn).SetReadBuffer(64 << 10)
+		return c
+	}
+
+	t.Run("stalled", func(t *testing.T) {
+		c := dial(t)
+		io.WriteString(c, "GET /endless HTTP/1.1\r\nHost: gw\r\n\r\n")
+		select {
+		case err := <-endless:
+			if err == nil {
+				t.Errorf("the upstream wrote its endless body whole")
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("a client that reads nothing still holds the upstream 20 s on (idle bound %v)", idle)
+		}
+	})
+	t.Run("slow but steady", func(t *testing.T) {
+		c := dial(t)
+		io.WriteString(c, "GET /finite HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(60 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 32<<10)
+		var total int
+		start := time.Now()
+		for {
+			time.Sleep(idle / 10)
+			n, err := resp.Body.Read(buf)
+			total += n
+			if err != nil {
+				break
+			}
+		}
+		if want := 32 * len(chunk); total != want {
+			t.Errorf("read %d bytes over %v, want %d", total, time.Since(start).Round(time.Millisecond), want)
+		}
+		if err := <-finite; err != nil {
+			t.Errorf("upstream: %v", err)
+		}
+	})
+}
+
+// smallBuffers is a listener whose connections have a 64 KiB send
+// buffer.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(64 << 10)
+	}
+	return c, err
+}
+
+// dialServer opens a connection to srv, closed when the test ends.
+func dialServer(t *testing.T, srv *httptest.Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -50,6 +50,7 @@ func New(opts Options) http.Handler {
 	m := &meter{engine: opts.Engine, describe: opts.Describer, metrics: opts.Metrics, now: opts.Now}
 	r := chi.NewRouter()
 	r.Use(httpface.Recoverer(opts.Log))
+	r.Use(responseIdleTimeout(ResponseIdleTimeout))
 	if opts.AccessLog {
 		r.Use(httpface.AccessLog(opts.Log.Handler(), nil, opts.Describer))
 	}

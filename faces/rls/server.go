@@ -98,6 +98,8 @@ type Server struct {
 	opts     Options
 	cfg      atomic.Pointer[config]
 	detailed labelCap
+	// watch is the readiness check every Health watch shares.
+	watch watchProbe
 	// draining is closed by [Server.Drain]: Watch streams end.
 	draining  chan struct{}
 	drainOnce sync.Once

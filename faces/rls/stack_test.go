@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,6 +245,47 @@ func TestGRPC(t *testing.T) {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		t.Errorf("GracefulStop still waiting 5 s after Drain")
+	}
+}
+
+// countingReady is a readiness check that always passes and counts its
+// calls.
+type countingReady struct{ n atomic.Int64 }
+
+func (c *countingReady) Ping(context.Context) error {
+	c.n.Add(1)
+	return nil
+}
+
+// TestWatchesShareOneCheck: however many Health watches are open, the
+// store is asked about its readiness at most twice a second, not once a
+// second per watch (20000 watches were 20000 PINGs a second to Redis,
+// and under that load the pings timed out and every watch flapped to
+// NOT_SERVING).
+func TestWatchesShareOneCheck(t *testing.T) {
+	t.Parallel()
+	ready := &countingReady{}
+	f := newFaceWith(t, basicYAML, faceOptions{opts: rls.Options{Ready: ready}})
+	_, conn := serveGRPC(t, f)
+	h := healthpb.NewHealthClient(conn)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	const watches = 200
+	start := time.Now()
+	for range watches {
+		w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := w.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Watch: first %v, %v; want SERVING", r, err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // every watch checks again at least once
+	elapsed := time.Since(start)
+	// Two checks a second at most, and one for a partial half second.
+	if got, most := ready.n.Load(), int64(2*elapsed/time.Second)+2; got > most {
+		t.Errorf("%d watches open for %v made %d readiness checks, want at most %d", watches, elapsed.Round(time.Millisecond), got, most)
 	}
 }
 
