@@ -172,7 +172,7 @@ const ResponseIdleTimeout = 30 * time.Second
 func responseIdleTimeout(idle time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(&idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: idle}, r)
+			next.ServeHTTP(&idleWriter{ResponseWriter: w, idle: idle}, r)
 		})
 	}
 }
@@ -180,7 +180,6 @@ func responseIdleTimeout(idle time.Duration) func(http.Handler) http.Handler {
 // idleWriter is a response whose every write has an idle deadline.
 type idleWriter struct {
 	http.ResponseWriter
-	rc   *http.ResponseController
 	idle time.Duration
 	set  time.Time // when the deadline was last moved; zero before
 	off  bool      // the connection takes no deadline: write as is
@@ -196,11 +195,26 @@ func (w *idleWriter) extend() {
 	if !w.set.IsZero() && now.Sub(w.set) < w.idle/30 {
 		return
 	}
-	if w.rc.SetWriteDeadline(now.Add(w.idle)) != nil {
+	if setWriteDeadline(w.ResponseWriter, now.Add(w.idle)) != nil {
 		w.off = true
 		return
 	}
 	w.set = now
+}
+
+// setWriteDeadline is http.ResponseController's SetWriteDeadline without
+// allocating one per request: it unwraps w until a writer sets it.
+func setWriteDeadline(w http.ResponseWriter, at time.Time) error {
+	for {
+		switch x := w.(type) {
+		case interface{ SetWriteDeadline(time.Time) error }:
+			return x.SetWriteDeadline(at)
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
+	}
 }
 
 func (w *idleWriter) WriteHeader(code int) {
@@ -214,9 +228,26 @@ func (w *idleWriter) Write(p []byte) (int, error) {
 }
 
 // Flush implements http.Flusher, for handlers that assert it.
-func (w *idleWriter) Flush() {
+func (w *idleWriter) Flush() { _ = w.FlushError() }
+
+// FlushError flushes what was written, as http.ResponseController's
+// Flush does (and without one allocated per flush: a stream of events
+// flushes at every event), and returns the connection's error.
+func (w *idleWriter) FlushError() error {
 	w.extend()
-	_ = w.rc.Flush()
+	for rw := w.ResponseWriter; ; {
+		switch x := rw.(type) {
+		case interface{ FlushError() error }:
+			return x.FlushError()
+		case http.Flusher:
+			x.Flush()
+			return nil
+		case interface{ Unwrap() http.ResponseWriter }:
+			rw = x.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
+	}
 }
 
 // Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
