@@ -166,13 +166,25 @@ const ResponseIdleTimeout = 30 * time.Second
 // every idle/30, so about every second with 30 s), so that a client that
 // stops reading fails the write (the proxy gives up on the upstream's
 // body) instead of holding a goroutine, its connection and an upstream
-// connection for ever. net/http clears the deadline once the response
-// has gone out, and on a hijack (an upgraded connection is a tunnel, not
-// a response).
+// connection for ever. The response's end, written once the handler
+// has returned, gets a deadline of its own. net/http clears the
+// deadline once the response has gone out, and on a hijack (an upgraded
+// connection is a tunnel, not a response).
 func responseIdleTimeout(idle time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(&idleWriter{ResponseWriter: w, idle: idle}, r)
+			iw := &idleWriter{ResponseWriter: w, idle: idle}
+			next.ServeHTTP(iw, r)
+			// net/http writes the response's end (a chunked body's last
+			// chunk, the trailers, what is still buffered) once the
+			// handler has returned: that write gets idle from now, not
+			// what is left of the last write's, which an upstream that
+			// paused before ending its body had used up. Not when nothing
+			// set a deadline (a hijacked connection, for one).
+			if !iw.set.IsZero() {
+				iw.set = time.Time{}
+				iw.extend()
+			}
 		})
 	}
 }

@@ -280,3 +280,33 @@ func dialServer(t *testing.T, srv *httptest.Server) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestResponseIdleTimeoutSlowUpstream: an upstream that pauses longer
+// than the idle bound before it ends its body is not the client's stall:
+// the client, reading all along, gets the response whole (the chunked
+// body's end was written by net/http after the handler returned, under
+// the deadline of the last write, long past: the client saw it cut off).
+func TestResponseIdleTimeoutSlowUpstream(t *testing.T) {
+	t.Parallel()
+	const idle = 300 * time.Millisecond
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(3 * idle)
+	}))
+	t.Cleanup(up.Close)
+	target, _ := url.Parse(up.URL)
+	gw := httptest.NewServer(responseIdleTimeout(idle)(NewUpstream(target, UpstreamOptions{Log: discardLog()})))
+	t.Cleanup(gw.Close)
+
+	resp, err := gw.Client().Get(gw.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "data: first\n\n" {
+		t.Errorf("body %q, %v; want the whole stream", body, err)
+	}
+}
