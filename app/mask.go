@@ -32,10 +32,11 @@ func MaskURL(s string) string {
 	}
 	q, qerr := url.ParseQuery(u.RawQuery)
 	switch {
-	case qerr != nil && (strings.Contains(strings.ToLower(u.RawQuery), "password") || strings.Contains(u.RawQuery, "@")):
+	case qerr != nil && (strings.ContainsAny(u.RawQuery, "@%") || strings.Contains(strings.ToLower(u.RawQuery), "password")):
 		// A pair that does not parse (a ';', a bad escape) is dropped by
 		// the parsed query, and would be printed as it is: the whole
-		// query is masked.
+		// query is masked when it may hold a secret, a "password" or an
+		// '@', escaped or not (%40, pass%77ord).
 		u.RawQuery = "xxxxx"
 		masked = true
 	case u.RawQuery != "":
