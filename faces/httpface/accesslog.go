@@ -159,7 +159,27 @@ func (w *StatusWriter) Flush() {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
+	_ = Flush(w.ResponseWriter)
+}
+
+// Flush flushes w as http.ResponseController's Flush does, unwrapping
+// it until a writer flushes, without allocating a controller (a stream
+// of events flushes at every event). It returns the connection's error,
+// or http.ErrNotSupported when no writer flushes.
+func Flush(w http.ResponseWriter) error {
+	for {
+		switch x := w.(type) {
+		case interface{ FlushError() error }:
+			return x.FlushError()
+		case http.Flusher:
+			x.Flush()
+			return nil
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
+	}
 }
 
 // Unwrap returns the wrapped ResponseWriter, for http.ResponseController.

@@ -247,19 +247,7 @@ func (w *idleWriter) Flush() { _ = w.FlushError() }
 // flushes at every event), and returns the connection's error.
 func (w *idleWriter) FlushError() error {
 	w.extend()
-	for rw := w.ResponseWriter; ; {
-		switch x := rw.(type) {
-		case interface{ FlushError() error }:
-			return x.FlushError()
-		case http.Flusher:
-			x.Flush()
-			return nil
-		case interface{ Unwrap() http.ResponseWriter }:
-			rw = x.Unwrap()
-		default:
-			return http.ErrNotSupported
-		}
-	}
+	return httpface.Flush(w.ResponseWriter)
 }
 
 // Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
