@@ -90,39 +90,41 @@ func ReadFile(varName, path string, v any, what string) error {
 // readBounded reads the file at path, at most MaxFileSize bytes of it
 // (errTooLarge past them). A file that is not regular (a device such as
 // /dev/zero, a pipe) has no size to refuse it by: its read stops after a
-// byte that no JSON text holds ([notJSON]), and the data up to there is
-// returned for the parser to say where it went wrong.
+// byte that no JSON text holds ([untilNotJSON]), and the data up to there
+// is returned for the parser to say where it went wrong.
 func readBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data := make([]byte, 0, 512)
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		if fi.Size() > MaxFileSize {
-			return nil, errTooLarge
-		}
-		data = make([]byte, 0, fi.Size()+1) // one read past its end finds EOF
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
+		return nil, errTooLarge
 	}
-	for {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)] // room to read into, as io.ReadAll makes it
-		}
-		n, err := f.Read(data[len(data):cap(data)])
-		read := data[len(data) : len(data)+n]
-		data = data[:len(data)+n]
-		switch {
-		case len(data) > MaxFileSize:
-			return nil, errTooLarge
-		case notJSON(read):
-			return data, nil
-		case err == io.EOF:
-			return data, nil
-		case err != nil:
-			return nil, err
-		}
+	data, err := io.ReadAll(io.LimitReader(&untilNotJSON{r: f}, MaxFileSize+1))
+	if err != nil {
+		return nil, err
 	}
+	if len(data) > MaxFileSize {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+// untilNotJSON reads r, and ends after the read that brought a byte no
+// JSON text holds ([notJSON]).
+type untilNotJSON struct {
+	r    io.Reader
+	done bool
+}
+
+func (u *untilNotJSON) Read(p []byte) (int, error) {
+	if u.done {
+		return 0, io.EOF
+	}
+	n, err := u.r.Read(p)
+	u.done = notJSON(p[:n])
+	return n, err
 }
 
 // notJSON reports whether p holds a byte that a JSON text never holds,
