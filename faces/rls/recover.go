@@ -21,13 +21,7 @@ var errInternal = status.Error(codes.Internal, "internal error")
 // would end the process and every call in flight with it.
 func recoverer(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if v := recover(); v != nil {
-				log.Error("handler panic", "panic", fmt.Sprint(v), "method", info.FullMethod,
-					"stack", string(debug.Stack()))
-				resp, err = nil, errInternal
-			}
-		}()
+		defer recovered(log, info.FullMethod, &err)
 		return next(ctx, req)
 	}
 }
@@ -35,13 +29,17 @@ func recoverer(log *slog.Logger) grpc.UnaryServerInterceptor {
 // recoverStream is recoverer for streaming calls (Health's Watch).
 func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) (err error) {
-		defer func() {
-			if v := recover(); v != nil {
-				log.Error("handler panic", "panic", fmt.Sprint(v), "method", info.FullMethod,
-					"stack", string(debug.Stack()))
-				err = errInternal
-			}
-		}()
+		defer recovered(log, info.FullMethod, &err)
 		return next(srv, ss)
+	}
+}
+
+// recovered, deferred, logs a panic of the call to method and makes its
+// error errInternal (a unary call's reply stays nil: its handler never
+// returned one).
+func recovered(log *slog.Logger, method string, err *error) {
+	if v := recover(); v != nil {
+		log.Error("handler panic", "panic", fmt.Sprint(v), "method", method, "stack", string(debug.Stack()))
+		*err = errInternal
 	}
 }
