@@ -90,25 +90,3 @@ func isMethodParam(name string) bool {
 	}
 	return true
 }
-
-// LooksLike reports whether name is header (a canonical-looking name
-// such as X-Tenant-ID) in any case, with '_' for any '-'. Servers that
-// map header names to variables (CGI, WSGI, Rack, nginx with
-// underscores_in_headers) read X_Tenant_ID as X-Tenant-ID, so a client
-// could smuggle its own tenant (or key) past a plain Header.Set. It does
-// not allocate.
-func LooksLike(name, header string) bool {
-	if len(name) != len(header) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c, want := name[i], header[i]
-		switch {
-		case c == want, want == '-' && c == '_':
-		case 'A' <= c && c <= 'Z' && c+'a'-'A' == want, 'a' <= c && c <= 'z' && c-('a'-'A') == want:
-		default:
-			return false
-		}
-	}
-	return true
-}
