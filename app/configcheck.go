@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caarlos0/env/v11"
+
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -278,13 +280,10 @@ type ineffectiveVariable struct {
 // process. (A default, as docker-compose.yml passes TOLLGATE_REPLICAS=0,
 // changes nothing either way.)
 func ineffectiveVariables(cfg Config, environ []string) []ineffectiveVariable {
-	defaults := envDefaults()
-	set := make(map[string]bool)
-	for _, kv := range environ {
-		name, value, _ := strings.Cut(kv, "=")
-		if short, ok := strings.CutPrefix(name, EnvPrefix); ok {
-			set[short] = value != "" && value != defaults[short] // the last one wins, as in LoadConfig
-		}
+	defaults, vars := envDefaults(), env.ToMap(environ) // the last one wins, as in LoadConfig
+	set := func(short string) bool {
+		v := vars[EnvPrefix+short]
+		return v != "" && v != defaults[short]
 	}
 	rules := []struct {
 		moot        bool
@@ -304,7 +303,7 @@ func ineffectiveVariables(cfg Config, environ []string) []ineffectiveVariable {
 	var out []ineffectiveVariable
 	for _, r := range rules {
 		for _, n := range r.names {
-			if r.moot && set[n] {
+			if r.moot && set(n) {
 				out = append(out, ineffectiveVariable{name: EnvPrefix + n, appliesWith: r.appliesWith})
 			}
 		}
