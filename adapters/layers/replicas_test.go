@@ -336,9 +336,9 @@ func threeCounted(t *testing.T, a *announcer) []*layers.ReplicaCount {
 // TestReplicaCountAfterTheStoreLostTheKey: when the store loses the
 // announcements (a restart without its data, a FLUSHALL), every replica
 // is counted again as soon as it has announced once more: a member that
-// comes back with a later expiry than the one remembered renews. (Each
-// used to need two more announcements: a second outage right after a
-// restart divided limits by 1 on some replicas.)
+// comes back with a later expiry than the one remembered renews, so a
+// second outage right after a restart still divides limits by the
+// replicas.
 func TestReplicaCountAfterTheStoreLostTheKey(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -44,7 +44,7 @@ const GatewayHeaderCount = len(rateLimitHeaderKeys)
 // WriteDenied answers a denial: status (429, or what the check listener
 // is told to deny with), the rate-limit headers already set, Retry-After
 // in whole seconds (at least 1) until every enforced limit that denied
-// would admit, and the body of §2.
+// would admit, and the body "rate limit exceeded" (docs/http.md).
 func WriteDenied(w http.ResponseWriter, r *http.Request, status int, v domain.Verdict) {
 	AbandonBody(w, r)
 	w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(v.RetryAfter()), 1), 10))
@@ -78,7 +78,7 @@ func AbandonBody(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
-// SetRateLimitHeaders writes the contract's five rate-limit headers for
+// SetRateLimitHeaders writes the five rate-limit headers of docs/http.md for
 // verdict v of limits at now: RateLimit-Policy and RateLimit with one item
 // per limit, X-RateLimit-* for the most constrained one. A concurrency
 // limit's policy item is `"name";q=N;qu="concurrent-requests"`, and its
