@@ -110,7 +110,7 @@ func TestTenantsCalendarOverridesBad(t *testing.T) {
 	}
 }
 
-// TestMonthlyPlansExample runs README's "Monthly plans" over the files
+// TestMonthlyPlansExample runs README's monthly plan over the files
 // it shows (examples/plans.json, examples/customers.json): globex's
 // trial of 5 a month admits five requests and denies the sixth until its
 // billing date, and the usage API reads and resets it. README must show
