@@ -63,9 +63,9 @@ func WriteUnavailable(w http.ResponseWriter, r *http.Request) {
 // closed after the answer ("Connection: close" on HTTP/1.x), and its read
 // deadline is set to now, so that net/http, which otherwise drains up to
 // 256 KiB of an unread body before writing the answer and again before
-// closing, never waits for a body that may never arrive. Without it, a
-// denied POST with Content-Length: 100 and 10 bytes sent got no 429 and
-// held its connection forever. Call it before writing the answer.
+// closing, never waits for a body that may never arrive: a denied POST
+// whose body stops short gets its 429 at once instead of holding its
+// connection. Call it before writing the answer.
 func AbandonBody(w http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return
