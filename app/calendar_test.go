@@ -110,12 +110,11 @@ func TestTenantsCalendarOverridesBad(t *testing.T) {
 	}
 }
 
-// TestMonthlyPlansExample runs README's "Monthly plans" over the files
+// TestMonthlyPlansExample runs README's monthly plan over the files
 // it shows (examples/plans.json, examples/customers.json): globex's
 // trial of 5 a month admits five requests and denies the sixth until its
-// billing date, and the usage API reads and resets it. README named
-// plans.json and customers.json, which no folder held: its command
-// stopped at start-up.
+// billing date, and the usage API reads and resets it. README must show
+// the files as they are, and its command must name them.
 func TestMonthlyPlansExample(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("../README.md")

@@ -141,7 +141,7 @@ func listenerAttrs(ls []*listener) []any {
 // noteChecksTakeNoSlots logs, when the check listener is on and policy
 // has concurrency limits, that checks leave them out: a check never
 // learns when the request it describes ends, so it could never give a
-// slot back (contract §9). Only the proxy listener's requests take slots.
+// slot back. Only the proxy listener's requests take slots.
 func noteChecksTakeNoSlots(cfg Config, policy *domain.Policy, log *slog.Logger) {
 	if cfg.CheckAddr == "" {
 		return

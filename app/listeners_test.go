@@ -12,8 +12,7 @@ import (
 // TestListenersDoNotWaitForStalledBodies: on every HTTP listener, a
 // request whose body stalls is answered at once where the body is never
 // read (the admin listener, the check listener, a denial on the proxy),
-// and its connection is then closed. The admin listener's answer used to
-// wait for the body forever.
+// and its connection is then closed; none waits for the body.
 func TestListenersDoNotWaitForStalledBodies(t *testing.T) {
 	t.Parallel()
 	g := apptest.Start(t, "TOLLGATE_CHECK_ADDR=127.0.0.1:0", "TOLLGATE_LIMIT=1", "TOLLGATE_WINDOW=1h",

@@ -21,8 +21,8 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// TestExamples runs README's walkthrough over the examples/ files on the
-// memory store.
+// TestExamples runs docs/policies.md's walkthrough over the examples/
+// files on the memory store.
 func TestExamples(t *testing.T) {
 	t.Parallel()
 	g := apptest.Start(t, append([]string{"TOLLGATE_ACCESS_LOG=true"}, apptest.ExampleEnviron...)...)

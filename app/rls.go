@@ -25,8 +25,8 @@ func init() {
 	accepted["RLS_RESPONSE_HEADERS"] = "true or false (also 1, 0, t, f)"
 }
 
-// rlsReloadInterval is how often TOLLGATE_RLS_CONFIG is read again: a
-// change takes effect within it (the contract says 2 s).
+// rlsReloadInterval is how often TOLLGATE_RLS_CONFIG is read again, so
+// that a change applies within 2 s, as docs/rls.md says.
 const rlsReloadInterval = time.Second
 
 // rlsConfig is TOLLGATE_RLS_CONFIG loaded, and the watcher of its

@@ -20,7 +20,7 @@ const MaxAnonymousSubjectLen = len("ip:") + len("ffff:ffff:ffff:ffff:ffff:ffff:f
 const anonymousPrefix = "ip:"
 
 // AnonymousSubject returns the metering subject of unresolved traffic
-// from client address a, under TOLLGATE_ANONYMOUS=ip (contract §10):
+// from client address a, under TOLLGATE_ANONYMOUS=ip (docs/tenants.md):
 //
 //   - IPv4, and IPv4-mapped IPv6, per address: "ip:203.0.113.7".
 //   - IPv6 per v6Bits-bit prefix, masked, in canonical text:

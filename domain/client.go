@@ -12,7 +12,7 @@ import (
 var ErrInvalidTrustedProxies = errors.New("invalid trusted proxies")
 
 // TrustedProxies is a parsed TOLLGATE_TRUSTED_PROXIES: the CIDRs whose
-// X-Forwarded-For and Forwarded headers are believed (contract §10). Trust
+// X-Forwarded-For and Forwarded headers are believed (docs/edge.md). Trust
 // is configuration, never a header: like nginx's set_real_ip_from with
 // real_ip_recursive on, only the TCP peer decides whether the headers are
 // read at all, and only the listed networks are skipped while walking them.
@@ -122,7 +122,7 @@ func clean(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 // ClientAddr returns the client address of a request whose TCP peer is
 // peer and that carries the X-Forwarded-For field lines xff and the
 // Forwarded (RFC 7239) field lines forwarded, in the order received
-// (contract §10):
+// (docs/edge.md, "Trust and X-Forwarded-For"):
 //
 //   - peer not in t: peer. The headers, which anyone can send, are ignored.
 //   - peer in t: X-Forwarded-For, every field line and every comma-separated

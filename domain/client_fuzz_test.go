@@ -80,7 +80,7 @@ func writtenIn(a netip.Addr, headers ...string) bool {
 	return false
 }
 
-// referenceXFF is contract §10 on X-Forwarded-For, written plainly: all
+// referenceXFF is docs/edge.md's rule for X-Forwarded-For, written plainly: all
 // entries into one slice, then the walk. ok is false when it does not
 // apply (untrusted peer, or no entry).
 func referenceXFF(tp domain.TrustedProxies, peer netip.Addr, lines []string) (netip.Addr, bool) {

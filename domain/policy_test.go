@@ -15,7 +15,7 @@ var (
 	exports   = domain.PolicyLimit{Name: "exports", Rule: domain.Rule{Limit: 10, Window: time.Hour}}
 )
 
-// examplePolicy is the contract's example, with a few routes more for
+// examplePolicy is docs/policies.md's example, with a few routes more for
 // matching.
 func examplePolicy(t *testing.T) *domain.Policy {
 	t.Helper()

@@ -245,8 +245,8 @@ func TestDecideAnonymousPerAddress(t *testing.T) {
 
 // TestDecideStoreFull: a full store's refusal is decided again as the
 // shared unknown tenant, never admitted unmetered, and observed; so is a
-// full memory under the local fail mode, while the store fails (it used
-// to admit every new tenant unmetered).
+// full memory under the local fail mode, while the store fails (never
+// admitting a new tenant unmetered).
 func TestDecideStoreFull(t *testing.T) {
 	t.Parallel()
 	down := ports.LimiterFunc(func(context.Context, domain.Request) (domain.Verdict, error) {

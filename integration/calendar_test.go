@@ -128,8 +128,7 @@ func TestRedisCalendarClockSkew(t *testing.T) {
 // in a 30-day month) keeps counting in the same key, and each request,
 // spent or denied, gives the key the period's new end plus a minute,
 // longer or shorter, both for the calendar quota alone (its own script
-// path) and beside a window limit (where a denial used to leave the old
-// end).
+// path) and beside a window limit (where a denial moves the end too).
 func TestRedisCalendarReloadMovesEnd(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)

@@ -11,8 +11,8 @@ import (
 	"github.com/tollgate/tollgate/app/apptest"
 )
 
-// TestCheckAnonymousPerIP: the check listener (contract §9) with
-// anonymous traffic metered per client address (§10), on Redis and on a
+// TestCheckAnonymousPerIP: the check listener (docs/edge.md) with
+// anonymous traffic metered per client address, on Redis and on a
 // Redis Cluster, across two replicas: a client address read from a
 // trusted proxy's X-Forwarded-For has one budget whichever replica
 // decides, an IPv6 /64 is one client, another address has its own, and

@@ -676,8 +676,8 @@ func TestReplicaListenersFollowTheMaster(t *testing.T) {
 // side by side and take turns in fifteen short interleaved rounds, so that a
 // machine shared with other work loads them alike (each round starts
 // with the next one); it reports each one's
-// median denied/s and the ratios to the memory store's (the contract
-// wants Redis with the cache at >= 0.9x), and per denial the Redis
+// median denied/s and the ratios to the memory store's (docs/benchmarks.md
+// bounds Redis with the cache at >= 0.9x), and per denial the Redis
 // commands (INFO commandstats) and the answers that were not 429.
 func BenchmarkGatewayDenied(b *testing.B) {
 	srv := startRedis(b)

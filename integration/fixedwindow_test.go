@@ -142,12 +142,11 @@ func TestRedisFixedWindowRepairsKeyWithoutTTL(t *testing.T) {
 // TestRedisFixedWindowRetryAfterNeverEarly: a denial's RetryAfter
 // outlasts the key. Redis keeps a key until its clock in ms is past the
 // expiry, up to a millisecond after its PTTL, so RetryAfter must be more
-// than the PTTL, whatever the rule's window says. The time left used to
-// be capped at the window: a denial in a window's first millisecond
-// (PTTL + 1 ms past the window) told the client to come back a
-// millisecond early, and it was denied again (the contract's RetryAfter
-// check failed 3 plain runs in 50). A TTL past the window makes
-// that case certain here (half a second past, against a slow machine).
+// than the PTTL, whatever the rule's window says: capped at the window,
+// a denial in a window's first millisecond (PTTL + 1 ms past the window)
+// would tell the client to come back a millisecond early. A TTL past the
+// window makes that case certain here (half a second past, against a
+// slow machine).
 func TestRedisFixedWindowRetryAfterNeverEarly(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)

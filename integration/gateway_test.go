@@ -400,7 +400,7 @@ func TestEveryAlgorithmOnRedisWithTenantBudgets(t *testing.T) {
 	}
 }
 
-// TestExamplesOnRedis runs README's walkthrough of the examples/ files
+// TestExamplesOnRedis runs docs/policies.md's walkthrough of the examples/ files
 // through a gateway on real Redis: several limits per request in one
 // script, a route's own limit, cost, and a shadow limit counting
 // would-be denials without denying; then no key without a TTL.

@@ -336,9 +336,9 @@ func threeCounted(t *testing.T, a *announcer) []*layers.ReplicaCount {
 // TestReplicaCountAfterTheStoreLostTheKey: when the store loses the
 // announcements (a restart without its data, a FLUSHALL), every replica
 // is counted again as soon as it has announced once more: a member that
-// comes back with a later expiry than the one remembered renews. (Each
-// used to need two more announcements: a second outage right after a
-// restart divided limits by 1 on some replicas.)
+// comes back with a later expiry than the one remembered renews, so a
+// second outage right after a restart still divides limits by the
+// replicas.
 func TestReplicaCountAfterTheStoreLostTheKey(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -391,11 +391,10 @@ func TestReplicaCountAfterALongOutage(t *testing.T) {
 // TestReplicaCountOnAFlakyStore: a store that fails every other
 // announcement (each one after a failure being the first after an
 // outage) still forgets, a TTL on, what the announcements saw: when the
-// listeners fall from 3 to 1, N is cut to 1 within a few TTLs. (Every
-// first announcement after a failure made all that had been seen new
-// again, so nothing seen was ever forgotten, and a replica's memory of
-// listeners grew by one entry every other second, its N cut to the most
-// listeners ever seen.)
+// listeners fall from 3 to 1, N is cut to 1 within a few TTLs: the
+// first announcement after a failure must not make all that was seen new
+// again, or nothing seen is ever forgotten and N stays at the most
+// listeners ever seen.
 func TestReplicaCountOnAFlakyStore(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -192,8 +192,8 @@ func TestLimiterCloseIsIdempotent(t *testing.T) {
 // ports.ErrStoreFull), spends nothing, keeps deciding the keys it holds,
 // and always admits the unknown tenant's; a request that holds one of its
 // keys of a policy adds the others (a tenant held, on a route new to it,
-// keeps its own exhausted budget: it used to be decided as unknown,
-// whole), and one of Envoy's does not; a sweep makes room again.
+// keeps its own exhausted budget, not unknown's), and one of Envoy's
+// does not; a sweep makes room again.
 func TestMaxKeys(t *testing.T) {
 	t.Parallel()
 	for _, a := range algorithms {

@@ -34,16 +34,11 @@ type ClientOptions struct {
 
 // DefaultLanes is the default [ClientOptions.Lanes]: two round trips of
 // decisions in flight, each on its own connection; whoever arrives
-// meanwhile leaves with the next. Measured on 2 cores against a local
-// redis-server (BenchmarkRedis, fixed window, interleaved rounds, three
-// runs): on a quiet machine (medians of 5) two lanes were ahead of one
-// at 64 goroutines (104 k against 88 k decisions/s) and at 512 (146 k
-// against 121 k); at load average 4-6 level at 64 and ahead at 512 (96 k
-// against 82 k); only at load 12-15, other processes taking the cores
-// Redis needed, was one lane ahead at 512 (57 k against 28 k). Four lanes
-// were behind everywhere: more lanes split the same callers into
-// shallower batches. Across a network, where a round trip is longer than
-// Redis's work on a batch, the second lane overlaps two round trips.
+// meanwhile leaves with the next. Two is ahead of one and of four
+// unless other processes take the cores Redis needs (docs/benchmarks.md,
+// "Lanes"): more lanes split the same callers into shallower batches, and
+// across a network, where a round trip is longer than Redis's work on a
+// batch, the second lane overlaps two round trips.
 const DefaultLanes = 2
 
 // maxBatch bounds the commands of one pipeline (a soft bound on the
@@ -101,8 +96,8 @@ type Client struct {
 //     instead of retrying with back-off for the whole deadline.
 //   - DialTimeout = 2 × opts.Timeout, at least 100 ms. A dial outside a
 //     decision (go-redis's dial probe) has no decision's deadline, and
-//     with 1 s a dial started during a stall kept decisions failing for
-//     about a second after Redis answered again (TestStallEnds).
+//     a longer one, started during a stall, keeps decisions failing after
+//     Redis answers again (TestStallEnds).
 //   - PoolSize: 16 per lane, at least 64. Decisions use one connection
 //     per lane, plus the /readyz pings and the start-up check; the rest
 //     are never opened, but go-redis stops dialling for a second once
@@ -113,9 +108,8 @@ type Client struct {
 //     that a connection a stall or a CLIENT KILL closed is replaced by
 //     the next round trip on its lane, one dial for the whole batch, not
 //     one per decision. go-redis's background refills (MinIdleConns)
-//     dial during the stall too, and left decisions failing for about a
-//     second after Redis came back (measured: TestStallEnds failed 1 run
-//     in 2 with MinIdleConns 2, passed 5 of 5 without).
+//     would dial during the stall too and keep decisions failing after
+//     Redis comes back (TestStallEnds).
 //   - A new connection says HELLO and nothing more: no CLIENT SETINFO,
 //     no maintenance-notification handshake (Redis Enterprise's, which
 //     other servers refuse: a wasted round trip per dial, and in go-redis

@@ -54,9 +54,9 @@ type LeaseOptions struct {
 //
 // A release does not wait for Redis: the slot stops being renewed, and
 // its removal (a ZREM) leaves with the next batch of decisions, one
-// round trip, through the client's coalescer (measured: a release that
-// waited for its own round trip made a concurrency limit cost 1.7 times
-// a fixed-window decision at 64 goroutines). So a slot is free for every
+// round trip, through the client's coalescer, since a release that
+// waits for a round trip of its own makes the caller wait twice
+// (docs/benchmarks.md). So a slot is free for every
 // replica within a round trip of its request's end, and for this replica
 // at once: until Redis confirms the removal, this replica's decisions on
 // the key remove the slot first, in their own script, so a client that

@@ -12,8 +12,8 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// MaxAnnounceTTL is the longest an announcement may last: the contract
-// bounds the announcements key's TTL to 30 s.
+// MaxAnnounceTTL is the longest an announcement may last, so that the
+// announcements key's TTL stays within the 30 s docs/redis.md states.
 const MaxAnnounceTTL = 30 * time.Second
 
 // Replicas is where the gateway replicas sharing one Redis announce

@@ -18,7 +18,7 @@ var ExampleEnviron = []string{
 }
 
 // CheckExamples walks g, a fresh gateway running the fixed window over
-// the examples/ files ([ExampleEnviron]), through what README's
+// the examples/ files ([ExampleEnviron]), through what docs/policies.md's
 // walkthrough shows: every limit in the headers at the route's cost, an
 // unmetered route, a route's own limit denying without spending from the
 // global ones, and a shadow limit counting would-be denials in /metrics

@@ -28,8 +28,8 @@ func TestMain(m *testing.M) {
 
 // TestStderrIsJSON: every line the process writes on stderr is a JSON
 // log line, also what net/http's client writes through the standard
-// logger when an upstream sends bytes on an idle connection (it was a
-// plain-text line among the JSON ones).
+// logger when an upstream sends bytes on an idle connection, which
+// would otherwise be a plain-text line among the JSON ones.
 func TestStderrIsJSON(t *testing.T) {
 	upstream := unsolicitedUpstream(t)
 	cmd := exec.Command(os.Args[0])

@@ -21,8 +21,8 @@ import (
 // API's window_seconds and reset_seconds are the headers' w and t at the
 // same instant: the period's real length and the seconds to its end,
 // rounded up, on days and months the clocks change and at an instant
-// between two seconds. The first case is the globex of the README and
-// docs/usage-api.md, at the instant its numbers were read.
+// between two seconds. The first case is the globex of docs/policies.md
+// and docs/usage-api.md, at the instant their numbers are read.
 func TestUsageCalendarSecondsMatchHeaders(t *testing.T) {
 	t.Parallel()
 	load := func(name string) *time.Location {

@@ -311,7 +311,7 @@ func (readFails) Peek(context.Context, domain.Request) (domain.Verdict, error) {
 
 // TestUsageResetMadeReadFailed: a reset made whose usage after it could
 // not be read is answered 503 saying the reset was made, and audited as
-// a reset (it was logged as failed).
+// a reset, not as a failed one.
 func TestUsageResetMadeReadFailed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, func(m *memory.Limiter) engine.Options {
@@ -375,7 +375,7 @@ func TestUsageInFlight(t *testing.T) {
 		}
 	}
 	// A reload lowers the limit to 1 under the 2 running requests: they
-	// are all still in flight, none free (in_flight was capped at 1).
+	// are all still in flight, none free (in_flight is not capped at 1).
 	lowered, err := domain.NewPolicy([]domain.PolicyLimit{
 		{Name: "per-minute", Rule: domain.Rule{Limit: 60, Window: time.Minute}},
 		{Name: "inflight", Rule: domain.Rule{Limit: 1, Window: domain.ConcurrencyWindow}, Concurrency: true},

@@ -1,4 +1,4 @@
-// Package check is tollgate's decision endpoint (contract §9): the face
+// Package check is tollgate's decision endpoint (docs/edge.md): the face
 // an edge proxy asks before it forwards a request (nginx auth_request,
 // Caddy forward_auth, Traefik ForwardAuth). It answers every request,
 // whatever its method and path, as a decision about the request it
@@ -148,7 +148,7 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, query, _ := strings.Cut(uri, "?")
 	d.Overrides = httpface.MethodOverrides(r.Header, query)
 	// A check never learns when the request it describes ends: it could
-	// never give a concurrency slot back (contract §9, §12).
+	// never give a concurrency slot back.
 	d.SkipConcurrency = true
 	res, err := c.engine.Decide(r.Context(), d)
 	switch {

@@ -82,7 +82,7 @@ func TestCheckDescribedRequest(t *testing.T) {
 
 // TestCheckAnswers: allowed is 200 with an empty body, the rate-limit
 // headers and X-Tenant-ID; a denial is the deny status (429, or 403)
-// with the headers, Retry-After and the body of §2, and no X-Tenant-ID;
+// with the headers, Retry-After and the denial's body, and no X-Tenant-ID;
 // the route's cost is spent from every limit.
 func TestCheckAnswers(t *testing.T) {
 	t.Parallel()
@@ -169,7 +169,7 @@ func TestCheckUnmetered(t *testing.T) {
 }
 
 // TestCheckFailModesAndOutcomes: what the limiter's layers answer when
-// the store fails, or in shadow mode, becomes the contract's answer.
+// the store fails, or in shadow mode, becomes the documented answer.
 func TestCheckFailModesAndOutcomes(t *testing.T) {
 	t.Parallel()
 	decided := func(outcome domain.Outcome, allowed bool) func(domain.Request) domain.Verdict {

@@ -141,7 +141,7 @@ func ask(h http.Handler, header ...string) *httptest.ResponseRecorder {
 	return w
 }
 
-// rateLimitHeaders are the five headers of contract §2, as written.
+// rateLimitHeaders are the five rate-limit headers, as written.
 var rateLimitHeaders = []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
 
 // header returns h's value of name, in the spelling the gateway writes

@@ -66,7 +66,7 @@ func SetLogRequest(ctx context.Context, method, path string) {
 
 // AccessLog is middleware that writes one JSON line per request to h,
 // with the flat keys time, method, path (normalised, without the query),
-// route, tenant, client (the client address of contract §10, as d reads
+// route, tenant, client (the client address of docs/edge.md, as d reads
 // it, on every line: a request refused for its path too), status,
 // outcome and duration_ms. It writes whatever the handler's level
 // (TOLLGATE_LOG_LEVEL does not hide access lines), and never a header:

@@ -8,7 +8,7 @@ import (
 )
 
 // Answer maps the engine's result for r to HTTP, as every HTTP face does
-// (contract §2 and §9), and tells the access log the outcome:
+// (docs/http.md, docs/edge.md), and tells the access log the outcome:
 //
 //   - a route of cost 0, or one without limits: nothing is written, and
 //     Answer reports the request admitted;

@@ -51,7 +51,7 @@ func (d Describer) Describe(r *http.Request, method, path string) engine.Describ
 	}
 }
 
-// ClientAddr returns r's client address (contract §10): its TCP peer,
+// ClientAddr returns r's client address (docs/edge.md): its TCP peer,
 // or, when the peer is a trusted proxy, the address its X-Forwarded-For
 // (else Forwarded) names. The zero value when the peer is not an IP
 // address (a Unix socket, a test).

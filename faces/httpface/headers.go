@@ -44,7 +44,7 @@ const GatewayHeaderCount = len(rateLimitHeaderKeys)
 // WriteDenied answers a denial: status (429, or what the check listener
 // is told to deny with), the rate-limit headers already set, Retry-After
 // in whole seconds (at least 1) until every enforced limit that denied
-// would admit, and the body of §2.
+// would admit, and the body "rate limit exceeded" (docs/http.md).
 func WriteDenied(w http.ResponseWriter, r *http.Request, status int, v domain.Verdict) {
 	AbandonBody(w, r)
 	w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(domain.CeilSeconds(v.RetryAfter()), 1), 10))
@@ -63,9 +63,9 @@ func WriteUnavailable(w http.ResponseWriter, r *http.Request) {
 // closed after the answer ("Connection: close" on HTTP/1.x), and its read
 // deadline is set to now, so that net/http, which otherwise drains up to
 // 256 KiB of an unread body before writing the answer and again before
-// closing, never waits for a body that may never arrive. Without it, a
-// denied POST with Content-Length: 100 and 10 bytes sent got no 429 and
-// held its connection forever. Call it before writing the answer.
+// closing, never waits for a body that may never arrive: a denied POST
+// whose body stops short gets its 429 at once instead of holding its
+// connection. Call it before writing the answer.
 func AbandonBody(w http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return
@@ -78,7 +78,7 @@ func AbandonBody(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
-// SetRateLimitHeaders writes the contract's five rate-limit headers for
+// SetRateLimitHeaders writes the five rate-limit headers of docs/http.md for
 // verdict v of limits at now: RateLimit-Policy and RateLimit with one item
 // per limit, X-RateLimit-* for the most constrained one. A concurrency
 // limit's policy item is `"name";q=N;qu="concurrent-requests"`, and its

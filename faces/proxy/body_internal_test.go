@@ -107,10 +107,9 @@ func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // TestStalledBodyNotForwarded: a stalled body is not waited for where
 // nothing forwards it: the echo responder reads it and answers 408 after
 // the idle bound, as a real upstream's proxy does; an upstream that
-// refuses the connection is answered 502 at once. Both used to wait for
-// the body forever. A chunked body that does not parse is the echo
-// responder's 400 at once (it answered an empty 200). Every time the
-// connection is closed after the answer.
+// refuses the connection is answered 502 at once; neither waits for the
+// body. A chunked body that does not parse is the echo responder's 400
+// at once. Every time the connection is closed after the answer.
 func TestStalledBodyNotForwarded(t *testing.T) {
 	t.Parallel()
 	const idle = 300 * time.Millisecond

@@ -20,10 +20,10 @@ import (
 )
 
 // TestProxyClientGoneIsNoAnswer: a client that hangs up while the
-// upstream works got no answer, so neither tollgate_requests_total nor
-// the access log may call it a 200 (they did: nothing written read as
-// net/http's default status). It counts, and logs, as 499, nginx's
-// "client closed request".
+// upstream works gets no answer, so neither tollgate_requests_total nor
+// the access log may call it a 200 (net/http's default status when
+// nothing is written). It counts, and logs, as 499, nginx's "client
+// closed request".
 func TestProxyClientGoneIsNoAnswer(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{}, 1)

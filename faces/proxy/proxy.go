@@ -55,7 +55,7 @@ type UpstreamOptions struct {
 //     X-Forwarded-For is kept with the peer appended, and its
 //     X-Forwarded-Proto and -Host are kept. Their look-alikes
 //     (X_Forwarded_For, …) are removed from anyone.
-//   - X-Real-IP is the client's address (contract §10); True-Client-IP,
+//   - X-Real-IP is the client's address (docs/edge.md); True-Client-IP,
 //     which only a CDN may set, is removed, and so are their look-alikes.
 //   - X-Original-URL and X-Rewrite-URL (and look-alikes) are removed: IIS's
 //     URL Rewrite, Zend and old Symfony serve the path they name instead of
@@ -117,7 +117,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// ReverseProxy drops a query it cannot parse (/a?b=%zz) from
-			// pr.Out before Rewrite; the contract keeps the query as the
+			// pr.Out before Rewrite; the gateway keeps the query as the
 			// client sent it. The gateway never interprets the query, so
 			// forwarding it raw gives the upstream exactly what the client
 			// meant, not a reading of it.

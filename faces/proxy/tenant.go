@@ -51,7 +51,7 @@ func TenantFrom(ctx context.Context) domain.TenantID {
 }
 
 // clientFrom returns the client address the proxy read for the request
-// of ctx (contract §10), or the zero value.
+// of ctx, or the zero value.
 func clientFrom(ctx context.Context) netip.Addr {
 	if a, ok := ctx.Value(clientKey).(*netip.Addr); ok {
 		return *a

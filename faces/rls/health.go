@@ -25,11 +25,9 @@ const watchFresh = watchInterval / 2
 
 // watchProbe is the readiness every Watch reads: one check of the store
 // at a time, its answer shared for watchFresh, so that the store is
-// asked at most twice a second however many watches are open. (A check
-// per watch per second let a client multiply the store's pings by the
-// streams it opened: 20000 watches were 20000 PINGs a second to Redis,
-// which slowed decisions and made the pings time out, every watch
-// flapping to NOT_SERVING.)
+// asked at most twice a second however many watches are open: a check
+// per watch would let a client multiply the store's pings by the streams
+// it opens.
 type watchProbe struct {
 	mu      sync.Mutex
 	at      time.Time // when the last check ended; zero before any

@@ -259,9 +259,8 @@ func (c *countingReady) Ping(context.Context) error {
 
 // TestWatchesShareOneCheck: however many Health watches are open, the
 // store is asked about its readiness at most twice a second, not once a
-// second per watch (20000 watches were 20000 PINGs a second to Redis,
-// and under that load the pings timed out and every watch flapped to
-// NOT_SERVING).
+// second per watch, so that a client's watches cannot multiply the
+// store's pings.
 func TestWatchesShareOneCheck(t *testing.T) {
 	t.Parallel()
 	ready := &countingReady{}
