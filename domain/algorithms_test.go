@@ -99,6 +99,61 @@ func TestSlidingLogKeepsAtMostLimit(t *testing.T) {
 	}
 }
 
+// TestSlidingLogCosts: a request of any cost is one entry, and the
+// entry whose leaving makes room is found by the units admitted through
+// it, also after the limit shrank into an entry.
+func TestSlidingLogCosts(t *testing.T) {
+	t.Parallel()
+	var l domain.SlidingLog
+	rule := domain.Rule{Limit: 5, Window: time.Minute}
+	steps := []struct {
+		at   time.Duration
+		cost int64
+		want domain.Decision
+	}{
+		{at: 0, cost: 3, want: allowed(5, 2, 60*s)},
+		{at: 10 * s, cost: 2, want: allowed(5, 0, 60*s)},
+		// 2 more need the first entry's 3 units gone (at 60 s), 4 more
+		// the second's too (at 70 s).
+		{at: 20 * s, cost: 2, want: denied(5, 50*s, 40*s)},
+		{at: 20 * s, cost: 4, want: denied(5, 50*s, 50*s)},
+		{at: 20 * s, cost: 6, want: denied(5, 50*s, 60*s)},
+		{at: 60 * s, cost: 3, want: allowed(5, 0, 60*s)},
+	}
+	for i, st := range steps {
+		now := t0.Add(st.at)
+		d := l.Decide(now, rule, st.cost)
+		if d.Allowed {
+			l.Spend(now, rule, st.cost)
+		}
+		if d != st.want {
+			t.Errorf("step %d: cost %d at t0+%v = %+v, want %+v", i, st.cost, st.at, d, st.want)
+		}
+	}
+	if got := l.Len(); got != 2 {
+		t.Errorf("Len = %d, want 2 (one entry a request)", got)
+	}
+	// The limit shrinks to 2 inside the newest entry (3 units): only its
+	// newest 2 count, so 1 more waits for it to leave.
+	small := domain.Rule{Limit: 2, Window: time.Minute}
+	if d := l.Decide(t0.Add(61*s), small, 1); d != denied(2, 59*s, 59*s) {
+		t.Errorf("after the limit shrank to 2: %+v, want %+v", d, denied(2, 59*s, 59*s))
+	}
+	// A cost of a million on a limit of a hundred million is one entry.
+	var big domain.SlidingLog
+	huge := domain.Rule{Limit: 100_000_000, Window: time.Hour}
+	for i := range 3 {
+		now := t0.Add(time.Duration(i) * s)
+		if d := big.Decide(now, huge, 1_000_000); !d.Allowed {
+			t.Fatalf("request %d of a million: %+v, want allowed", i, d)
+		}
+		big.Spend(now, huge, 1_000_000)
+	}
+	if d := big.Decide(t0.Add(3*s), huge, 0); big.Len() != 3 || d.Remaining != 97_000_000 {
+		t.Errorf("three requests of a million: Len %d, remaining %d, want 3 and 97000000", big.Len(), d.Remaining)
+	}
+}
+
 func TestSlidingWindowAdmit(t *testing.T) {
 	t.Parallel()
 	var sw domain.SlidingWindow

@@ -1,88 +1,141 @@
 package domain
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // SlidingLog is one tenant's state under the sliding-log policy: the
-// instants of the requests it ADMITTED in the trailing window. A request
-// is admitted when fewer than the limit were admitted in the window that
-// ends with it; denied requests are not logged. The policy is exact: no
-// window, anywhere in time, holds more than the limit.
+// requests it ADMITTED in the trailing window, each logged once with its
+// instant and its cost. A request is admitted when fewer than the limit
+// units were admitted in the window that ends with it; denied requests
+// are not logged. The policy is exact: no window, anywhere in time, holds
+// more than the limit.
 //
-// The log is a ring buffer that never holds more than the limit's
-// instants (8 bytes each), grown as requests are admitted. The zero value
-// is an empty log. A SlidingLog is not safe for concurrent use.
+// The log is a ring buffer of one entry per admitted request (16 bytes
+// each, at most the limit's entries, however large the costs), grown as
+// requests are admitted; each entry holds the units admitted through it,
+// so a decision's work does not grow with its cost. The zero value is an
+// empty log. A SlidingLog is not safe for concurrent use.
 type SlidingLog struct {
-	ts   []int64 // ring of admitted instants, Unix nanoseconds, oldest at head
-	head int     // index of the oldest instant in ts
-	n    int     // instants held
+	ents []logEntry // ring of admitted requests, oldest at head
+	head int        // index of the oldest entry in ents
+	n    int        // entries held
+	// base is the units admitted through the entries no longer held,
+	// and through the part of the oldest entry that no longer counts
+	// (the limit shrank): the units that count are newest.cum − base.
+	base int64
+}
+
+// logEntry is one admitted request: its instant, Unix nanoseconds, and
+// the units admitted through it since the log started (its own cost is
+// its cum less the previous entry's).
+type logEntry struct {
+	t, cum int64
 }
 
 // Decide decides a request of cost units arriving at now under rule,
 // without logging it: [SlidingLog.Spend] does, once every limit of the
-// request admitted it. An instant leaves the window once window has
-// passed since it: at now = instant + window it no longer counts.
+// request admitted it. An entry leaves the window once window has passed
+// since it: at now = instant + window it no longer counts.
 func (l *SlidingLog) Decide(now time.Time, rule Rule, cost int64) Decision {
 	t := now.UnixNano()
-	// Dropping instants that left the window changes no decision.
-	l.trim(t-int64(rule.Window), int(rule.Limit))
+	// Dropping entries that left the window changes no decision.
+	l.trim(t-int64(rule.Window), rule.Limit)
+	count := l.count()
 	var free, newest time.Duration
 	if l.n > 0 {
-		// The instant whose leaving makes room for cost more.
-		k := min(max(int64(l.n)+cost-rule.Limit, 1), int64(l.n))
-		free = time.Duration(t - l.at(int(k-1)))
-		newest = time.Duration(t - l.at(l.n-1))
+		// The entry whose leaving makes room for cost more: the oldest
+		// through which count + cost − limit units were admitted (the
+		// oldest when there is room, the newest for a cost above the
+		// limit).
+		need := l.base + min(max(count+cost-rule.Limit, 1), count)
+		k := sort.Search(l.n, func(i int) bool { return l.at(i).cum >= need })
+		free = time.Duration(t - l.at(k).t)
+		newest = time.Duration(t - l.at(l.n-1).t)
 	}
-	return decideSlidingLog(int64(l.n), free, newest, cost, rule)
+	return decideSlidingLog(count, free, newest, cost, rule)
 }
 
-// Spend logs cost admitted units at now, after a Decide at now that
-// admitted them. Spent without one (counting every limit of an admitted
-// request, [Request].CountOver), it fills the log at most.
+// Spend logs cost admitted units at now as one entry, after a Decide at
+// now that admitted them. Spent without one (counting every limit of an
+// admitted request), it fills the log at most.
 func (l *SlidingLog) Spend(now time.Time, rule Rule, cost int64) {
-	t := now.UnixNano()
-	for range min(cost, rule.Limit-int64(l.n)) {
-		l.push(t, int(rule.Limit))
+	w := min(cost, rule.Limit-l.count())
+	if w <= 0 {
+		return
 	}
+	top := l.base
+	if l.n > 0 {
+		top = l.at(l.n - 1).cum
+	}
+	l.push(logEntry{t: now.UnixNano(), cum: top + w}, int(rule.Limit))
 }
 
-// Len returns the number of admitted instants held, including any that
-// have left the window since the last Decide.
+// Len returns the number of entries held (admitted requests, whatever
+// their cost), including any that have left the window since the last
+// Decide.
 func (l *SlidingLog) Len() int { return l.n }
 
-// at returns the i-th oldest instant held.
-func (l *SlidingLog) at(i int) int64 { return l.ts[(l.head+i)%len(l.ts)] }
+// count returns the units that count: admitted through the entries held,
+// less what no longer counts of the oldest.
+func (l *SlidingLog) count() int64 {
+	if l.n == 0 {
+		return 0
+	}
+	return l.at(l.n-1).cum - l.base
+}
 
-// trim drops the instants at or before cutoff, then the oldest ones until
-// at most limit remain (the limit may have shrunk since they were logged).
-func (l *SlidingLog) trim(cutoff int64, limit int) {
-	for l.n > 0 && (l.n > limit || l.at(0) <= cutoff) {
-		l.head = (l.head + 1) % len(l.ts)
-		l.n--
+// at returns the i-th oldest entry held.
+func (l *SlidingLog) at(i int) logEntry { return l.ents[(l.head+i)%len(l.ents)] }
+
+// drop forgets the oldest entry.
+func (l *SlidingLog) drop() {
+	l.base = max(l.base, l.at(0).cum)
+	l.head = (l.head + 1) % len(l.ents)
+	l.n--
+}
+
+// trim drops the entries at or before cutoff, then, when more than limit
+// units count (the limit shrank since they were logged), all but the
+// newest limit units: the entries wholly older, and the part of the
+// oldest kept that is.
+func (l *SlidingLog) trim(cutoff, limit int64) {
+	for l.n > 0 && l.at(0).t <= cutoff {
+		l.drop()
+	}
+	if l.n > 0 && l.count() > limit {
+		l.base = l.at(l.n-1).cum - limit
+		for l.at(0).cum <= l.base {
+			l.drop()
+		}
 	}
 	if l.n == 0 {
-		l.head = 0
+		l.head, l.base = 0, 0
 	}
 }
 
-// push logs t as the newest instant. It requires l.n < limit; the ring
-// grows by doubling up to limit slots.
-func (l *SlidingLog) push(t int64, limit int) {
-	if l.n == len(l.ts) {
-		ts := make([]int64, min(max(2*len(l.ts), 4), limit))
+// push logs e as the newest entry. It requires fewer than limit entries
+// held (each counts at least one unit); the ring grows by doubling up to
+// limit slots.
+func (l *SlidingLog) push(e logEntry, limit int) {
+	if l.n == len(l.ents) {
+		ents := make([]logEntry, min(max(2*len(l.ents), 4), limit))
 		for i := range l.n {
-			ts[i] = l.at(i)
+			ents[i] = l.at(i)
 		}
-		l.ts, l.head = ts, 0
+		l.ents, l.head = ents, 0
 	}
-	l.ts[(l.head+l.n)%len(l.ts)] = t
+	l.ents[(l.head+l.n)%len(l.ents)] = e
 	l.n++
 }
 
 // decideSlidingLog is the sliding-log policy on a snapshot of a log:
-// count instants were admitted in the window before this request (at
-// most the limit), free ago is the instant whose leaving makes room for
-// cost more (the (count+cost−limit)-th oldest; any when there is room)
-// and newest ago the newest (both zero when count is 0). The request is admitted when count + cost ≤ limit:
+// count units were admitted in the window before this request (at most
+// the limit), free ago is the entry whose leaving makes room for cost
+// more (the one through which the (count+cost−limit)-th oldest unit was
+// admitted; any when there is room) and newest ago the newest (both zero
+// when count is 0). The request is admitted when count + cost ≤ limit:
 //   - allowed: Remaining = limit − count − cost, ResetAfter = window
 //     (this request is now the newest; with cost 0, when the newest
 //     leaves);

@@ -299,3 +299,38 @@ func BenchmarkRedisLimiters(b *testing.B) {
 		})
 	}
 }
+
+// TestSlidingLogCostIsOneMember: on Redis a sliding log keeps one member
+// per admitted request whatever its cost, so a decision's work does not
+// grow with its cost (a member per unit made one cost of 10⁶ a million
+// ZADDs inside one script, Redis blocked for every tenant meanwhile); its
+// budget, Remaining and the shrinking of a limit stay exact.
+func TestSlidingLogCostIsOneMember(t *testing.T) {
+	t.Parallel()
+	rdb := startRedis(t).Client
+	lim := redisLimiter{domain.AlgorithmSlidingLog, domain.AlgorithmSlidingLog}.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+	key := "it:{" + string(portstest.Tenant()) + "}:sliding_log"
+	huge := domain.Rule{Limit: 100_000_000, Window: time.Hour}
+	req := one(key, huge)
+	req.Cost = 1_000_000
+	for i := range 3 {
+		if d := portstest.MustDecide(t, lim, req); !d.Allowed || d.Remaining != huge.Limit-int64(i+1)*req.Cost {
+			t.Fatalf("request %d of a million: %+v, want allowed, remaining %d", i+1, d, huge.Limit-int64(i+1)*req.Cost)
+		}
+	}
+	if n := rdb.ZCard(t.Context(), key).Val(); n != 3 {
+		t.Errorf("ZCARD after three requests of a million = %d, want 3", n)
+	}
+	// The limit shrinks to 1.5 million: the newest 1.5 million units
+	// count, so a unit more is denied, and the set keeps the two newest.
+	small := one(key, domain.Rule{Limit: 1_500_000, Window: time.Hour})
+	if d := portstest.MustDecide(t, lim, small); d.Allowed || d.Remaining != 0 || d.RetryAfter < 59*time.Minute {
+		t.Errorf("a unit after the limit shrank to 1.5 million: %+v, want denied for about an hour", d)
+	}
+	if n := rdb.ZCard(t.Context(), key).Val(); n != 2 {
+		t.Errorf("ZCARD after the limit shrank = %d, want 2", n)
+	}
+	if ttl := rdb.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > huge.Window {
+		t.Errorf("PTTL %v, want in (0, %v]", ttl, huge.Window)
+	}
+}

@@ -12,7 +12,7 @@
 // Keys are built by domain.Key; for tenant acme under the prefix rl:
 //
 //	fixed window     rl:{acme}                  string counter, TTL its window
-//	sliding log      rl:{acme}:sliding_log      sorted set, ≤ limit members, TTL one window
+//	sliding log      rl:{acme}:sliding_log      sorted set, a member per request, TTL one window
 //	sliding window   rl:{acme}:sliding_window   hash s, p, c, TTL ≤ two windows
 //	token bucket     rl:{acme}:token_bucket     string TAT (µs), TTL ≤ one window
 //

@@ -92,7 +92,7 @@ var specs = map[string]*spec{
 		script: newScript(domain.AlgorithmTokenBucket, true), stride: 3,
 		args: func(b *args, l domain.Limit) {
 			b.int(l.Rule.Limit)
-			b.int(max(micros(l.Rule.Window)/l.Rule.Limit, 1))
+			b.int(int64(domain.TokenInterval(l.Rule)))
 			b.int(micros(l.Rule.Window))
 		},
 	},

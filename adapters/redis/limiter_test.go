@@ -141,7 +141,7 @@ func TestLimiterArgs(t *testing.T) {
 		{"fixed_window", []any{int64(3), "01", "1", "rr", 3, int64(10), int64(60e3), int64(0), int64(100), int64(3600e3), int64(0)}},
 		{"sliding_log", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(60e6), int64(60e3), int64(100), int64(3600e6), int64(3600e3)}},
 		{"sliding_window", []any{int64(3), "01", "0", "rr", 2, int64(10), int64(60e6), int64(100), int64(3600e6)}},
-		{"token_bucket", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(6e6), int64(60e6), int64(100), int64(36e6), int64(3600e6)}},
+		{"token_bucket", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(6e9), int64(60e6), int64(100), int64(36e9), int64(3600e6)}},
 	}
 	for _, tt := range tests {
 		f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0})}
@@ -296,7 +296,7 @@ func TestLimiterCalendarArgs(t *testing.T) {
 		t.Errorf("keys %q, want %q", f.keys, want)
 	}
 	ms := func(n int) int64 { return start.AddDate(0, 0, n).UnixMilli() }
-	want := []any{int64(1), "00", "0", "rc", 5, int64(10), int64(6e6), int64(60e6), 0, 0,
+	want := []any{int64(1), "00", "0", "rc", 5, int64(10), int64(6e9), int64(60e6), 0, 0,
 		int64(1000), ms(-1), ms(0), ms(1), ms(2)}
 	if !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)

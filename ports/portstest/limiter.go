@@ -154,6 +154,8 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 
 	testSeveralLimits(t, h)
 
+	testRate(t, h)
+
 	testEnvoy(t, h)
 
 	t.Run("usage", func(t *testing.T) {

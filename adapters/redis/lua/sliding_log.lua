@@ -1,44 +1,90 @@
--- Sliding log: a sorted set per limit of its admitted units, scored by
--- their instant (µs since the epoch), member "<µs>:<n>" (n keeps units of
--- one µs apart). Exact: a request is admitted when fewer than
--- limit − cost + 1 units were admitted in the trailing window. A unit
--- leaves the window once window has passed since it. The key's TTL is
--- one window from its newest unit.
+-- Sliding log: a sorted set per limit of its admitted requests, one
+-- member per request whatever its cost, scored by its instant (µs since
+-- the epoch), member "#<cum>:<w>": w units admitted by it, cum the units
+-- admitted through it since the set started (zero-padded, so members of
+-- one instant sort in the order they were added). The units that count
+-- are the newest's cum less the oldest's cum − w, so a decision reads a
+-- few members whatever its cost, and finds the member whose leaving makes
+-- room by a binary search over ranks. Exact: a request is admitted when
+-- fewer than limit − cost + 1 units were admitted in the trailing window.
+-- A request leaves the window once window has passed since it. The key's
+-- TTL is one window from its newest request. A set of the older form (a
+-- member per unit) is started afresh.
 -- ARGV per limit: limit, window in µs, TTL in ms (the window, rounded up).
 local now = clock() -- every decision of this algorithm reads the clock
 local S = 3
 
--- age returns the age (µs) of the unit of rank k (1: the oldest) in
--- st's key, read once per state: decide needs it only to say when a
--- unit leaves (a denial's wait, a check's reset), never to admit.
-local function age(st, k)
-  st.ages = st.ages or {}
-  if not st.ages[k] then
-    st.ages[k] = now - tonumber(redis.call('ZRANGE', st.key, k - 1, k - 1, 'WITHSCORES')[2])
-  end
-  return st.ages[k]
+-- entry returns a member's cum and w (nil for a member of the older form).
+local function entry(m)
+  local c, w = string.match(m or '', '^#(%d+):(%d+)$')
+  return tonumber(c), tonumber(w)
 end
+
+local function member(cum, w)
+  return string.format('#%016d:%d', cum, w)
+end
+
+-- search returns the lowest rank in [lo, hi] whose cum is at least
+-- target (hi's is).
+local function search(key, lo, hi, target)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if entry(redis.call('ZRANGE', key, mid, mid)[1]) >= target then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  return lo
+end
+
+local empty = {count = 0, base = 0, top = 0}
 
 local function read(i, key)
   local limit, window = arg(S, i, 1), arg(S, i, 2)
+  local cutoff = string.format('%d', now - window)
+  local first, last
   if peek then
-    -- Read only: the units still in the window, at most the newest limit.
-    local count = math.min(redis.call('ZCOUNT', key, '(' .. string.format('%d', now - window), '+inf'), limit)
-    local skip = 0
-    if count > 0 then
-      -- The units counted are the set's newest: rank past the others.
-      skip = redis.call('ZCARD', key) - count
+    -- Read only: the members still in the window.
+    local total = redis.call('ZCARD', key)
+    local live = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
+    if live == 0 then
+      return empty
     end
-    return {key = key, count = count, skip = skip}
+    first, last = total - live, total - 1
+  else
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+    first, last = 0, redis.call('ZCARD', key) - 1
+    if last < 0 then
+      return empty
+    end
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
-  local count = redis.call('ZCARD', key)
-  if count > limit then
+  local c0, w0 = entry(redis.call('ZRANGE', key, first, first)[1])
+  local hi = redis.call('ZRANGE', key, last, last, 'WITHSCORES')
+  local top = entry(hi[1])
+  if not c0 or not top then
+    if not peek then
+      redis.call('DEL', key)
+    end
+    return empty
+  end
+  local base = c0 - w0
+  if top - base > limit then
     -- The limit shrank: only the newest limit units count.
-    redis.call('ZREMRANGEBYRANK', key, 0, count - limit - 1)
-    count = limit
+    base = top - limit
+    if not peek then
+      local r = search(key, first, last, base + 1)
+      if r > 0 then
+        redis.call('ZREMRANGEBYRANK', key, 0, r - 1)
+        first, last = 0, last - r
+      end
+      local m = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      local c = entry(m[1])
+      redis.call('ZREM', key, m[1])
+      redis.call('ZADD', key, m[2], member(c, c - base))
+    end
   end
-  return {key = key, count = count, skip = 0}
+  return {key = key, count = top - base, base = base, top = top, first = first, last = last, newest = tonumber(hi[2])}
 end
 
 local function decide(i, st, c)
@@ -47,10 +93,10 @@ local function decide(i, st, c)
   if c > 0 and count + c <= limit then
     return {1, limit - count - c, window, 0}
   end
-  -- The window resets when its newest unit leaves.
+  -- The window resets when its newest request leaves.
   local reset = 0
   if count > 0 then
-    reset = window - math.min(math.max(age(st, st.skip + count), 0), window)
+    reset = window - math.min(math.max(now - st.newest, 0), window)
   end
   if count + c <= limit then
     return {1, limit - count, reset, 0}
@@ -58,21 +104,19 @@ local function decide(i, st, c)
   if c > limit then
     return {0, limit - count, reset, window}
   end
-  -- The unit whose leaving makes room for this request's cost.
-  local k = math.min(math.max(count + c - limit, 1), count)
-  return {0, limit - count, reset, math.max(window - math.min(math.max(age(st, st.skip + k), 0), window), 1)}
+  -- The request whose leaving makes room for this one's cost.
+  local r = search(st.key, st.first, st.last, st.base + count + c - limit)
+  local at = tonumber(redis.call('ZRANGE', st.key, r, r, 'WITHSCORES')[2])
+  return {0, limit - count, reset, math.max(window - math.min(math.max(now - at, 0), window), 1)}
 end
 
 local function spend(i, key, st, c)
-  local at = string.format('%d', now)
-  local n = st.count
   -- At most up to the limit: a limit spent while it denies (counting an
   -- admitted request's every limit) is full, no more.
-  for _ = 1, math.min(c, arg(S, i, 1) - n) do
-    while redis.call('ZADD', key, 'NX', at, at .. ':' .. n) == 0 do
-      n = n + 1
-    end
-    n = n + 1
+  local w = math.min(c, arg(S, i, 1) - st.count)
+  if w > 0 then
+    -- Never before the newest: ranks stay in the order of cum.
+    redis.call('ZADD', key, string.format('%d', math.max(now, st.newest or now)), member(st.top + w, w))
   end
   redis.call('PEXPIRE', key, arg(S, i, 3))
 end

@@ -1,15 +1,43 @@
 -- Token bucket as GCRA: a string per limit holding its TAT (theoretical
--- arrival time: when the bucket is full again), µs since the epoch, with
--- a TTL until then (at most one window). A request takes cost tokens
--- when TAT − now + cost × interval ≤ limit × interval.
--- ARGV per limit: limit (the bucket's size), emission interval in µs
--- (window / limit, at least 1), window in µs.
+-- arrival time: when the bucket is full again) as "<seconds>:<ns>" since
+-- the epoch, with a TTL until then (at most one window). A request takes
+-- cost tokens when TAT − now + cost × interval ≤ limit × interval. The
+-- arithmetic is in nanoseconds relative to now, as the memory store's
+-- (domain.TokenBucket): the emission interval is window / limit rounded
+-- down to the nanosecond, so both stores admit the same rate; an interval
+-- in whole µs would round 1.67 µs down to 1 µs and admit 1.67× the rule.
+-- A TAT of an older format, whole µs since the epoch, is still read.
+-- ARGV per limit: limit (the bucket's size), emission interval in ns
+-- (domain.TokenInterval), window in µs.
 local now = clock() -- every decision of this algorithm reads the clock
+local now_s = idiv(now, 1000000)
+local now_ns = (now - now_s * 1000000) * 1000
 local S = 3
 
+-- us is ns in µs, rounded up: a wait is never reported short.
+local function us(ns)
+  return math.ceil(ns / 1000)
+end
+
 local function read(i, key)
-  local tat = tonumber(redis.call('GET', key) or '0')
-  return {ahead = math.max(tat - now, 0)}
+  local v = redis.call('GET', key)
+  local ahead = 0
+  if v then
+    local s, ns = string.match(v, '^(%d+):(%d+)$')
+    if s then
+      ahead = (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
+    else
+      ahead = ((tonumber(v) or 0) - now) * 1000
+    end
+  end
+  return {ahead = math.max(ahead, 0)}
+end
+
+-- store sets key's TAT to now + ahead ns, expiring then.
+local function store(key, ahead)
+  local t = now_ns + ahead
+  local s = idiv(t, 1000000000)
+  redis.call('SET', key, string.format('%d:%09d', now_s + s, t - s * 1000000000), 'PX', math.max(math.ceil(ahead / 1000000), 1))
 end
 
 local function decide(i, st, c)
@@ -20,20 +48,19 @@ local function decide(i, st, c)
     remaining = idiv(capacity - ahead, interval)
   end
   if c > limit then
-    return {0, remaining, ahead, window}
+    return {0, remaining, us(ahead), window}
   end
   local next = ahead + c * interval
   if next <= capacity then
-    return {1, idiv(capacity - next, interval), next, 0}
+    return {1, idiv(capacity - next, interval), us(next), 0}
   end
-  return {0, remaining, ahead, next - capacity}
+  return {0, remaining, us(ahead), us(next - capacity)}
 end
 
 local function spend(i, key, st, c, r)
   -- At most an empty bucket: a limit spent while it denies (counting an
   -- admitted request's every limit) owes no more than its capacity.
-  local next = math.min(st.ahead + c * arg(S, i, 2), arg(S, i, 1) * arg(S, i, 2))
-  redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
+  store(key, math.min(st.ahead + c * arg(S, i, 2), arg(S, i, 1) * arg(S, i, 2)))
 end
 
 -- One enforced limit (most requests): an admission decided and spent
@@ -44,8 +71,8 @@ if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags
   local st = read(1, key)
   local capacity, next = limit * interval, st.ahead + cost * interval
   if cost <= limit and next <= capacity then
-    redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
-    return {1, 1, idiv(capacity - next, interval), next, 0, 0}
+    store(key, next)
+    return {1, 1, idiv(capacity - next, interval), us(next), 0, 0}
   end
   local r = decide(1, st, cost)
   return {0, 0, r[2], r[3], r[4], 0}
