@@ -80,6 +80,14 @@ var reservedHeader = map[string]bool{
 	"Content-Type": true, "Expect": true,
 }
 
+// algorithmAliases maps names other rate limiters give an algorithm
+// (lower case) to tollgate's name for it: GCRA and the leaky bucket as a
+// meter decide as the token bucket does.
+var algorithmAliases = map[string]string{
+	"gcra":         domain.AlgorithmTokenBucket,
+	"leaky_bucket": domain.AlgorithmTokenBucket,
+}
+
 // accepted says, per variable (without the prefix), what values it
 // accepts. Error messages quote it.
 var accepted = map[string]string{
@@ -176,9 +184,21 @@ func (c Config) validate(raw map[string]string, unparsed map[string]bool) error 
 	}
 	check(validAddr(c.AdminAddr), "ADMIN_ADDR", c.AdminAddr)
 	check(c.AdminToken == "" || validAdminToken(c.AdminToken), "ADMIN_TOKEN", c.AdminToken)
-	check(c.UpstreamURL == "" || validUpstream(c.UpstreamURL), "UPSTREAM_URL", c.UpstreamURL)
+	if c.UpstreamURL != "" && !validUpstream(c.UpstreamURL) && !unparsed["UPSTREAM_URL"] {
+		e := configError("UPSTREAM_URL", c.UpstreamURL)
+		if !strings.Contains(c.UpstreamURL, "://") {
+			e.Why = "no scheme: it needs http:// or https://, such as http://" + e.Value
+		}
+		errs = append(errs, e)
+	}
 	check(c.UpstreamTimeout >= time.Millisecond && c.UpstreamTimeout <= 24*time.Hour, "UPSTREAM_TIMEOUT", dur(c.UpstreamTimeout))
-	check(domain.ValidAlgorithm(c.Algorithm), "ALGORITHM", c.Algorithm)
+	if !domain.ValidAlgorithm(c.Algorithm) && !unparsed["ALGORITHM"] {
+		e := configError("ALGORITHM", c.Algorithm)
+		if ours, ok := algorithmAliases[strings.ToLower(c.Algorithm)]; ok {
+			e.Why = fmt.Sprintf("%s is what tollgate calls %s: set %sALGORITHM=%s", c.Algorithm, ours, EnvPrefix, ours)
+		}
+		errs = append(errs, e)
+	}
 	_, knownStore := storeNamed(c.Store)
 	check(knownStore, "STORE", c.Store)
 	windowOK := c.Window >= domain.MinWindow && c.Window <= domain.MaxWindow

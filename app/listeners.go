@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -24,9 +25,12 @@ import (
 // endpoint, Envoy's rate limit service or the admin listener.
 type listener struct {
 	name string // as the start-up log names it: public, check, rls, admin
-	addr string // the host:port to listen on
-	srv  server
-	ln   net.Listener // set by listenAll
+	addr string // the host:port to listen on, the value of variable
+	// variable is the setting that gives addr, such as
+	// TOLLGATE_LISTEN_ADDR.
+	variable string
+	srv      server
+	ln       net.Listener // set by listenAll
 }
 
 // server is what serves a listener: an *http.Server, or Envoy's rate
@@ -60,7 +64,7 @@ func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies
 				Log:         log,
 			})
 		}
-		ls = append(ls, &listener{name: "public", addr: cfg.ListenAddr, srv: newHTTPServer(proxy.New(proxy.Options{
+		ls = append(ls, &listener{name: "public", addr: cfg.ListenAddr, variable: EnvPrefix + "LISTEN_ADDR", srv: newHTTPServer(proxy.New(proxy.Options{
 			Engine:    eng,
 			Upstream:  upstream,
 			Describer: describer,
@@ -70,7 +74,7 @@ func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies
 		}), log)})
 	}
 	if cfg.CheckAddr != "" {
-		ls = append(ls, &listener{name: "check", addr: cfg.CheckAddr, srv: newHTTPServer(check.New(check.Options{
+		ls = append(ls, &listener{name: "check", addr: cfg.CheckAddr, variable: EnvPrefix + "CHECK_ADDR", srv: newHTTPServer(check.New(check.Options{
 			Engine:     eng,
 			Describer:  describer,
 			DenyStatus: cfg.CheckDenyStatus,
@@ -83,8 +87,9 @@ func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies
 }
 
 // listenAll listens on the address of every listener of ls, in order.
-// On a failure it closes the listeners it opened and returns the error,
-// naming the listener.
+// On a failure it closes the listeners it opened and returns an
+// *ExitError of code 2 naming the listener's variable and the fix: an
+// address that cannot be listened on is a setting to change.
 func listenAll(ls []*listener) error {
 	for i, l := range ls {
 		ln, err := net.Listen("tcp", l.addr)
@@ -92,11 +97,25 @@ func listenAll(ls []*listener) error {
 			for _, opened := range ls[:i] {
 				opened.ln.Close()
 			}
-			return fmt.Errorf("%s listener: %w", l.name, err)
+			return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %s=%q: %s (%w)", l.variable, l.addr, listenFix(l.variable, err), err)}
 		}
 		l.ln = ln
 	}
 	return nil
+}
+
+// listenFix says why a listen on variable's address failed with err and
+// what to do about it.
+func listenFix(variable string, err error) string {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return "the address is in use by another process: stop that process, or set " + variable + " to a free host:port"
+	case errors.Is(err, syscall.EACCES):
+		return "not permitted to listen there (ports below 1024 need privileges): set " + variable + " to a port from 1024, such as :8080, or grant CAP_NET_BIND_SERVICE"
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return "no interface of this host has that address: set " + variable + " to one of its addresses, or to :port for every interface"
+	}
+	return "cannot listen there: set " + variable + " to a host:port this host can listen on"
 }
 
 // serveAll serves every listener of ls, opened by listenAll, in a

@@ -79,7 +79,7 @@ func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng
 	}, func(err error) {
 		log.Error("rate limit service configuration rejected; keeping the previous one", "dir", cfg.RLSConfig, "err", err)
 	})
-	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, srv: rlsServer{face.NewGRPCServer(), face}}), stop
+	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, variable: EnvPrefix + "RLS_ADDR", srv: rlsServer{face.NewGRPCServer(), face}}), stop
 }
 
 // warnUnconfigured logs the names in dir that c was not read from, if

@@ -149,9 +149,9 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if cfg.Pprof {
 		adminHandler = admin.WithPprof(adminHandler)
 	}
-	ls = append(ls, &listener{name: "admin", addr: cfg.AdminAddr, srv: newHTTPServer(adminHandler, log)})
+	ls = append(ls, &listener{name: "admin", addr: cfg.AdminAddr, variable: EnvPrefix + "ADMIN_ADDR", srv: newHTTPServer(adminHandler, log)})
 	if err := listenAll(ls); err != nil {
-		return fmt.Errorf("tollgate: %w", err)
+		return err
 	}
 	attrs := append([]any{"version", BuildVersion()}, listenerAttrs(ls)...)
 	log.Info("tollgate listening", append(attrs, "store", cfg.Store, "algorithm", cfg.Algorithm,

@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/tollgate/tollgate/domain"
@@ -24,7 +25,12 @@ func loadSnapshot(cfg Config) (*engine.Snapshot, error) {
 	}
 	snap := &engine.Snapshot{Policy: p}
 	if cfg.TenantsFile != "" {
-		d, err := LoadTenantsFile(cfg.TenantsFile, p)
+		hint := ""
+		if cfg.PolicyFile == "" {
+			hint = fmt.Sprintf(": without %sPOLICY_FILE the policy is one limit, %q (%sLIMIT per %sWINDOW); set %sPOLICY_FILE to a policy file that defines the limits the tenants override",
+				EnvPrefix, domain.DefaultLimit, EnvPrefix, EnvPrefix, EnvPrefix)
+		}
+		d, err := loadTenantsFile(cfg.TenantsFile, p, hint)
 		if err != nil {
 			return nil, err
 		}
@@ -59,9 +65,12 @@ func reload(cfg Config, e *engine.Engine, log *slog.Logger) *engine.Snapshot {
 		return e.Snapshot()
 	}
 	e.Swap(snap)
-	if cfg.TenantsFile != "" {
+	switch {
+	case cfg.TenantsFile != "" && cfg.PolicyFile != "":
+		log.Info("tenants and policy files reloaded", "path", cfg.TenantsFile, "tenants", snap.Tenants.Len(), "policy", policyForLog(cfg, snap.Policy))
+	case cfg.TenantsFile != "":
 		log.Info("tenants file reloaded", "path", cfg.TenantsFile, "tenants", snap.Tenants.Len(), "policy", policyForLog(cfg, snap.Policy))
-	} else {
+	default:
 		log.Info("policy file reloaded", "policy", policyForLog(cfg, snap.Policy))
 	}
 	return snap
