@@ -17,14 +17,6 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// What the rate limit service's variables accept (see accepted).
-func init() {
-	accepted["RLS_ADDR"] = "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC without TLS)"
-	accepted["RLS_CONFIG"] = "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR"
-	accepted["RLS_COUNT_DENIED"] = "true (count denied hits on every descriptor, as envoyproxy/ratelimit) or false (all or nothing) (also 1, 0, t, f)"
-	accepted["RLS_RESPONSE_HEADERS"] = "true or false (also 1, 0, t, f)"
-}
-
 // rlsReloadInterval is how often TOLLGATE_RLS_CONFIG is read again: a
 // change takes effect within it (the contract says 2 s).
 const rlsReloadInterval = time.Second

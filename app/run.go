@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -281,14 +280,8 @@ func redisURLForLog(cfg Config) string {
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "tollgate: a rate-limiting API gateway. `tollgate -version` prints the version.")
 	fmt.Fprintln(w, "Configure it with environment variables:")
-	defaults := envDefaults()
-	names := make([]string, 0, len(accepted))
-	for n := range accepted {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %s%-20s default %-28q %s\n", EnvPrefix, n, defaults[n], accepted[n])
+	for _, v := range variables {
+		fmt.Fprintf(w, "  %s%-20s default %-28q %s\n", EnvPrefix, v.name, v.def, v.accepts)
 	}
 	fmt.Fprintln(w, "Algorithms (TOLLGATE_ALGORITHM), each on every store:")
 	for _, a := range domain.Algorithms {
