@@ -1,45 +1,26 @@
 package app
 
 import (
-	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/caarlos0/env/v11"
 )
 
-// The errors Validate reports (its checks are the table of variables',
-// vars.go), and the start-up warnings of unknown and unread variables.
+// The start-up warnings of unknown and unread variables (the checks and
+// their errors are the table of variables', vars.go).
 
-// ConfigError is a setting that does not parse or is out of range. It
-// names the variable, the value given and what is accepted; credentials
-// in the value are masked.
-type ConfigError struct {
-	Var   string // full variable name, such as TOLLGATE_LIMIT
-	Value string // as given, credentials masked
-	Want  string // what is accepted
-	Why   string // what is wrong with Value, when more is known than Want says; may be empty
-}
-
-// Error names the variable, the value as given, what is wrong with it
-// (when known) and what is accepted.
-func (e *ConfigError) Error() string {
-	if e.Why != "" {
-		return fmt.Sprintf("%s=%q is invalid (%s): want %s", e.Var, e.Value, e.Why, e.Want)
+// warnIgnored logs a warning for each TOLLGATE_* variable of environ that
+// no setting reads, or that cfg's other settings leave unread: neither
+// stops the process.
+func warnIgnored(log *slog.Logger, cfg Config, environ []string) {
+	for _, u := range unknownVariables(environ) {
+		log.Warn("unknown variable ignored: no setting reads it", "variable", u.name, "did_you_mean", u.meant)
 	}
-	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
-}
-
-func configError(name, value string) *ConfigError {
-	v, _ := variableNamed(name)
-	if v.show != nil {
-		value = v.show(value)
+	for _, v := range ineffectiveVariables(cfg, environ) {
+		log.Warn("variable ignored: it has no effect with the other settings", "variable", v.name, "applies_with", v.appliesWith)
 	}
-	return &ConfigError{Var: EnvPrefix + name, Value: value, Want: v.accepts}
 }
-
-// Validate checks every setting and reports all problems as one error of
-// joined *ConfigErrors.
-func (c Config) Validate() error { return c.validate(nil, nil) }
 
 // unknownVariable is a TOLLGATE_* variable tollgate does not read, and
 // the one it most likely meant ("" when none is close).

@@ -12,13 +12,18 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/admin"
 	"github.com/tollgate/tollgate/faces/check"
 	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/ports"
 )
 
 // listener is one of the gateway's listeners: the proxy, the check
@@ -50,7 +55,8 @@ var listenerNames = []string{"public", "check", "rls", "admin"}
 // proxy (TOLLGATE_LISTEN_ADDR, unless off) and the check endpoint
 // (TOLLGATE_CHECK_ADDR, when set). Both decide with eng, so they share
 // one store, breaker and deny cache: one budget per tenant.
-func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies, m *metrics.Metrics, log *slog.Logger) []*listener {
+func faceListeners(cfg Config, eng *engine.Engine, m *metrics.Metrics, log *slog.Logger) []*listener {
+	trusted, _ := domain.ParseTrustedProxies(cfg.TrustedProxies) // validated
 	describer := httpface.Describer{TenantHeader: http.CanonicalHeaderKey(cfg.TenantHeader), Trusted: trusted}
 	var ls []*listener
 	if cfg.ListenAddr != ListenOff {
@@ -84,6 +90,39 @@ func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies
 		}), log)})
 	}
 	return ls
+}
+
+// adminListener returns the admin listener (TOLLGATE_ADMIN_ADDR):
+// /healthz, /readyz (asking ready), /metrics from reg, the usage API on
+// eng with TOLLGATE_ADMIN_TOKEN, and pprof with TOLLGATE_PPROF.
+func adminListener(cfg Config, eng *engine.Engine, ready ports.Pinger, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
+	h := admin.New(ready, cfg.RedisTimeout, reg, log)
+	if cfg.AdminToken != "" {
+		h = admin.WithUsage(h, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
+	}
+	// The admin API reads no body: one sent anyway must not hold the
+	// answer. (pprof's symbol lookup reads its POST body: it is outside.)
+	h = httpface.IgnoreBodies(h)
+	if cfg.Pprof {
+		h = admin.WithPprof(h)
+	}
+	return &listener{name: "admin", addr: cfg.AdminAddr, variable: EnvPrefix + "ADMIN_ADDR", srv: newHTTPServer(h, log)}
+}
+
+// newHTTPServer returns a server with timeouts against slow clients.
+// There is no overall read or write timeout: bodies and responses may
+// stream; the upstream timeout bounds the wait for the upstream.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		// OPTIONS * reaches the handler too: net/http's own answer (200)
+		// would be a check the check listener never decided.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // listenAll listens on the address of every listener of ls, in order.

@@ -21,7 +21,9 @@ func parseLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("unknown log level %q", s)
 }
 
-// newLogger returns a JSON-lines logger on w at level.
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+// newLogger returns a JSON-lines logger on w at level, a LOG_LEVEL value
+// (validated).
+func newLogger(w io.Writer, level string) *slog.Logger {
+	l, _ := parseLevel(level)
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }

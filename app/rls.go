@@ -44,13 +44,11 @@ func loadRLS(cfg Config) (*rlsConfig, error) {
 
 // withRLS returns ls with Envoy's rate limit service's listener
 // (TOLLGATE_RLS_ADDR, the face on eng with rc from loadRLS) when rc is
-// not nil, and a stop for the watcher of its directory. From then on the
-// directory is watched until stop or ctx's end: a change applies within
-// rlsReloadInterval, a rejected one is logged and the old configuration
-// stays.
-func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) ([]*listener, func()) {
+// not nil, and that face (nil otherwise), whose configuration the
+// reloader keeps up with rc's directory.
+func withRLS(ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) ([]*listener, *rls.Server) {
 	if rc == nil {
-		return ls, func() {}
+		return ls, nil
 	}
 	face := rls.New(rc.conf, rls.Options{
 		Engine:          eng,
@@ -63,15 +61,7 @@ func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng
 	})
 	log.Info("rate limit service configuration loaded", "dir", cfg.RLSConfig, "domains", len(rc.conf.Domains()))
 	warnUnconfigured(log, cfg.RLSConfig, rc.conf)
-	wctx, stop := context.WithCancel(ctx)
-	go rc.watcher.Run(wctx, rlsReloadInterval, func(c *rlsconf.Config) {
-		face.SetConfig(c)
-		log.Info("rate limit service configuration reloaded", "dir", cfg.RLSConfig, "domains", len(c.Domains()))
-		warnUnconfigured(log, cfg.RLSConfig, c)
-	}, func(err error) {
-		log.Error("rate limit service configuration rejected; keeping the previous one", "dir", cfg.RLSConfig, "err", err)
-	})
-	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, variable: EnvPrefix + "RLS_ADDR", srv: rlsServer{face.NewGRPCServer(), face}}), stop
+	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, variable: EnvPrefix + "RLS_ADDR", srv: rlsServer{face.NewGRPCServer(), face}}), face
 }
 
 // warnUnconfigured logs the names in dir that c was not read from, if

@@ -1,13 +1,10 @@
 package app
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
-	"github.com/tollgate/tollgate/internal/strictjson"
 )
 
 // loadSnapshot reads what the engine decides with from cfg's files: the
@@ -37,41 +34,4 @@ func loadSnapshot(cfg Config) (*engine.Snapshot, error) {
 		snap.Tenants = d
 	}
 	return snap, nil
-}
-
-// reload re-reads the files on SIGHUP and swaps them into e in one
-// atomic step: the policy and the tenants together (a bad file in either
-// keeps both as they were). Without either file, the signal is logged
-// and ignored. A rejection is logged and the gateway keeps serving with
-// what it has. It returns the snapshot now in use.
-func reload(cfg Config, e *engine.Engine, log *slog.Logger) *engine.Snapshot {
-	if cfg.TenantsFile == "" && cfg.PolicyFile == "" {
-		log.Info("SIGHUP ignored: no tenants file and no policy file")
-		return e.Snapshot()
-	}
-	snap, err := loadSnapshot(cfg)
-	if err != nil {
-		msg := "policy file rejected; keeping the previous policy"
-		if fe := (*strictjson.FileError)(nil); errors.As(err, &fe) && fe.Var == tenantsFileVar {
-			msg = "tenants file rejected; keeping the previous tenants and policy"
-		} else if cfg.TenantsFile != "" {
-			msg = "policy file rejected; keeping the previous policy and tenants"
-		}
-		attrs := []any{"err", err}
-		if old := e.Snapshot().Tenants; old != nil {
-			attrs = append(attrs, "tenants", old.Len())
-		}
-		log.Error(msg, attrs...)
-		return e.Snapshot()
-	}
-	e.Swap(snap)
-	switch {
-	case cfg.TenantsFile != "" && cfg.PolicyFile != "":
-		log.Info("tenants and policy files reloaded", "path", cfg.TenantsFile, "tenants", snap.Tenants.Len(), "policy", policyForLog(cfg, snap.Policy))
-	case cfg.TenantsFile != "":
-		log.Info("tenants file reloaded", "path", cfg.TenantsFile, "tenants", snap.Tenants.Len(), "policy", policyForLog(cfg, snap.Policy))
-	default:
-		log.Info("policy file reloaded", "policy", policyForLog(cfg, snap.Policy))
-	}
-	return snap
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -259,6 +260,37 @@ func withDefaults(vars map[string]string) map[string]string {
 	return out
 }
 
+// ConfigError is a setting that does not parse or is out of range. It
+// names the variable, the value given and what is accepted; credentials
+// in the value are masked.
+type ConfigError struct {
+	Var   string // full variable name, such as TOLLGATE_LIMIT
+	Value string // as given, credentials masked
+	Want  string // what is accepted
+	Why   string // what is wrong with Value, when more is known than Want says; may be empty
+}
+
+// Error names the variable, the value as given, what is wrong with it
+// (when known) and what is accepted.
+func (e *ConfigError) Error() string {
+	if e.Why != "" {
+		return fmt.Sprintf("%s=%q is invalid (%s): want %s", e.Var, e.Value, e.Why, e.Want)
+	}
+	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
+}
+
+func configError(name, value string) *ConfigError {
+	v, _ := variableNamed(name)
+	if v.show != nil {
+		value = v.show(value)
+	}
+	return &ConfigError{Var: EnvPrefix + name, Value: value, Want: v.accepts}
+}
+
+// Validate checks every setting and reports all problems as one error of
+// joined *ConfigErrors.
+func (c Config) Validate() error { return c.validate(nil, nil) }
+
 // validate is Validate, whose errors show a setting as raw (the
 // environment) gave it, such as 0 rather than 0s, when it holds one. The
 // settings in unparsed did not parse, and hold their defaults: they are
@@ -302,6 +334,23 @@ func fieldValue(c Config, name string) string {
 		return strconv.Itoa(f)
 	default:
 		return fmt.Sprint(f)
+	}
+}
+
+// printUsage lists every variable, its default and what it accepts.
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "tollgate: a rate-limiting API gateway. `tollgate -version` prints the version.")
+	fmt.Fprintln(w, "Configure it with environment variables:")
+	for _, v := range variables {
+		fmt.Fprintf(w, "  %s%-20s default %-28q %s\n", EnvPrefix, v.name, v.def, v.accepts)
+	}
+	fmt.Fprintln(w, "Algorithms (TOLLGATE_ALGORITHM), each on every store:")
+	for _, a := range domain.Algorithms {
+		fmt.Fprintf(w, "  %-15s %s\n", a.Name, a.Summary)
+	}
+	fmt.Fprintln(w, "Stores (TOLLGATE_STORE):")
+	for _, s := range stores {
+		fmt.Fprintf(w, "  %-15s %s\n", s.name, s.summary)
 	}
 }
 
