@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -95,4 +96,11 @@ func parse(args, environ []string, stdout io.Writer) (cfg Config, done bool, err
 		return Config{}, true, &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %s", strings.ReplaceAll(err.Error(), "\n", "; "))}
 	}
 	return cfg, false, nil
+}
+
+// newLogger returns a JSON-lines logger on w at level, a LOG_LEVEL value
+// (validated).
+func newLogger(w io.Writer, level string) *slog.Logger {
+	l, _ := parseLevel(level)
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }
