@@ -312,7 +312,7 @@ func (c Config) validate(raw map[string]string, unparsed map[string]bool) error 
 			value = fieldValue(c, v.name)
 		}
 		e := configError(v.name, value)
-		if p, ok := err.(invalid); ok {
+		if p := (invalid{}); errors.As(err, &p) {
 			e.Why = p.why
 			if p.want != "" {
 				e.Want = p.want
