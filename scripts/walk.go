@@ -1,16 +1,19 @@
 //go:build ignore
 
 // Walk measures the walk from app.Run: a depth-first walk, in source
-// order, over every function, method and package-level variable of app/
-// (non-test files) that Run's body names, then theirs, and so on
-// (resolved with go/types; a variable's initializer is walked, so a
-// table's functions count; calls through interfaces and func fields do
-// not; WALK_TABLES=0 leaves variables out, WALK_DEPTH=n stops n calls
-// below the root). It prints how many functions and files the walk reaches, how
-// often it moves from one file to another (entering a callee, and coming
-// back), and how many of those moves go back into a file already visited.
+// order, over every function, method and package-level variable that
+// Run's body names, then theirs, and so on (resolved with go/types; a
+// variable's initializer is walked, so a table's functions count; calls
+// through interfaces and func fields are not followed). It prints how
+// many functions and files the walk reaches, how often it moves from one
+// file to another (entering a callee, and coming back), and how many of
+// those moves go back into a file already visited.
 //
-//	go run scripts/walk.go [package dir, default ./app] [root, default Run]
+//	go run scripts/walk.go [package, default ./app] [root, default Run]
+//
+// WALK_SCOPE=module follows calls into every package of the module, not
+// only the root's; WALK_TABLES=0 leaves variables out; WALK_DEPTH=n stops
+// n calls below the root; WALK_VERBOSE=1 lists the walk.
 package main
 
 import (
@@ -29,6 +32,12 @@ import (
 	"strings"
 )
 
+type listed struct {
+	ImportPath, Dir, Export string
+	GoFiles                 []string
+	Module                  *struct{ Path, Dir string }
+}
+
 func main() {
 	dir, root := "./app", "Run"
 	if len(os.Args) > 1 {
@@ -37,67 +46,104 @@ func main() {
 	if len(os.Args) > 2 {
 		root = os.Args[2]
 	}
-	exports := map[string]string{}
-	out, err := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Export", dir).Output()
+	out, err := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Dir,Export,GoFiles,Module", dir).Output()
 	if err != nil {
 		panic(err)
 	}
+	pkgs := map[string]listed{}
+	var rootPath, modPath, modDir string
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	for {
-		var p struct{ ImportPath, Export string }
+		var p listed
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
 			panic(err)
 		}
-		exports[p.ImportPath] = p.Export
+		pkgs[p.ImportPath] = p
+		rootPath = p.ImportPath // -deps lists the root last
+		if p.Module != nil {
+			modPath, modDir = p.Module.Path, p.Module.Dir
+		}
 	}
+	moduleWide := os.Getenv("WALK_SCOPE") == "module"
+	ours := func(path string) bool {
+		if moduleWide {
+			return path == modPath || strings.HasPrefix(path, modPath+"/")
+		}
+		return path == rootPath
+	}
+
 	fset := token.NewFileSet()
-	paths, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-	var files []*ast.File
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, p, nil, 0)
-		if err != nil {
-			panic(err)
-		}
-		files = append(files, f)
-	}
-	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) { return os.Open(exports[path]) })
 	info := &types.Info{Uses: map[*ast.Ident]types.Object{}, Defs: map[*ast.Ident]types.Object{}}
-	pkg, err := (&types.Config{Importer: imp}).Check("app", fset, files, info)
-	if err != nil {
-		panic(err)
-	}
-	// The body of every function and the initializer of every variable.
 	bodies := map[types.Object]ast.Node{}
-	for _, f := range files {
-		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.FuncDecl:
-				if d.Body != nil {
-					bodies[info.Defs[d.Name]] = d.Body
-				}
-			case *ast.GenDecl:
-				for _, s := range d.Specs {
-					if vs, ok := s.(*ast.ValueSpec); ok && d.Tok == token.VAR {
-						for i, n := range vs.Names {
-							if i < len(vs.Values) {
-								bodies[info.Defs[n]] = vs.Values[i]
+	checked := map[string]*types.Package{}
+	gc := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) { return os.Open(pkgs[path].Export) })
+	var imp importerFunc
+	imp = func(path string) (*types.Package, error) {
+		if p, ok := checked[path]; ok {
+			return p, nil
+		}
+		if !ours(path) {
+			return gc.Import(path)
+		}
+		l := pkgs[path]
+		var files []*ast.File
+		for _, name := range l.GoFiles {
+			f, err := parser.ParseFile(fset, filepath.Join(l.Dir, name), nil, 0)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, f)
+		}
+		p, err := (&types.Config{Importer: imp}).Check(path, fset, files, info)
+		if err != nil {
+			return nil, err
+		}
+		checked[path] = p
+		for _, f := range files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Body != nil {
+						bodies[info.Defs[d.Name]] = d.Body
+					}
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						if vs, ok := s.(*ast.ValueSpec); ok && d.Tok == token.VAR {
+							for i, n := range vs.Names {
+								if i < len(vs.Values) {
+									bodies[info.Defs[n]] = vs.Values[i]
+								}
 							}
 						}
 					}
 				}
 			}
 		}
+		return p, nil
 	}
-	start := pkg.Scope().Lookup(root)
+	rootPkg, err := imp(rootPath)
+	if err != nil {
+		panic(err)
+	}
+	start := rootPkg.Scope().Lookup(root)
+
+	maxDepth := 1 << 30
+	if d := os.Getenv("WALK_DEPTH"); d != "" {
+		fmt.Sscan(d, &maxDepth)
+	}
+	rel := func(pos token.Pos) string {
+		name := fset.Position(pos).Filename
+		if r, err := filepath.Rel(modDir, name); err == nil {
+			return r
+		}
+		return name
+	}
 	seen := map[types.Object]bool{}
 	visited := map[string]bool{}
 	var order []string
-	funcs, moves, climbs := 0, 0, 0
+	funcs, moves, climbs, depth := 0, 0, 0, 0
 	cur := ""
 	enter := func(file string) {
 		if file != cur {
@@ -108,23 +154,18 @@ func main() {
 		}
 		visited[file], cur = true, file
 	}
-	maxDepth := 1 << 30
-	if d := os.Getenv("WALK_DEPTH"); d != "" {
-		fmt.Sscan(d, &maxDepth)
-	}
-	depth := 0
 	var visit func(o types.Object)
 	visit = func(o types.Object) {
 		depth++
 		defer func() { depth-- }()
 		seen[o] = true
-		file := filepath.Base(fset.Position(o.Pos()).Filename)
+		file := rel(o.Pos())
 		enter(file)
 		name := o.Name()
 		if fn, ok := o.(*types.Func); ok {
 			funcs++
 			if r := fn.Signature().Recv(); r != nil {
-				name = strings.TrimPrefix(types.TypeString(r.Type(), types.RelativeTo(pkg)), "*") + "." + name
+				name = strings.TrimPrefix(types.TypeString(r.Type(), types.RelativeTo(o.Pkg())), "*") + "." + name
 			}
 		}
 		order = append(order, file+": "+name)
@@ -134,10 +175,10 @@ func main() {
 				return true
 			}
 			u := info.Uses[id]
-			if u == nil || u.Pkg() != pkg || seen[u] || bodies[u] == nil || depth > maxDepth {
+			if u == nil || u.Pkg() == nil || !ours(u.Pkg().Path()) || seen[u] || bodies[u] == nil || depth > maxDepth {
 				return true
 			}
-			if v, ok := u.(*types.Var); ok && (v.Parent() != pkg.Scope() || os.Getenv("WALK_TABLES") == "0") {
+			if v, ok := u.(*types.Var); ok && (v.Parent() != u.Pkg().Scope() || os.Getenv("WALK_TABLES") == "0") {
 				return true
 			}
 			visit(u)
@@ -162,3 +203,7 @@ func main() {
 		root, lines, funcs, len(seen)-funcs, len(visited), moves, climbs)
 	fmt.Println("files: " + strings.Join(names, " "))
 }
+
+type importerFunc func(path string) (*types.Package, error)
+
+func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
