@@ -57,8 +57,8 @@ type reloader struct {
 }
 
 // run reloads the files on every signal of hup, and watches the rate
-// limit service's directory (a change applies within rlsReloadInterval),
-// until ctx ends. A reload of the files runs beside this loop, one at a
+// limit service's directory (polled every rlsReloadInterval), until ctx
+// ends. A reload of the files runs beside this loop, one at a
 // time: a file that never finishes reading (a FIFO, a hung network
 // mount) must not keep a stop waiting. A signal during a reload runs one
 // more after it, which reads the files as they are then.
