@@ -26,19 +26,46 @@ import (
 // own TestEveryAlgorithm), so a new store is a row here and a package.
 type store struct {
 	name, summary string
-	// shared: replicas share it, so it can fail (the fail mode, the
-	// breaker and the replica count apply).
-	shared bool
-	// validate checks the store's own settings (nil: none).
-	validate func(Config) error
-	// open builds cfg.Algorithm on the store: the limiter, its
-	// readiness check, and what to close, in order.
-	open func(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error)
+	// open builds cfg.Algorithm on the store, with what the layers need
+	// of it.
+	open func(ctx context.Context, cfg Config, env backendEnv) (opened, error)
 }
 
 var stores = []store{
 	{name: StoreMemory, summary: "one replica, in process", open: openMemory},
-	{name: StoreRedis, summary: "Redis or Valkey, shared by every replica", shared: true, validate: validRedisURL, open: openRedis},
+	{name: StoreRedis, summary: "Redis or Valkey, shared by every replica", open: openRedis},
+}
+
+// opened is a store built by its row's open: what the engine decides
+// with, and what the layers around it need of it.
+type opened struct {
+	limiter ports.Limiter
+	usage   ports.Usage  // the store's reads and resets
+	pinger  ports.Pinger // its readiness check
+	closers []io.Closer  // what to close, in order, after the layers'
+	// shared is what a store the replicas share gives its layers; nil
+	// for a store in process, which neither fails nor has other replicas.
+	shared *sharedStore
+}
+
+// sharedStore is what a store shared by replicas gives the layers: it can
+// fail (the fail mode and the breaker, probing its pinger, apply), it
+// counts the replicas sharing it (the local fail mode's N), and it
+// carries a tenant's resets to the other replicas.
+type sharedStore struct {
+	// countReplicas starts counting the replicas through the store; n
+	// is the count, stop withdraws this replica.
+	countReplicas func(cfg Config, env backendEnv) (n func() int, stop io.Closer)
+	// listenResets starts hearing the resets announced through the
+	// store (this replica's own included), and returns where to announce
+	// them.
+	listenResets func(prefix string, heard func(domain.TenantID, []string)) resetBus
+}
+
+// resetBus carries resets to the other replicas, until closed.
+type resetBus interface {
+	Announce(ctx context.Context, tenant domain.TenantID, keys []string) error
+	io.Closer
 }
 
 // storeNamed returns the row of name.
@@ -108,21 +135,18 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		return backend{}, fmt.Errorf("store %q: not in the table", cfg.Store) // Validate rejects it first
 	}
 	env := backendEnv{onError: onError, metrics: m, log: log, replica: replicaID()}
-	lim, pinger, closers, err := st.open(ctx, cfg, env)
+	op, err := st.open(ctx, cfg, env)
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: pinger}
-	var resets resets
-	if u, ok := lim.(ports.Usage); ok {
-		resets.Usage = u
-		be.usage = &resets
-	}
+	be := backend{pinger: op.pinger}
+	resets := resets{Usage: op.usage}
+	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
 	replicas := func() int { return 1 }
-	if st.shared {
+	if op.shared != nil {
 		b := layers.NewBreaker(layers.BreakerOptions{
-			Probe:        pinger,
+			Probe:        op.pinger,
 			Timeout:      cfg.RedisTimeout,
 			OnProbeError: onError,
 			OnChange:     m.SetStoreUp,
@@ -130,12 +154,12 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		inner = append(inner, b.Layer())
 		be.closers = append(be.closers, b)
 		if cfg.FailMode == FailLocal && cfg.Replicas == 0 {
-			count, closer := countReplicas(cfg, closers, env)
+			count, closer := op.shared.countReplicas(cfg, env)
 			replicas = count
 			be.closers = append(be.closers, closer) // withdraws before the client closes
 		}
 	}
-	be.closers = append(be.closers, closers...)
+	be.closers = append(be.closers, op.closers...)
 	if cfg.Replicas > 0 {
 		replicas = func() int { return cfg.Replicas }
 		m.SetReplicas(cfg.Replicas)
@@ -161,10 +185,10 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		outer = append(outer, cache.Layer())
 		resets.forget = append(resets.forget, cache.Forget)
 	}
-	if st.shared && be.usage != nil && (len(resets.forget) > 0 || len(resets.also) > 0) {
+	if op.shared != nil && (len(resets.forget) > 0 || len(resets.also) > 0) {
 		// Other replicas' resets, heard at once (and for the deny cache
 		// within a second regardless: its own bound).
-		bus := redis.ListenResets(clientOf(closers), cfg.KeyPrefix, func(t domain.TenantID, keys []string) {
+		bus := op.shared.listenResets(cfg.KeyPrefix, func(t domain.TenantID, keys []string) {
 			resets.heard(cfg.KeyPrefix, t, keys)
 		})
 		resets.announce = func(ctx context.Context, req domain.Request) {
@@ -174,17 +198,17 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		}
 		be.closers = append([]io.Closer{bus}, be.closers...) // unsubscribes before anything closes
 	}
-	be.limiter = ports.Chain(lim, append(append(outer, failMode), inner...)...)
+	be.limiter = ports.Chain(op.limiter, append(append(outer, failMode), inner...)...)
 	return be, nil
 }
 
 // openMemory is the memory store's open.
-func openMemory(_ context.Context, cfg Config, _ backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error) {
+func openMemory(_ context.Context, cfg Config, _ backendEnv) (opened, error) {
 	l, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg)})
 	if err != nil {
-		return nil, nil, nil, err
+		return opened{}, err
 	}
-	return l, alwaysUp{}, []io.Closer{l}, nil
+	return opened{limiter: l, usage: l, pinger: alwaysUp{}, closers: []io.Closer{l}}, nil
 }
 
 // memoryMaxKeys is TOLLGATE_MEMORY_MAX_KEYS as memory.Options wants it:
@@ -198,13 +222,13 @@ func memoryMaxKeys(cfg Config) int {
 
 // openRedis is the Redis store's open: a client tuned for a gateway,
 // checked (and its connections warmed) at start-up.
-func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error) {
+func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) {
 	client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{
 		Timeout: cfg.RedisTimeout,
 		Cluster: cfg.RedisMode == RedisCluster,
 	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
+		return opened{}, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
 	}
 	if client.TLSUnverified() {
 		env.log.Warn("redis: TLS without certificate verification (skip_verify=true in TOLLGATE_REDIS_URL): whoever is on the path to Redis can pose as it")
@@ -216,16 +240,29 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, 
 	if err != nil {
 		leases.Close()
 		client.Close()
-		return nil, nil, nil, err
+		return opened{}, err
 	}
-	return l, client, []io.Closer{leases, client}, nil
+	return opened{limiter: l, usage: l, pinger: client, closers: []io.Closer{leases, client}, shared: redisShared(client)}, nil
 }
 
-// countReplicas counts the replicas sharing the Redis store of closers
-// (its client) through the store, for the local fail mode's N.
-func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int, io.Closer) {
+// redisShared is what the Redis store of client gives the layers: the
+// replicas counted and the resets carried through it.
+func redisShared(client *redis.Client) *sharedStore {
+	return &sharedStore{
+		countReplicas: func(cfg Config, env backendEnv) (func() int, io.Closer) {
+			return countReplicas(cfg, redis.NewReplicas(client, cfg.KeyPrefix), env)
+		},
+		listenResets: func(prefix string, heard func(domain.TenantID, []string)) resetBus {
+			return redis.ListenResets(client, prefix, heard)
+		},
+	}
+}
+
+// countReplicas counts the replicas sharing a store through announcer,
+// for the local fail mode's N.
+func countReplicas(cfg Config, announcer layers.Announcer, env backendEnv) (func() int, io.Closer) {
 	count := layers.NewReplicaCount(layers.ReplicaCountOptions{
-		Announcer: redis.NewReplicas(clientOf(closers), cfg.KeyPrefix),
+		Announcer: announcer,
 		ID:        env.replica,
 		OnError:   env.onError,
 		OnCount:   env.metrics.SetReplicas,
@@ -245,16 +282,6 @@ func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int,
 		},
 	})
 	return count.N, count
-}
-
-// clientOf returns the Redis client among closers, the Redis store's.
-func clientOf(closers []io.Closer) *redis.Client {
-	for _, c := range closers {
-		if rc, ok := c.(*redis.Client); ok {
-			return rc
-		}
-	}
-	panic("app: no Redis client among the store's closers") // a wiring defect
 }
 
 // replicaID names this process among the replicas: host, process id and

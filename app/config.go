@@ -40,12 +40,14 @@ const (
 )
 
 // Config is every setting of the gateway, parsed from TOLLGATE_* variables
-// by [LoadConfig]. Nothing else in tollgate reads the environment.
+// by [LoadConfig]. Nothing else in tollgate reads the environment. Each
+// field's default, accepted values and check are its variable's row in
+// the table of variables (app/vars.go).
 type Config struct {
 	// ListenAddr is the public listener: the rate-limited traffic,
 	// proxied. [ListenOff] runs none (a gateway that only answers
 	// checks).
-	ListenAddr string `env:"LISTEN_ADDR" envDefault:":8080"`
+	ListenAddr string `env:"LISTEN_ADDR"`
 	// CheckAddr is the decision endpoint's listener, for nginx
 	// auth_request, Caddy forward_auth and Traefik ForwardAuth; empty
 	// means off.
@@ -53,9 +55,9 @@ type Config struct {
 	// CheckDenyStatus is the status of a denial on the check listener:
 	// 429, or 403 for nginx auth_request (which takes any other status
 	// but 2xx and 401 for an error).
-	CheckDenyStatus int `env:"CHECK_DENY_STATUS" envDefault:"429"`
+	CheckDenyStatus int `env:"CHECK_DENY_STATUS"`
 	// AdminAddr serves /healthz, /readyz and /metrics, never limited.
-	AdminAddr string `env:"ADMIN_ADDR" envDefault:":9090"`
+	AdminAddr string `env:"ADMIN_ADDR"`
 	// AdminToken is the bearer token of the usage API on the admin
 	// listener; empty turns the API off. Never printed.
 	AdminToken string `env:"ADMIN_TOKEN"`
@@ -63,31 +65,31 @@ type Config struct {
 	// built-in echo responder.
 	UpstreamURL string `env:"UPSTREAM_URL"`
 	// UpstreamTimeout bounds the wait for the upstream's response headers.
-	UpstreamTimeout time.Duration `env:"UPSTREAM_TIMEOUT" envDefault:"30s"`
+	UpstreamTimeout time.Duration `env:"UPSTREAM_TIMEOUT"`
 	// Algorithm is one of fixed_window, sliding_log, sliding_window,
 	// token_bucket.
-	Algorithm string `env:"ALGORITHM" envDefault:"fixed_window"`
+	Algorithm string `env:"ALGORITHM"`
 	// Store is memory (one replica) or redis (shared by all replicas).
-	Store string `env:"STORE" envDefault:"memory"`
+	Store string `env:"STORE"`
 	// Limit is the default budget: requests per window per tenant.
-	Limit int64 `env:"LIMIT" envDefault:"100"`
+	Limit int64 `env:"LIMIT"`
 	// Window is the default window.
-	Window time.Duration `env:"WINDOW" envDefault:"1m"`
+	Window time.Duration `env:"WINDOW"`
 	// FailMode is open (admit on a store error), closed (answer 503) or
 	// local (decide in process with the limits divided by the replicas).
-	FailMode string `env:"FAIL_MODE" envDefault:"open"`
+	FailMode string `env:"FAIL_MODE"`
 	// Replicas is N for the local fail mode: the replicas sharing the
 	// store. 0 counts them through the store.
-	Replicas int `env:"REPLICAS" envDefault:"0"`
+	Replicas int `env:"REPLICAS"`
 	// DenyCache answers an already-denied tenant from memory until its
 	// Retry-After.
-	DenyCache bool `env:"DENY_CACHE" envDefault:"true"`
+	DenyCache bool `env:"DENY_CACHE"`
 	// MemoryMaxKeys bounds the keys of the memory store: past it, new
 	// tenants are decided as the shared unknown tenant.
-	MemoryMaxKeys int `env:"MEMORY_MAX_KEYS" envDefault:"1000000"`
+	MemoryMaxKeys int `env:"MEMORY_MAX_KEYS"`
 	// TenantHeader carries the tenant id when no tenants file is set. Only
 	// trust it behind an edge that sets and overwrites it.
-	TenantHeader string `env:"TENANT_HEADER" envDefault:"X-Tenant-ID"`
+	TenantHeader string `env:"TENANT_HEADER"`
 	// TenantsFile is a JSON file of tenants, API keys and budgets.
 	TenantsFile string `env:"TENANTS_FILE"`
 	// PolicyFile is a JSON file of named limits and routes; empty means
@@ -95,45 +97,45 @@ type Config struct {
 	PolicyFile string `env:"POLICY_FILE"`
 	// Shadow puts every limit in shadow mode: would-be denials are
 	// forwarded, logged and counted.
-	Shadow bool `env:"SHADOW" envDefault:"false"`
+	Shadow bool `env:"SHADOW"`
 	// TrustedProxies are the CIDRs whose X-Forwarded-For and Forwarded
 	// the gateway believes (comma-separated).
 	TrustedProxies string `env:"TRUSTED_PROXIES"`
 	// Anonymous is how unresolved traffic is metered: shared (the one
 	// tenant unknown) or ip (per client address).
-	Anonymous string `env:"ANONYMOUS" envDefault:"shared"`
+	Anonymous string `env:"ANONYMOUS"`
 	// IPv6Prefix groups IPv6 clients with Anonymous=ip: per prefix of this
 	// many bits.
-	IPv6Prefix int `env:"IPV6_PREFIX" envDefault:"64"`
+	IPv6Prefix int `env:"IPV6_PREFIX"`
 	// RedisMode is single (one Redis, or a proxy) or cluster (Redis
 	// Cluster: RedisURL is then a seed list).
-	RedisMode string `env:"REDIS_MODE" envDefault:"single"`
+	RedisMode string `env:"REDIS_MODE"`
 	// RedisURL is a go-redis URL; it may hold credentials. In cluster
 	// mode, redis://[user:pass@]host:port?addr=host2:port2&addr=...
-	RedisURL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0"`
+	RedisURL string `env:"REDIS_URL"`
 	// RedisTimeout is how long a decision in flight may go without Redis
 	// answering anything before it takes the fail mode (see
 	// adapters/redis: the wait in this process's own queue does not
 	// count).
-	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"250ms"`
+	RedisTimeout time.Duration `env:"REDIS_TIMEOUT"`
 	// Lease is how long a concurrency slot of a vanished replica stays
 	// taken on the Redis store after its last renewal (running requests
 	// renew theirs every third of it).
-	Lease time.Duration `env:"LEASE" envDefault:"10s"`
+	Lease time.Duration `env:"LEASE"`
 	// KeyPrefix prefixes every key the gateway writes. It holds no '{'
 	// or '}': the tenant is every key's Redis Cluster hash tag, and a
 	// brace in front of it would make the prefix the tag (every tenant
 	// on one slot) or split a decision's keys over slots.
-	KeyPrefix string `env:"KEY_PREFIX" envDefault:"rl:"`
+	KeyPrefix string `env:"KEY_PREFIX"`
 	// AccessLog writes one JSON line per request on stderr.
-	AccessLog bool `env:"ACCESS_LOG" envDefault:"false"`
+	AccessLog bool `env:"ACCESS_LOG"`
 	// LogLevel is debug, info, warn or error.
-	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+	LogLevel string `env:"LOG_LEVEL"`
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin
 	// listener, for profiling under load. Off by default: profiles reveal
 	// the process's internals, and the admin listener may be reachable
 	// by more than its operators.
-	Pprof bool `env:"PPROF" envDefault:"false"`
+	Pprof bool `env:"PPROF"`
 	// RLSAddr is the gRPC listener of Envoy's rate limit service; empty
 	// means off.
 	RLSAddr string `env:"RLS_ADDR"`
@@ -142,10 +144,10 @@ type Config struct {
 	RLSConfig string `env:"RLS_CONFIG"`
 	// RLSCountDenied counts every descriptor's hits whatever the verdict,
 	// as envoyproxy/ratelimit does; false is all or nothing.
-	RLSCountDenied bool `env:"RLS_COUNT_DENIED" envDefault:"false"`
+	RLSCountDenied bool `env:"RLS_COUNT_DENIED"`
 	// RLSResponseHeaders adds RateLimit-Limit/-Remaining/-Reset to the
 	// rate limit service's answers.
-	RLSResponseHeaders bool `env:"RLS_RESPONSE_HEADERS" envDefault:"false"`
+	RLSResponseHeaders bool `env:"RLS_RESPONSE_HEADERS"`
 }
 
 // LoadConfig parses environ (KEY=value pairs, as os.Environ returns) into a
@@ -154,7 +156,7 @@ type Config struct {
 // joined into one error.
 func LoadConfig(environ []string) (Config, error) {
 	vars := env.ToMap(environ)
-	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: vars, Prefix: EnvPrefix})
+	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: withDefaults(vars), Prefix: EnvPrefix})
 	if err == nil {
 		return cfg, cfg.validate(vars, nil)
 	}
@@ -168,7 +170,7 @@ func LoadConfig(environ []string) (Config, error) {
 			rest[k] = v
 		}
 	}
-	cfg, err = env.ParseAsWithOptions[Config](env.Options{Environment: rest, Prefix: EnvPrefix})
+	cfg, err = env.ParseAsWithOptions[Config](env.Options{Environment: withDefaults(rest), Prefix: EnvPrefix})
 	if err != nil {
 		return Config{}, perr
 	}
@@ -208,16 +210,15 @@ func envName(field string) string {
 	return name
 }
 
-// envDefaults returns each variable's default (without the prefix).
-func envDefaults() map[string]string {
-	t := reflect.TypeFor[Config]()
-	d := make(map[string]string, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		d[name] = f.Tag.Get("envDefault")
+// configField returns the value of c's field whose env tag is name.
+func configField(c Config, name string) any {
+	v := reflect.ValueOf(c)
+	for i := range v.NumField() {
+		if tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("env"), ","); tag == name {
+			return v.Field(i).Interface()
+		}
 	}
-	return d
+	return nil
 }
 
 // Rule returns the default rule: LIMIT per WINDOW.

@@ -11,22 +11,31 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/faces/admin"
 	"github.com/tollgate/tollgate/faces/check"
 	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/faces/proxy"
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/ports"
 )
 
 // listener is one of the gateway's listeners: the proxy, the check
 // endpoint, Envoy's rate limit service or the admin listener.
 type listener struct {
 	name string // as the start-up log names it: public, check, rls, admin
-	addr string // the host:port to listen on
-	srv  server
-	ln   net.Listener // set by listenAll
+	addr string // the host:port to listen on, the value of variable
+	// variable is the setting that gives addr, such as
+	// TOLLGATE_LISTEN_ADDR.
+	variable string
+	srv      server
+	ln       net.Listener // set by listenAll
 }
 
 // server is what serves a listener: an *http.Server, or Envoy's rate
@@ -46,7 +55,8 @@ var listenerNames = []string{"public", "check", "rls", "admin"}
 // proxy (TOLLGATE_LISTEN_ADDR, unless off) and the check endpoint
 // (TOLLGATE_CHECK_ADDR, when set). Both decide with eng, so they share
 // one store, breaker and deny cache: one budget per tenant.
-func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies, m *metrics.Metrics, log *slog.Logger) []*listener {
+func faceListeners(cfg Config, eng *engine.Engine, m *metrics.Metrics, log *slog.Logger) []*listener {
+	trusted, _ := domain.ParseTrustedProxies(cfg.TrustedProxies) // validated
 	describer := httpface.Describer{TenantHeader: http.CanonicalHeaderKey(cfg.TenantHeader), Trusted: trusted}
 	var ls []*listener
 	if cfg.ListenAddr != ListenOff {
@@ -60,7 +70,7 @@ func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies
 				Log:         log,
 			})
 		}
-		ls = append(ls, &listener{name: "public", addr: cfg.ListenAddr, srv: newHTTPServer(proxy.New(proxy.Options{
+		ls = append(ls, &listener{name: "public", addr: cfg.ListenAddr, variable: EnvPrefix + "LISTEN_ADDR", srv: newHTTPServer(proxy.New(proxy.Options{
 			Engine:    eng,
 			Upstream:  upstream,
 			Describer: describer,
@@ -70,7 +80,7 @@ func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies
 		}), log)})
 	}
 	if cfg.CheckAddr != "" {
-		ls = append(ls, &listener{name: "check", addr: cfg.CheckAddr, srv: newHTTPServer(check.New(check.Options{
+		ls = append(ls, &listener{name: "check", addr: cfg.CheckAddr, variable: EnvPrefix + "CHECK_ADDR", srv: newHTTPServer(check.New(check.Options{
 			Engine:     eng,
 			Describer:  describer,
 			DenyStatus: cfg.CheckDenyStatus,
@@ -82,9 +92,43 @@ func faceListeners(cfg Config, eng *engine.Engine, trusted domain.TrustedProxies
 	return ls
 }
 
+// adminListener returns the admin listener (TOLLGATE_ADMIN_ADDR):
+// /healthz, /readyz (asking ready), /metrics from reg, the usage API on
+// eng with TOLLGATE_ADMIN_TOKEN, and pprof with TOLLGATE_PPROF.
+func adminListener(cfg Config, eng *engine.Engine, ready ports.Pinger, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
+	h := admin.New(ready, cfg.RedisTimeout, reg, log)
+	if cfg.AdminToken != "" {
+		h = admin.WithUsage(h, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
+	}
+	// The admin API reads no body: one sent anyway must not hold the
+	// answer. (pprof's symbol lookup reads its POST body: it is outside.)
+	h = httpface.IgnoreBodies(h)
+	if cfg.Pprof {
+		h = admin.WithPprof(h)
+	}
+	return &listener{name: "admin", addr: cfg.AdminAddr, variable: EnvPrefix + "ADMIN_ADDR", srv: newHTTPServer(h, log)}
+}
+
+// newHTTPServer returns a server with timeouts against slow clients.
+// There is no overall read or write timeout: bodies and responses may
+// stream; the upstream timeout bounds the wait for the upstream.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		// OPTIONS * reaches the handler too: net/http's own answer (200)
+		// would be a check the check listener never decided.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
 // listenAll listens on the address of every listener of ls, in order.
-// On a failure it closes the listeners it opened and returns the error,
-// naming the listener.
+// On a failure it closes the listeners it opened and returns an
+// *ExitError of code 2 naming the listener's variable and the fix: an
+// address that cannot be listened on is a setting to change.
 func listenAll(ls []*listener) error {
 	for i, l := range ls {
 		ln, err := net.Listen("tcp", l.addr)
@@ -92,11 +136,25 @@ func listenAll(ls []*listener) error {
 			for _, opened := range ls[:i] {
 				opened.ln.Close()
 			}
-			return fmt.Errorf("%s listener: %w", l.name, err)
+			return &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %s=%q: %s (%w)", l.variable, l.addr, listenFix(l.variable, err), err)}
 		}
 		l.ln = ln
 	}
 	return nil
+}
+
+// listenFix says why a listen on variable's address failed with err and
+// what to do about it.
+func listenFix(variable string, err error) string {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return "the address is in use by another process: stop that process, or set " + variable + " to a free host:port"
+	case errors.Is(err, syscall.EACCES):
+		return "not permitted to listen there (ports below 1024 need privileges): set " + variable + " to a port from 1024, such as :8080, or grant CAP_NET_BIND_SERVICE"
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return "no interface of this host has that address: set " + variable + " to one of its addresses, or to :port for every interface"
+	}
+	return "cannot listen there: set " + variable + " to a host:port this host can listen on"
 }
 
 // serveAll serves every listener of ls, opened by listenAll, in a

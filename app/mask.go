@@ -7,6 +7,10 @@ import (
 
 // How secrets are masked in what config errors and logs show.
 
+// unparsableURL stands for a value that does not parse as a URL and may
+// hold a secret.
+const unparsableURL = "<unparsable URL, masked>"
+
 // MaskURL returns s with its secrets replaced by "xxxxx": a password, a
 // lone user-info field (redis://s3cret@host), which go-redis reads as a
 // password, a password query parameter (?password=…, in any case),
@@ -17,7 +21,7 @@ func MaskURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		if strings.Contains(s, "@") || strings.Contains(strings.ToLower(s), "password") {
-			return "<unparsable URL, masked>"
+			return unparsableURL
 		}
 		return s
 	}
@@ -77,9 +81,17 @@ func MaskURL(s string) string {
 // without its query (which may carry a credential) or fragment (which
 // Validate refuses) and with any user-info masked. A value that does not parse is masked whole.
 func upstreamForLog(s string) string {
+	if !strings.Contains(s, "://") {
+		// host:port, or a bare host: shown as the URL it lacks the
+		// scheme of, less that scheme (user:s3cret@svc would otherwise
+		// parse as the scheme "user").
+		if shown := upstreamForLog("http://" + s); shown != unparsableURL {
+			return strings.TrimPrefix(shown, "http://")
+		}
+	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return "<unparsable URL, masked>"
+		return unparsableURL
 	}
 	hadQuery := u.RawQuery != "" || u.ForceQuery
 	hadFragment := u.Fragment != "" || strings.Contains(s, "#")

@@ -17,14 +17,6 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// What the rate limit service's variables accept (see accepted).
-func init() {
-	accepted["RLS_ADDR"] = "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC without TLS)"
-	accepted["RLS_CONFIG"] = "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR"
-	accepted["RLS_COUNT_DENIED"] = "true (count denied hits on every descriptor, as envoyproxy/ratelimit) or false (all or nothing) (also 1, 0, t, f)"
-	accepted["RLS_RESPONSE_HEADERS"] = "true or false (also 1, 0, t, f)"
-}
-
 // rlsReloadInterval is how often TOLLGATE_RLS_CONFIG is read again, so
 // that a change applies within 2 s, as docs/rls.md says.
 const rlsReloadInterval = time.Second
@@ -52,13 +44,11 @@ func loadRLS(cfg Config) (*rlsConfig, error) {
 
 // withRLS returns ls with Envoy's rate limit service's listener
 // (TOLLGATE_RLS_ADDR, the face on eng with rc from loadRLS) when rc is
-// not nil, and a stop for the watcher of its directory. From then on the
-// directory is watched until stop or ctx's end: a change applies within
-// rlsReloadInterval, a rejected one is logged and the old configuration
-// stays.
-func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) ([]*listener, func()) {
+// not nil, and that face (nil otherwise), whose configuration the
+// reloader keeps up with rc's directory.
+func withRLS(ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) ([]*listener, *rls.Server) {
 	if rc == nil {
-		return ls, func() {}
+		return ls, nil
 	}
 	face := rls.New(rc.conf, rls.Options{
 		Engine:          eng,
@@ -71,15 +61,7 @@ func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng
 	})
 	log.Info("rate limit service configuration loaded", "dir", cfg.RLSConfig, "domains", len(rc.conf.Domains()))
 	warnUnconfigured(log, cfg.RLSConfig, rc.conf)
-	wctx, stop := context.WithCancel(ctx)
-	go rc.watcher.Run(wctx, rlsReloadInterval, func(c *rlsconf.Config) {
-		face.SetConfig(c)
-		log.Info("rate limit service configuration reloaded", "dir", cfg.RLSConfig, "domains", len(c.Domains()))
-		warnUnconfigured(log, cfg.RLSConfig, c)
-	}, func(err error) {
-		log.Error("rate limit service configuration rejected; keeping the previous one", "dir", cfg.RLSConfig, "err", err)
-	})
-	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, srv: rlsServer{face.NewGRPCServer(), face}}), stop
+	return append(ls, &listener{name: "rls", addr: cfg.RLSAddr, variable: EnvPrefix + "RLS_ADDR", srv: rlsServer{face.NewGRPCServer(), face}}), face
 }
 
 // warnUnconfigured logs the names in dir that c was not read from, if

@@ -115,8 +115,8 @@ func TestRunListenError(t *testing.T) {
 	g := apptest.Start(t)
 	addr := strings.TrimPrefix(g.Public, "http://")
 	err := app.Run(t.Context(), []string{"tollgate"}, []string{"TOLLGATE_LISTEN_ADDR=" + addr, "TOLLGATE_ADMIN_ADDR=127.0.0.1:0"}, io.Discard, io.Discard)
-	if code := app.ExitCode(err); code != 1 || !strings.Contains(err.Error(), "listen") {
-		t.Errorf("Run on a busy port = %v (exit %d), want a listen error, exit 1", err, code)
+	if code := app.ExitCode(err); code != 2 || !strings.Contains(err.Error(), "listen") {
+		t.Errorf("Run on a busy port = %v (exit %d), want a listen error, exit 2", err, code)
 	}
 }
 

@@ -80,11 +80,17 @@ func (o limitOverride) calendarFields() calendarFields {
 // traffic: a tenant by that name would share its budget with every
 // anonymous client.
 func LoadTenantsFile(path string, policy *domain.Policy) (*engine.Directory, error) {
+	return loadTenantsFile(path, policy, "")
+}
+
+// loadTenantsFile is LoadTenantsFile, whose error for an override of a
+// limit the policy lacks ends with hint when hint is not empty.
+func loadTenantsFile(path string, policy *domain.Policy, hint string) (*engine.Directory, error) {
 	var doc tenantsFile
 	if err := strictjson.ReadFile(tenantsFileVar, path, &doc, `a "tenants" array`); err != nil {
 		return nil, err
 	}
-	d, err := buildDirectory(doc, policy)
+	d, err := buildDirectory(doc, policy, hint)
 	if err != nil {
 		return nil, &strictjson.FileError{Var: tenantsFileVar, Path: path, Err: err}
 	}
@@ -93,7 +99,7 @@ func LoadTenantsFile(path string, policy *domain.Policy) (*engine.Directory, err
 
 // buildDirectory validates doc. It reports every problem, joined on one
 // line.
-func buildDirectory(doc tenantsFile, policy *domain.Policy) (*engine.Directory, error) {
+func buildDirectory(doc tenantsFile, policy *domain.Policy, hint string) (*engine.Directory, error) {
 	type keyAt struct{ tenant, key int }
 	var problems []string
 	bad := func(i int, id, format string, args ...any) {
@@ -117,7 +123,7 @@ func buildDirectory(doc tenantsFile, policy *domain.Policy) (*engine.Directory, 
 				ids[id] = i
 			}
 		}
-		tenant, errs := entryTenant(id, e, policy)
+		tenant, errs := entryTenant(id, e, policy, hint)
 		for _, err := range errs {
 			bad(i, e.ID, "%v", err)
 		}
@@ -150,8 +156,9 @@ func buildDirectory(doc tenantsFile, policy *domain.Policy) (*engine.Directory, 
 
 // entryTenant returns the tenant e describes, with id, under policy: its
 // own rules for named limits (limit and window: the limit "default";
-// limits: any). It reports every problem.
-func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engine.Tenant, []error) {
+// limits: any). It reports every problem; hint ends the one of an
+// override of a limit the policy lacks.
+func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy, hint string) (engine.Tenant, []error) {
 	t := engine.Tenant{ID: id}
 	var errs []error
 	override := func(name string, rule domain.Rule) {
@@ -180,7 +187,7 @@ func entryTenant(id domain.TenantID, e tenantEntry, policy *domain.Policy) (engi
 		l, ok := policy.Limit(o.Name)
 		switch _, dup := t.Rules[o.Name]; {
 		case !ok:
-			errs = append(errs, fmt.Errorf("%sthe policy has no limit of that name", at))
+			errs = append(errs, fmt.Errorf("%sthe policy has no limit of that name%s", at, hint))
 			continue
 		case dup || (o.Name == domain.DefaultLimit && (e.Limit != nil || e.Window != nil)):
 			errs = append(errs, fmt.Errorf("%soverridden twice", at))

@@ -172,7 +172,13 @@ func (u *usageAPI) reset(w http.ResponseWriter, r *http.Request) {
 		// A stalled Redis that received the DEL may still run it.
 		msg = "usage API: reset failed: the store did not answer (it may still make it)"
 	}
-	u.opts.Log.Warn(msg, "tenant", clipped(string(id)), "limit", clipped(what), "client", peer(r), "status", code)
+	attrs := []any{"tenant", clipped(string(id))}
+	if named || code == http.StatusServiceUnavailable {
+		// A refused call that named no limit reset nothing: "all" would
+		// say it was asked to reset every limit.
+		attrs = append(attrs, "limit", clipped(what))
+	}
+	u.opts.Log.Warn(msg, append(attrs, "client", peer(r), "status", code)...)
 }
 
 // otherParam is a parameter of query other than want, or "".
