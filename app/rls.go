@@ -26,7 +26,8 @@ func init() {
 }
 
 // rlsReloadInterval is how often TOLLGATE_RLS_CONFIG is read again: a
-// change takes effect within it (the contract says 2 s).
+// change takes effect within two of them, as two reads must agree (the
+// contract says 2 s).
 const rlsReloadInterval = time.Second
 
 // rlsConfig is TOLLGATE_RLS_CONFIG loaded, and the watcher of its
@@ -54,7 +55,7 @@ func loadRLS(cfg Config) (*rlsConfig, error) {
 // (TOLLGATE_RLS_ADDR, the face on eng with rc from loadRLS) when rc is
 // not nil, and a stop for the watcher of its directory. From then on the
 // directory is watched until stop or ctx's end: a change applies within
-// rlsReloadInterval, a rejected one is logged and the old configuration
+// two rlsReloadIntervals, a rejected one is logged and the old configuration
 // stays.
 func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) ([]*listener, func()) {
 	if rc == nil {
