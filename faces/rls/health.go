@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,8 +30,10 @@ const watchFresh = watchInterval / 2
 // per watch per second let a client multiply the store's pings by the
 // streams it opened: 20000 watches were 20000 PINGs a second to Redis,
 // which slowed decisions and made the pings time out, every watch
-// flapping to NOT_SERVING.)
+// flapping to NOT_SERVING.) It also counts the watches open, which
+// Options.MaxWatches bounds.
 type watchProbe struct {
+	open    atomic.Int64 // watches open, at most Options.MaxWatches
 	mu      sync.Mutex
 	at      time.Time // when the last check ended; zero before any
 	st      healthpb.HealthCheckResponse_ServingStatus
@@ -124,8 +127,15 @@ func (h *health) List(ctx context.Context, _ *healthpb.HealthListRequest) (*heal
 // Watch implements healthpb.HealthServer: the status now, then every
 // change, checked every second (one check shared by every watch:
 // [watchProbe]), until the caller goes away or the server
-// drains ([Server.Drain]: NOT_SERVING, then the stream ends).
+// drains ([Server.Drain]: NOT_SERVING, then the stream ends). Past
+// Options.MaxWatches watches open, it answers RESOURCE_EXHAUSTED.
 func (h *health) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
+	open := &h.s.watch.open
+	if n := open.Add(1); n > int64(h.s.opts.MaxWatches) {
+		open.Add(-1)
+		return status.Errorf(codes.ResourceExhausted, "more than %d health watches open; use Check", h.s.opts.MaxWatches)
+	}
+	defer open.Add(-1)
 	ctx := stream.Context()
 	last := healthpb.HealthCheckResponse_ServingStatus(-1)
 	tick := time.NewTicker(watchInterval)
