@@ -17,8 +17,9 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// rlsReloadInterval is how often TOLLGATE_RLS_CONFIG is read again, so
-// that a change applies within 2 s, as docs/rls.md says.
+// rlsReloadInterval is how often TOLLGATE_RLS_CONFIG is read again: a
+// change applies within two of them, as two reads must agree (within
+// 2 s, as docs/rls.md says).
 const rlsReloadInterval = time.Second
 
 // rlsConfig is TOLLGATE_RLS_CONFIG loaded, and the watcher of its
@@ -45,7 +46,9 @@ func loadRLS(cfg Config) (*rlsConfig, error) {
 // withRLS returns ls with Envoy's rate limit service's listener
 // (TOLLGATE_RLS_ADDR, the face on eng with rc from loadRLS) when rc is
 // not nil, and that face (nil otherwise), whose configuration the
-// reloader keeps up with rc's directory.
+// reloader keeps up with rc's directory: a change applies within two
+// rlsReloadIntervals, a rejected one is logged and the old configuration
+// stays.
 func withRLS(ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, ready ports.Pinger, m *metrics.Metrics, log *slog.Logger) ([]*listener, *rls.Server) {
 	if rc == nil {
 		return ls, nil

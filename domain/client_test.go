@@ -357,8 +357,25 @@ func TestAnonymousSubject(t *testing.T) {
 		{"::1", 64, "ip:::/64"},
 		{"::1", 128, "ip:::1/128"},
 		{"::", 128, "ip:::/128"},
-		{"::102:304", 128, "ip:::102:304/128"}, // IPv4-compatible, not mapped: IPv6
 		{"::ffff:0:102:304", 128, "ip:::ffff:0:102:304/128"},
+		// IPv4 embedded in IPv6 (NAT64's well-known prefix, IPv4-compatible):
+		// the IPv4 address it carries, so the IPv4 clients behind one
+		// translator are metered apart, and as they are over IPv4.
+		{"64:ff9b::203.0.113.7", 64, "ip:203.0.113.7"},
+		{"64:ff9b::203.0.113.8", 64, "ip:203.0.113.8"},
+		{"64:ff9b::cb00:7107", 128, "ip:203.0.113.7"},
+		{"64:FF9B::203.0.113.7", 32, "ip:203.0.113.7"},
+		{"64:ff9b::10.1.2.3%eth0", 64, "ip:10.1.2.3"},
+		{"::203.0.113.7", 64, "ip:203.0.113.7"},
+		{"::102:304", 128, "ip:1.2.3.4"},
+		{"::ffff:203.0.113.7", 32, "ip:203.0.113.7"},
+		// Not IPv4-embedded: beside the well-known prefix, or ::/96 with
+		// 0.0.0.0/8 (:: and ::1 are not IPv4 clients).
+		{"64:ff9b:1::203.0.113.7", 64, "ip:64:ff9b:1::/64"},
+		{"64:ff9b:0:0:1::cb00:7107", 64, "ip:64:ff9b::/64"},
+		{"64:ff9b:0:0:1::cb00:7107", 128, "ip:64:ff9b::1:0:cb00:7107/128"},
+		{"::0.255.255.255", 128, "ip:::ff:ffff/128"},
+		{"::1:0:0:0", 128, "ip:::1:0:0:0/128"},
 		// Out of range: clamped.
 		{"2001:db8:1:2:3:4:5:6", 0, "ip:2001:db8::/32"},
 		{"2001:db8:1:2:3:4:5:6", -1, "ip:2001:db8::/32"},
@@ -389,6 +406,11 @@ func TestAnonymousSubjectShape(t *testing.T) {
 		b[10], b[11] = 0xff, 0xff
 		clear(b[:10])
 		addrs = append(addrs, netip.AddrFrom16(b)) // IPv4-mapped
+		b[10], b[11] = 0, 0
+		b[12] |= 1
+		addrs = append(addrs, netip.AddrFrom16(b)) // IPv4-compatible
+		b[0], b[1], b[2], b[3] = 0, 0x64, 0xff, 0x9b
+		addrs = append(addrs, netip.AddrFrom16(b)) // NAT64
 	}
 	addrs = append(addrs, netip.IPv6Unspecified(), netip.MustParseAddr("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"))
 	for _, a := range addrs {
@@ -410,7 +432,7 @@ func TestAnonymousSubjectShape(t *testing.T) {
 			if !strings.HasPrefix(string(s), "ip:") {
 				t.Fatalf("AnonymousSubject(%s, %d) = %q, want the ip: prefix", a, bits, s)
 			}
-			if u := a.Unmap(); u.Is4() {
+			if u, ok := carriedIPv4(a); ok {
 				if got := netip.MustParseAddr(string(s[3:])); got != u {
 					t.Fatalf("AnonymousSubject(%s, %d) = %q, want %s", a, bits, s, u)
 				}
@@ -425,6 +447,21 @@ func TestAnonymousSubjectShape(t *testing.T) {
 	if longest != domain.MaxAnonymousSubjectLen {
 		t.Errorf("longest subject = %d bytes, want MaxAnonymousSubjectLen = %d (the bound is tight)", longest, domain.MaxAnonymousSubjectLen)
 	}
+}
+
+// carriedIPv4 returns the IPv4 address a is or carries in its last 32
+// bits (IPv4-mapped, NAT64's 64:ff9b::/96, or ::/96 but for 0.0.0.0/8).
+func carriedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if u := a.Unmap(); u.Is4() {
+		return u, true
+	}
+	b := a.As16()
+	v4 := netip.AddrFrom4([4]byte(b[12:]))
+	nat64 := [12]byte{0, 0x64, 0xff, 0x9b}
+	if [12]byte(b[:12]) == nat64 || ([12]byte(b[:12]) == [12]byte{} && b[12] != 0) {
+		return v4, true
+	}
+	return netip.Addr{}, false
 }
 
 func TestAnonymousSubjectKey(t *testing.T) {
@@ -465,7 +502,7 @@ func TestIsAnonymousSubject(t *testing.T) {
 }
 
 func TestAnonymousSubjectAllocs(t *testing.T) {
-	for _, a := range []string{"203.0.113.7", "::ffff:203.0.113.7", "2001:db8:1:2:3:4:5:6", "fe80::1%eth0"} {
+	for _, a := range []string{"203.0.113.7", "::ffff:203.0.113.7", "64:ff9b::203.0.113.7", "2001:db8:1:2:3:4:5:6", "fe80::1%eth0"} {
 		ip := addr(a)
 		if n := testing.AllocsPerRun(100, func() { domain.AnonymousSubject(ip, 64) }); n > 1 {
 			t.Errorf("AnonymousSubject(%s, 64) allocates %v times, want at most 1 (the string)", a, n)

@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -27,8 +28,10 @@ const watchFresh = watchInterval / 2
 // at a time, its answer shared for watchFresh, so that the store is
 // asked at most twice a second however many watches are open: a check
 // per watch would let a client multiply the store's pings by the streams
-// it opens.
+// it opens. It also counts the watches open, which Options.MaxWatches
+// bounds.
 type watchProbe struct {
+	open    atomic.Int64 // watches open, at most Options.MaxWatches
 	mu      sync.Mutex
 	at      time.Time // when the last check ended; zero before any
 	st      healthpb.HealthCheckResponse_ServingStatus
@@ -122,8 +125,15 @@ func (h *health) List(ctx context.Context, _ *healthpb.HealthListRequest) (*heal
 // Watch implements healthpb.HealthServer: the status now, then every
 // change, checked every second (one check shared by every watch:
 // [watchProbe]), until the caller goes away or the server
-// drains ([Server.Drain]: NOT_SERVING, then the stream ends).
+// drains ([Server.Drain]: NOT_SERVING, then the stream ends). Past
+// Options.MaxWatches watches open, it answers RESOURCE_EXHAUSTED.
 func (h *health) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
+	open := &h.s.watch.open
+	if n := open.Add(1); n > int64(h.s.opts.MaxWatches) {
+		open.Add(-1)
+		return status.Errorf(codes.ResourceExhausted, "more than %d health watches open; use Check", h.s.opts.MaxWatches)
+	}
+	defer open.Add(-1)
 	ctx := stream.Context()
 	last := healthpb.HealthCheckResponse_ServingStatus(-1)
 	tick := time.NewTicker(watchInterval)

@@ -88,6 +88,11 @@ type Options struct {
 	// Log gets one line per call whose handler panicked (answered
 	// INTERNAL). Nil: none.
 	Log *slog.Logger
+	// MaxWatches bounds the grpc.health.v1.Health watches open at once
+	// on the server: past it a Watch is refused RESOURCE_EXHAUSTED, as
+	// each holds a stream and its buffers until the caller hangs up.
+	// Zero means [DefaultMaxWatches].
+	MaxWatches int
 }
 
 // Server is the face: a RateLimitServiceServer and a HealthServer on the
@@ -127,6 +132,9 @@ func New(cfg *rlsconf.Config, opts Options) *Server {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxWatches <= 0 {
+		opts.MaxWatches = DefaultMaxWatches
+	}
 	s := &Server{opts: opts, draining: make(chan struct{})}
 	s.SetConfig(cfg)
 	return s
@@ -165,12 +173,13 @@ const streamWorkers = 256
 
 // NewGRPCServer returns a gRPC server (HTTP/2 without TLS, as Envoy's
 // rate limit filter speaks to a cluster without a transport socket)
-// serving s's RateLimitService and Health, with opts after its own. A
+// serving s's RateLimitService and Health, with opts after its own
+// (bounds on streams per connection and keepalive: [MaxStreamsPerConn]). A
 // call whose handler panics is answered INTERNAL and logged (Options.Log);
 // the other calls go on. The caller serves it on a listener and stops it
 // (GracefulStop).
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	own := []grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers), grpc.ChainUnaryInterceptor(recoverer(s.opts.Log)), grpc.ChainStreamInterceptor(recoverStream(s.opts.Log))}
+	own := append(serverBounds(), grpc.NumStreamWorkers(streamWorkers), grpc.ChainUnaryInterceptor(recoverer(s.opts.Log)), grpc.ChainStreamInterceptor(recoverStream(s.opts.Log)))
 	g := grpc.NewServer(append(own, opts...)...)
 	pb.RegisterRateLimitServiceServer(g, s)
 	healthpb.RegisterHealthServer(g, &health{s: s})

@@ -19,7 +19,7 @@ import (
 type Watcher struct {
 	dir     string
 	sum     [sha256.Size]byte // of the files last loaded or rejected
-	broken  [sha256.Size]byte // of files rejected once, not reported yet
+	pending [sha256.Size]byte // of changed files seen once, not reported yet
 	readErr string            // the last read error reported
 	unread  string            // a read error seen once, not reported yet
 }
@@ -44,12 +44,13 @@ func NewWatcher(dir string) (*Watcher, *Config, error) {
 // Poll reads the directory again. It returns changed=false when its
 // files are what they were at the last load or rejection; else the new
 // configuration, or the error that rejects it (a [*FileError]: that
-// content is then not reported again until it changes). Content that is
-// rejected is reported only when a second Poll finds it unchanged: a file
-// written in place may be read half written, and the next Poll reads it
-// whole. A file that cannot be read (a link being swapped, or left
-// dangling) is an error too, reported only when the next Poll finds it
-// again, and then once until it changes.
+// content is then not reported again until it changes). A change, valid
+// or not, is reported only when the next Poll finds the same content: a
+// file written in place may be read half written, its first part may
+// parse on its own, and the next Poll reads it whole. A file that cannot
+// be read (a link being swapped, or left dangling) is an error too,
+// reported only when the next Poll finds it again, and then once until it
+// changes.
 func (w *Watcher) Poll() (c *Config, changed bool, err error) {
 	files, skipped, err := readDir(w.dir)
 	if err != nil {
@@ -67,14 +68,15 @@ func (w *Watcher) Poll() (c *Config, changed bool, err error) {
 	w.readErr, w.unread = "", ""
 	sum := fingerprint(files)
 	if sum == w.sum {
+		w.pending = [sha256.Size]byte{}
+		return nil, false, nil
+	}
+	if sum != w.pending {
+		w.pending = sum // perhaps half written: reported if it stays so
 		return nil, false, nil
 	}
 	c, err = Parse(files)
-	if err != nil && sum != w.broken {
-		w.broken = sum // perhaps half written: reported if it stays so
-		return nil, false, nil
-	}
-	w.sum, w.broken = sum, [sha256.Size]byte{}
+	w.sum, w.pending = sum, [sha256.Size]byte{}
 	if c != nil {
 		c.skipped = skipped
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,10 +67,12 @@ func TestWatcherPoll(t *testing.T) {
 	write(t, filepath.Join(dir, "a.yaml"), domainFile("a", 1)) // rewritten as it was
 	poll("the same content", false, false)
 	write(t, filepath.Join(dir, "a.yaml"), domainFile("a", 2))
+	poll("a file rewritten, seen once (perhaps half written)", false, false)
 	if c := poll("a file rewritten", true, false); rpu(c, "a") != 2 {
 		t.Errorf("after the rewrite: a=%d, want 2", rpu(c, "a"))
 	}
 	write(t, filepath.Join(dir, "b.yml"), domainFile("b", 3))
+	poll("a file added, seen once", false, false)
 	if c := poll("a file added", true, false); rpu(c, "a") != 2 || rpu(c, "b") != 3 {
 		t.Errorf("after the addition: a=%d b=%d, want 2 and 3", rpu(c, "a"), rpu(c, "b"))
 	}
@@ -87,6 +90,7 @@ func TestWatcherPoll(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "c.yaml")); err != nil {
 		t.Fatal(err)
 	}
+	poll("the broken file removed, seen once", false, false)
 	if c := poll("the broken file removed", true, false); rpu(c, "b") != 3 {
 		t.Errorf("after the removal: b=%d, want 3", rpu(c, "b"))
 	}
@@ -114,6 +118,49 @@ func TestWatcherPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll("removed before a second look: never reported", false, false)
+}
+
+// TestWatcherHalfWritten: a file rewritten in place in two writes may be
+// read after the first, and a prefix of a configuration can parse (here,
+// the rule's key without its limit: every request OK). Poll applies a
+// change only when a second Poll finds it unchanged.
+func TestWatcherHalfWritten(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	write(t, path, domainFile("a", 3))
+	w, _, err := rlsconf.NewWatcher(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := domainFile("a", 4)
+	prefix := full[:strings.Index(full, "    rate_limit")]
+	if _, err := rlsconf.Parse([]rlsconf.File{{Name: path, Data: []byte(prefix)}}); err != nil {
+		t.Fatalf("the prefix %q does not parse (%v): the test needs one that does", prefix, err)
+	}
+	write(t, path, prefix)
+	if c, changed, err := w.Poll(); changed {
+		t.Fatalf("the first half, seen once: Poll() = changed, a=%d, err %v; want unchanged until a second Poll agrees", rpu(c, "a"), err)
+	}
+	write(t, path, full)
+	if c, changed, err := w.Poll(); changed {
+		t.Fatalf("the whole file, seen once: Poll() = changed, a=%d, err %v; want unchanged until a second Poll agrees", rpu(c, "a"), err)
+	}
+	if c, changed, err := w.Poll(); !changed || err != nil || rpu(c, "a") != 4 {
+		t.Fatalf("the whole file, seen twice: Poll() = changed %v, err %v, a=%d; want the new file (4)", changed, err, rpu(c, "a"))
+	}
+	// A change undone before a second look is never applied, nor is it
+	// when it comes back: the second look must follow the first.
+	write(t, path, prefix)
+	w.Poll()
+	write(t, path, full)
+	if _, changed, _ := w.Poll(); changed {
+		t.Fatal("the file back as it was: Poll() = changed, want unchanged")
+	}
+	write(t, path, prefix)
+	if c, changed, _ := w.Poll(); changed {
+		t.Fatalf("the prefix again, after it was undone: Poll() = changed, a=%d; want unchanged until a second Poll agrees", rpu(c, "a"))
+	}
 }
 
 // TestWatcherConfigMap: a Kubernetes ConfigMap volume's files are links
@@ -149,6 +196,9 @@ func TestWatcherConfigMap(t *testing.T) {
 	}
 	if err := os.RemoveAll(filepath.Join(dir, "..2026_01")); err != nil {
 		t.Fatal(err)
+	}
+	if _, changed, err := w.Poll(); changed {
+		t.Fatalf("after the swap, seen once: changed, err %v; want unchanged until a second Poll agrees", err)
 	}
 	c, changed, err := w.Poll()
 	if err != nil || !changed || rpu(c, "cm") != 2 {
