@@ -198,15 +198,18 @@ func (e *heldTimeout) wait() {
 }
 
 // writeHeld writes the answer that write makes (an error's) to w whole
-// and at once, with its length and "Connection: close", so that the
+// and at once, with its length (and "Connection: close" on HTTP/1, whose
+// connection serves nothing else until the handler returns), so that the
 // client has it all, and goes elsewhere for its next request, while the
 // handler waits for the upstream.
-func writeHeld(w http.ResponseWriter, write func(http.ResponseWriter)) {
+func writeHeld(w http.ResponseWriter, r *http.Request, write func(http.ResponseWriter)) {
 	b := &bufferedAnswer{ResponseWriter: w, code: http.StatusOK}
 	write(b)
 	h := w.Header()
 	h.Set("Content-Length", strconv.Itoa(b.body.Len()))
-	h.Set("Connection", "close")
+	if r.ProtoMajor == 1 {
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(b.code)
 	_, _ = w.Write(b.body.Bytes())
 	_ = httpface.Flush(w)

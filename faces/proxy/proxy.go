@@ -201,7 +201,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 			// not wait for it (an upstream refused before any was sent).
 			httpface.AbandonBody(w, r)
 			if held != nil {
-				writeHeld(w, func(w http.ResponseWriter) { httpface.WriteError(w, r, status, msg) })
+				writeHeld(w, r, func(w http.ResponseWriter) { httpface.WriteError(w, r, status, msg) })
 				return
 			}
 			httpface.WriteError(w, r, status, msg)
