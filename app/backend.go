@@ -148,7 +148,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		b := layers.NewBreaker(layers.BreakerOptions{
 			Probe:        op.pinger,
 			Timeout:      cfg.RedisTimeout,
-			OnProbeError: onError,
+			OnProbeError: probeErrorReporter(log, m),
 			OnChange:     m.SetStoreUp,
 		})
 		inner = append(inner, b.Layer())

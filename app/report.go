@@ -50,12 +50,12 @@ func checkRedis(ctx context.Context, client redisChecker, cfg Config, log *slog.
 	log.Info("redis answered", "redis_url", MaskURL(cfg.RedisURL), "redis_mode", cfg.RedisMode, "redis_version", version)
 }
 
-// storeErrorReporter returns what the fail-mode layer and the breaker's
-// probe call on every store error: it counts failed store calls and logs
-// at most one line a second per process, however many requests fail;
-// each line says how many errors it stood for. A decision the open
-// breaker refused ([ports.ErrBreakerOpen]) is logged with them but not
-// counted: no call was made.
+// storeErrorReporter returns what the fail-mode layer, the slot leases
+// and the replica count call on every store error: it counts failed
+// store calls and logs at most one line a second per process, however
+// many requests fail; each line says how many errors it stood for. A
+// decision the open breaker refused ([ports.ErrBreakerOpen]) is logged
+// with them but not counted: no call was made.
 func storeErrorReporter(log *slog.Logger, m *metrics.Metrics, failMode string) func(error) {
 	tl := &throttle.Log{Interval: time.Second}
 	msg := "rate-limit store error; failing " + failMode
@@ -72,5 +72,20 @@ func storeErrorReporter(log *slog.Logger, m *metrics.Metrics, failMode string) f
 			m.StoreError()
 		}
 		tl.Do(func(n int64) { log.Error(msg, "err", err, "errors_since_last_line", n) })
+	}
+}
+
+// probeErrorReporter returns what the breaker calls on every failed ping
+// of the store: no request waits on one and none is decided by it, so it
+// is neither a store error of a decision nor logged as one. It counts
+// them apart (tollgate_store_probe_failures_total) and logs at most one
+// warning a second, which says how many failed pings it stood for.
+func probeErrorReporter(log *slog.Logger, m *metrics.Metrics) func(error) {
+	tl := &throttle.Log{Interval: time.Second}
+	return func(err error) {
+		m.StoreProbeFailed()
+		tl.Do(func(n int64) {
+			log.Warn("rate-limit store probe failed; the store still does not answer", "err", err, "probes_since_last_line", n)
+		})
 	}
 }

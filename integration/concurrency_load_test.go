@@ -319,8 +319,10 @@ func waitReady(t *testing.T, url string) {
 // TestConcurrencyNoLeaks: 10 000 requests on Redis, ending every way a
 // response ends, mixed: the last byte written, a streamed body finished,
 // the client hanging up mid-stream, the upstream failing (502) or timing
-// out (504), a panic in a handler, and denials. Afterwards no slot is
-// taken on Redis, none is held by the replica, and the gauge reads 0.
+// out (504), a panic in a handler, and denials. Once the upstream has
+// ended every exchange (a request nobody waits for holds its slot until
+// then), no slot is taken on Redis, none is held by the replica, and the
+// gauge reads 0.
 func TestConcurrencyNoLeaks(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -432,6 +434,7 @@ func TestConcurrencyNoLeaks(t *testing.T) {
 			t.Errorf("no answer %d among the 10 000: the mix does not end requests every way", code)
 		}
 	}
+	up.WaitInFlight(t, 0)
 	noSlotsLeft(t, srv.Client, prefix, leases.Held)
 	if got := metricstest.Value(t, reg, "tollgate_in_flight"); got != 0 {
 		t.Errorf("tollgate_in_flight = %v, want 0", got)

@@ -205,7 +205,9 @@ func TestBreakerDuringAStall(t *testing.T) {
 	if up := metric(t, g, "tollgate_store_up"); up != 0 {
 		t.Errorf("tollgate_store_up during the stall = %v, want 0", up)
 	}
-	errs, refused := metric(t, g, "tollgate_store_errors_total"), outcomes(t, g, "error")
+	// Failed store calls: the decisions' and the breaker's pings.
+	errs := metric(t, g, "tollgate_store_errors_total") + metric(t, g, "tollgate_store_probe_failures_total")
+	refused := outcomes(t, g, "error")
 	// The first failures: each of 4 clients fails a decision every
 	// deadline until the breaker opens, which takes the threshold's
 	// deadline and then the confirming ping (layers.MinConfirmTimeout);
@@ -213,7 +215,7 @@ func TestBreakerDuringAStall(t *testing.T) {
 	// decisions are thousands.
 	firsts := 4 * float64((timeout+layers.MinConfirmTimeout)/timeout+1)
 	if maxErrs := firsts + float64(stall/layers.DefaultProbeInterval) + 5; errs > maxErrs || errs < 10 {
-		t.Errorf("tollgate_store_errors_total = %v during a %v stall with %v decisions refused, want 10 to %v (probes and first failures only)", errs, stall, refused, maxErrs)
+		t.Errorf("tollgate_store_errors_total + tollgate_store_probe_failures_total = %v during a %v stall with %v decisions refused, want 10 to %v (probes and first failures only)", errs, stall, refused, maxErrs)
 	}
 
 	srv.unpause(t)

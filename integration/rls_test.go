@@ -249,7 +249,7 @@ func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, e
 				t.Fatalf("request %d, store down, fail mode open: %v, want OK", asked+1, r)
 			}
 		}
-		errs := metric(t, g, "tollgate_store_errors_total")
+		errs := metric(t, g, "tollgate_store_errors_total") + metric(t, g, "tollgate_store_probe_failures_total")
 		t.Logf("a second of a failing store: %d requests, %v failed store calls", asked, errs)
 		if metric(t, g, "tollgate_store_up") != 0 || metric(t, g, "tollgate_store_breaker_opens_total") < 1 {
 			t.Errorf("store down: tollgate_store_up %v, breaker opens %v; want 0 and at least 1",

@@ -24,6 +24,7 @@ import (
 type Metrics struct {
 	decisions   [len(outcomeLabels)]prometheus.Counter // by domain.Outcome
 	storeErrors prometheus.Counter
+	probeFails  prometheus.Counter
 	storeFull   prometheus.Counter
 	storeUp     prometheus.Gauge
 	opens       prometheus.Counter
@@ -78,7 +79,11 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	}, []string{"algorithm", "outcome"})
 	storeErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tollgate_store_errors_total",
-		Help: "Failed store calls, probes included.",
+		Help: "Failed store calls: decisions, slot leases and replica announcements (the breaker's probes are tollgate_store_probe_failures_total).",
+	})
+	probeFails := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tollgate_store_probe_failures_total",
+		Help: "Failed pings of the breaker: the one that confirms a failing store, and those of the open breaker every 50 ms until the store answers.",
 	})
 	storeFull := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tollgate_store_full_total",
@@ -128,10 +133,10 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 		Name: "tollgate_in_flight",
 		Help: "Slots of each concurrency limit that this replica's requests hold (on the store, or in its memory under the local fail mode), by limit name.",
 	}, []string{"limit"})
-	reg.MustRegister(decisions, storeErrors, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime, adminActions,
+	reg.MustRegister(decisions, storeErrors, probeFails, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime, adminActions,
 		rls.requests, rls.descriptors, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{storeErrors: storeErrors, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
+	m := &Metrics{storeErrors: storeErrors, probeFails: probeFails, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
 		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls, inFlight: inFlight}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
@@ -187,6 +192,13 @@ func (m *Metrics) inFlightGauge(limit string) prometheus.Gauge {
 func (m *Metrics) StoreError() {
 	if m != nil {
 		m.storeErrors.Inc()
+	}
+}
+
+// StoreProbeFailed counts one failed ping of the breaker.
+func (m *Metrics) StoreProbeFailed() {
+	if m != nil {
+		m.probeFails.Inc()
 	}
 }
 

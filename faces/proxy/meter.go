@@ -19,7 +19,8 @@ import (
 // decided; a denial is 429, the closed fail mode's 503.
 //
 // A request admitted with concurrency slots holds them until next
-// returns (see [engine.Result.Release]).
+// returns (see [engine.Result.Release]); [NewUpstream]'s proxy returns
+// once the upstream's exchange is over (see [holding]).
 //
 // The path must be normal ([httpface.Normalize] runs first).
 type meter struct {
@@ -51,7 +52,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	// upstream failed or timed out (502, 504), or a panic, before the
 	// recoverer answers it.
 	defer res.Release()
-	r = r.WithContext(withTenant(r.Context(), res.Tenant, d.Client))
+	r = r.WithContext(withTenant(r.Context(), res.Tenant, d.Client, res.Verdict.Release != nil))
 	if status, admitted := httpface.Answer(w, r, res, http.StatusTooManyRequests, m.now); !admitted {
 		m.request(res.Route, status)
 		return

@@ -24,6 +24,11 @@ type UpstreamOptions struct {
 	// Timeout bounds the wait for the upstream's response headers; past
 	// it, the client gets 504. Zero means no limit.
 	Timeout time.Duration
+	// DrainTimeout bounds an exchange that holds concurrency slots once
+	// nobody waits for its answer (the client gone, or answered 504):
+	// the upstream has this long to end it, then its connection is
+	// closed and the slots come back. Zero means [DefaultDrainTimeout].
+	DrainTimeout time.Duration
 	// Credentials, if set, is the engine whose tenants' API keys are the
 	// gateway's own: with a tenants file they never go upstream (see
 	// [NewUpstream]).
@@ -86,7 +91,12 @@ type UpstreamOptions struct {
 // accepts JSON; either way a line is logged, without headers, at most
 // one a second (an upstream down fails every request: its
 // errors_since_last_line says how many the line stands for).
-func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
+//
+// A request that holds concurrency slots holds them until the upstream's
+// exchange is over, not only until its client goes or is answered 504:
+// its round trip is not aborted then, and the answer is read and
+// discarded, for at most opts.DrainTimeout more (see [holding]).
+func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 	log := opts.Log
 	if log == nil {
 		log = slog.Default()
@@ -110,9 +120,14 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 	// have taken compressed.
 	transport.DisableCompression = true
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	var rt http.RoundTripper = transport
+	held := transport.Clone()
+	held.ResponseHeaderTimeout = 0 // holding times the headers without aborting
+	rt := &holding{plain: transport, held: held, timeout: opts.Timeout, drain: opts.DrainTimeout}
 	if opts.Transport != nil {
-		rt = opts.Transport
+		rt.plain, rt.held = opts.Transport, opts.Transport
+	}
+	if rt.drain <= 0 {
+		rt.drain = DefaultDrainTimeout
 	}
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -157,6 +172,11 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 		BufferPool:    &copyBuffers,
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			held := asHeldTimeout(err)
+			if held != nil {
+				// Answered now; the slots are held until the exchange ends.
+				defer held.wait()
+			}
 			if bodyTimedOut(r) {
 				// The client's body stalled (see bodyIdleTimeout), not the
 				// upstream; the read error also canceled r's context.
@@ -180,6 +200,10 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) *httputil.ReverseProxy {
 			// What is left of the body will not be read: the answer must
 			// not wait for it (an upstream refused before any was sent).
 			httpface.AbandonBody(w, r)
+			if held != nil {
+				writeHeld(w, r, func(w http.ResponseWriter) { httpface.WriteError(w, r, status, msg) })
+				return
+			}
 			httpface.WriteError(w, r, status, msg)
 		},
 	}

@@ -73,6 +73,11 @@ func slotUpstream(t *testing.T, ended chan<- time.Time) *httptest.Server {
 	return up
 }
 
+// slotDrain is slotGateway's drain bound: a request whose client is gone
+// or was answered 504 holds its slot until the upstream's exchange ends,
+// for at most this long.
+const slotDrain = 100 * time.Millisecond
+
 // slotGateway serves the proxy face to up with a global concurrency limit
 // of 1 on the memory store; a request to /panic panics in the handler
 // after its decision.
@@ -88,7 +93,7 @@ func slotGateway(t *testing.T, up string, watch *slotWatch) *httptest.Server {
 		t.Fatal(err)
 	}
 	target, _ := url.Parse(up)
-	upstream := proxy.NewUpstream(target, proxy.UpstreamOptions{Timeout: 100 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	upstream := proxy.NewUpstream(target, proxy.UpstreamOptions{Timeout: 100 * time.Millisecond, DrainTimeout: slotDrain, Log: slog.New(slog.DiscardHandler)})
 	gw := httptest.NewServer(proxy.New(proxy.Options{
 		Engine: engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, KeyPrefix: "rl:", Observer: watch}),
 		Upstream: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,9 +109,12 @@ func slotGateway(t *testing.T, up string, watch *slotWatch) *httptest.Server {
 
 // TestSlotComesBackAtEveryEnd: a request's concurrency slot comes back
 // within 100 ms of its response's end, however it ends: its last byte
-// written, a streamed body finished, the client hanging up mid-stream,
-// the upstream failing (502) or timing out (504), a panic in a handler
-// (before the recoverer's 500 is written). After each, the one slot is
+// written, a streamed body finished, the upstream failing (502), a panic
+// in a handler (before the recoverer's 500 is written). When nobody waits
+// for the upstream's answer any more (the client hanging up mid-stream,
+// the upstream timing out: 504), the slot is held until the upstream
+// ends its exchange, and these upstreams end it only when their
+// connection closes: the drain bound's end. After each, the one slot is
 // free again.
 func TestSlotComesBackAtEveryEnd(t *testing.T) {
 	t.Parallel()
@@ -136,7 +144,7 @@ func TestSlotComesBackAtEveryEnd(t *testing.T) {
 	}{
 		{"the last byte written", 200, func(t *testing.T) time.Time { _, at := get("/full"); return at }},
 		{"a streamed body finished", 200, func(t *testing.T) time.Time { get("/stream"); return <-streamed }},
-		{"the client hung up mid-stream", 200, func(t *testing.T) time.Time {
+		{"the client hung up mid-stream, and the drain bound passed", 200, func(t *testing.T) time.Time {
 			c, err := net.Dial("tcp", gw.Listener.Addr().String())
 			if err != nil {
 				t.Fatal(err)
@@ -153,10 +161,12 @@ func TestSlotComesBackAtEveryEnd(t *testing.T) {
 				}
 			}
 			c.Close()
-			return time.Now()
+			return time.Now().Add(slotDrain)
 		}},
 		{"the upstream failed", 502, func(t *testing.T) time.Time { return mustStatus(t, get, "/broken", 502) }},
-		{"the upstream timed out", 504, func(t *testing.T) time.Time { return mustStatus(t, get, "/slow", 504) }},
+		{"the upstream timed out, and the drain bound passed", 504, func(t *testing.T) time.Time {
+			return mustStatus(t, get, "/slow", 504).Add(slotDrain)
+		}},
 		{"a panic in a handler", 500, func(t *testing.T) time.Time { return mustStatus(t, get, "/panic", 500) }},
 	}
 	for _, tt := range tests {

@@ -12,23 +12,25 @@ type contextKey struct{ name string }
 var (
 	tenantKey = &contextKey{"tenant"}
 	clientKey = &contextKey{"client"}
+	slotsKey  = &contextKey{"slots"}
 )
 
-// withTenant returns ctx carrying the resolved tenant id and the
-// client's address. It is one allocation, where context.WithValue would
-// be two (the context, and the id boxed in an interface): it runs on
-// every request.
-func withTenant(ctx context.Context, id domain.TenantID, client netip.Addr) context.Context {
-	return &tenantContext{Context: ctx, id: id, client: client}
+// withTenant returns ctx carrying the resolved tenant id, the client's
+// address, and whether the request holds concurrency slots. It is one
+// allocation, where context.WithValue would be two (the context, and the
+// id boxed in an interface): it runs on every request.
+func withTenant(ctx context.Context, id domain.TenantID, client netip.Addr, slots bool) context.Context {
+	return &tenantContext{Context: ctx, id: id, client: client, slots: slots}
 }
 
-// tenantContext is a context carrying a tenant id under tenantKey, and
-// the client address. Its Value is a pointer to the id, which an
-// interface holds without allocating.
+// tenantContext is a context carrying a tenant id under tenantKey, the
+// client address, and whether the request holds slots. Its Value is a
+// pointer to the field, which an interface holds without allocating.
 type tenantContext struct {
 	context.Context
 	id     domain.TenantID
 	client netip.Addr
+	slots  bool
 }
 
 func (c *tenantContext) Value(key any) any {
@@ -37,8 +39,17 @@ func (c *tenantContext) Value(key any) any {
 		return &c.id
 	case clientKey:
 		return &c.client
+	case slotsKey:
+		return &c.slots
 	}
 	return c.Context.Value(key)
+}
+
+// holdsSlots reports whether the request of ctx holds concurrency slots
+// (see [holding]).
+func holdsSlots(ctx context.Context) bool {
+	s, ok := ctx.Value(slotsKey).(*bool)
+	return ok && *s
 }
 
 // TenantFrom returns the tenant the engine resolved for the request of
