@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/adapters/layers"
-	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
@@ -31,9 +30,9 @@ type store struct {
 	shared bool
 	// validate checks the store's own settings (nil: none).
 	validate func(Config) error
-	// open builds cfg.Algorithm on the store: the limiter, its
-	// readiness check, and what to close, in order.
-	open func(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error)
+	// open builds cfg.Algorithm on the store: its limiters (see views),
+	// its readiness check, and what to close, in order.
+	open func(ctx context.Context, cfg Config, env backendEnv) (views, ports.Pinger, []io.Closer, error)
 }
 
 var stores = []store{
@@ -83,6 +82,7 @@ type backendEnv struct {
 // the store's readiness check, and what to close at the end.
 type backend struct {
 	limiter ports.Limiter
+	planned ports.Limiter // the rate limit service's; nil without it
 	pinger  ports.Pinger
 	usage   ports.Usage // the store's, resetting the layers' memory of a tenant too
 	closers []io.Closer // closed in order: the layers' goroutines, then the store
@@ -108,13 +108,13 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		return backend{}, fmt.Errorf("store %q: not in the table", cfg.Store) // Validate rejects it first
 	}
 	env := backendEnv{onError: onError, metrics: m, log: log, replica: replicaID()}
-	lim, pinger, closers, err := st.open(ctx, cfg, env)
+	vs, pinger, closers, err := st.open(ctx, cfg, env)
 	if err != nil {
 		return backend{}, err
 	}
 	be := backend{pinger: pinger}
 	var resets resets
-	if u, ok := lim.(ports.Usage); ok {
+	if u, ok := vs.http.(ports.Usage); ok {
 		resets.Usage = u
 		be.usage = &resets
 	}
@@ -140,26 +140,18 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		replicas = func() int { return cfg.Replicas }
 		m.SetReplicas(cfg.Replicas)
 	}
-	var failMode ports.Layer
-	switch cfg.FailMode {
-	case FailClosed:
-		failMode = layers.FailClosed(onError)
-	case FailLocal:
-		local, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg)})
-		if err != nil {
-			return backend{}, err
-		}
+	failHTTP, failRLS, local, err := failModes(cfg, replicas, onError)
+	if err != nil {
+		return backend{}, err
+	}
+	if local != nil {
 		be.closers = append(be.closers, local)
 		resets.also = append(resets.also, local) // and the keys of other replicas' resets, heard
-		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onError})
-	default:
-		failMode = layers.FailOpen(onError)
 	}
-	var outer []ports.Layer
-	if cfg.DenyCache {
-		cache := layers.NewDenyCache(layers.DenyCacheOptions{})
-		outer = append(outer, cache.Layer())
-		resets.forget = append(resets.forget, cache.Forget)
+	var forget func(domain.TenantID)
+	be.limiter, be.planned, forget = chains(cfg, vs, failHTTP, failRLS, inner)
+	if forget != nil {
+		resets.forget = append(resets.forget, forget)
 	}
 	if st.shared && be.usage != nil && (len(resets.forget) > 0 || len(resets.also) > 0) {
 		// Other replicas' resets, heard at once (and for the deny cache
@@ -174,17 +166,16 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		}
 		be.closers = append([]io.Closer{bus}, be.closers...) // unsubscribes before anything closes
 	}
-	be.limiter = ports.Chain(lim, append(append(outer, failMode), inner...)...)
 	return be, nil
 }
 
 // openMemory is the memory store's open.
-func openMemory(_ context.Context, cfg Config, _ backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error) {
-	l, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg)})
+func openMemory(_ context.Context, cfg Config, _ backendEnv) (views, ports.Pinger, []io.Closer, error) {
+	st, vs, err := memoryViews(cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return views{}, nil, nil, err
 	}
-	return l, alwaysUp{}, []io.Closer{l}, nil
+	return vs, alwaysUp{}, []io.Closer{st}, nil
 }
 
 // memoryMaxKeys is TOLLGATE_MEMORY_MAX_KEYS as memory.Options wants it:
@@ -198,13 +189,13 @@ func memoryMaxKeys(cfg Config) int {
 
 // openRedis is the Redis store's open: a client tuned for a gateway,
 // checked (and its connections warmed) at start-up.
-func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error) {
+func openRedis(ctx context.Context, cfg Config, env backendEnv) (views, ports.Pinger, []io.Closer, error) {
 	client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{
 		Timeout: cfg.RedisTimeout,
 		Cluster: cfg.RedisMode == RedisCluster,
 	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
+		return views{}, nil, nil, fmt.Errorf("redis url %s: %w", MaskURL(cfg.RedisURL), err)
 	}
 	if client.TLSUnverified() {
 		env.log.Warn("redis: TLS without certificate verification (skip_verify=true in TOLLGATE_REDIS_URL): whoever is on the path to Redis can pose as it")
@@ -212,13 +203,13 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, 
 	checkRedis(ctx, client, cfg, env.log)
 	// The slots of concurrency limits: leases this replica renews.
 	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: cfg.Lease, Replica: env.replica, OnError: env.onError})
-	l, err := redis.New(client, cfg.Algorithm, redis.Options{Leases: leases}) // the client times each decision from its send
+	vs, err := redisViews(cfg, client, leases)
 	if err != nil {
 		leases.Close()
 		client.Close()
-		return nil, nil, nil, err
+		return views{}, nil, nil, err
 	}
-	return l, client, []io.Closer{leases, client}, nil
+	return vs, client, []io.Closer{leases, client}, nil
 }
 
 // countReplicas counts the replicas sharing the Redis store of closers

@@ -208,6 +208,17 @@ func (c Config) validate(raw map[string]string, unparsed map[string]bool) error 
 	check(levelErr == nil, "LOG_LEVEL", c.LogLevel)
 	check(c.RLSAddr == "" || validAddr(c.RLSAddr), "RLS_ADDR", c.RLSAddr)
 	check(c.RLSAddr == "" || c.RLSConfig != "", "RLS_CONFIG", c.RLSConfig)
+	if c.RLSAddr != "" && c.RLSCountDenied && c.Algorithm != domain.AlgorithmFixedWindow && !unparsed["RLS_COUNT_DENIED"] && !unparsed["ALGORITHM"] {
+		// Only the fixed window counts a denied hit; the store refuses it.
+		value := "true"
+		if v, set := raw[EnvPrefix+"RLS_COUNT_DENIED"]; set {
+			value = v
+		}
+		e := configError("RLS_COUNT_DENIED", value)
+		e.Why = "only " + domain.AlgorithmFixedWindow + " counts denied hits; TOLLGATE_ALGORITHM is " + c.Algorithm
+		e.Want = "false, or TOLLGATE_ALGORITHM=" + domain.AlgorithmFixedWindow
+		errs = append(errs, e)
+	}
 	return errors.Join(errs...)
 }
 

@@ -21,7 +21,7 @@ import (
 func init() {
 	accepted["RLS_ADDR"] = "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC without TLS)"
 	accepted["RLS_CONFIG"] = "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR"
-	accepted["RLS_COUNT_DENIED"] = "true (count denied hits on every descriptor, as envoyproxy/ratelimit) or false (all or nothing) (also 1, 0, t, f)"
+	accepted["RLS_COUNT_DENIED"] = "true (count denied hits on every descriptor, as envoyproxy/ratelimit; with TOLLGATE_ALGORITHM=fixed_window only) or false (all or nothing) (also 1, 0, t, f)"
 	accepted["RLS_RESPONSE_HEADERS"] = "true or false (also 1, 0, t, f)"
 }
 
@@ -64,7 +64,6 @@ func withRLS(ctx context.Context, ls []*listener, cfg Config, rc *rlsConfig, eng
 		Engine:          eng,
 		Ready:           ready,
 		ReadyTimeout:    cfg.RedisTimeout,
-		CountDenied:     cfg.RLSCountDenied,
 		ResponseHeaders: cfg.RLSResponseHeaders,
 		Metrics:         m,
 		Log:             log,

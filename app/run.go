@@ -126,6 +126,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	eng := engine.New(snap, engine.Options{
 		Limiter:    be.limiter,
+		Planned:    be.planned,
 		Usage:      be.usage,
 		Algorithm:  cfg.Algorithm,
 		KeyPrefix:  cfg.KeyPrefix,

@@ -105,7 +105,7 @@ func DefaultPolicy(rule Rule, shadow bool) *Policy {
 }
 
 // CountsDenied reports whether the policy's requests count against
-// their limits even when denied ([Request.CountDenied]): the one limit of
+// their limits even when denied ([CountEvery]): the one limit of
 // a gateway without a policy file, as a counter that increments before
 // it decides. A policy file's requests are all or nothing.
 func (p *Policy) CountsDenied() bool { return p.countsDenied }

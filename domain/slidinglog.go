@@ -37,7 +37,7 @@ func (l *SlidingLog) Decide(now time.Time, rule Rule, cost int64) Decision {
 
 // Spend logs cost admitted units at now, after a Decide at now that
 // admitted them. Spent without one (counting every limit of an admitted
-// request, [Request].CountOver), it fills the log at most.
+// request, [CountHits]), it fills the log at most.
 func (l *SlidingLog) Spend(now time.Time, rule Rule, cost int64) {
 	t := now.UnixNano()
 	for range min(cost, rule.Limit-int64(l.n)) {

@@ -50,8 +50,13 @@ type Observer interface {
 
 // Options configure [New].
 type Options struct {
-	// Limiter decides: the store under its layers. Required.
+	// Limiter decides the requests of [Engine.Decide]: the store under
+	// its layers, counting as the policy's requests count. Required.
 	Limiter ports.Limiter
+	// Planned decides the requests of [Engine.DecidePlanned]: a view of
+	// the same store counting as the planning face needs, under its own
+	// layers. Nil means Limiter.
+	Planned ports.Limiter
 	// Usage reads and resets the store's budgets, for [Engine.Usage] and
 	// [Engine.Reset]: the store itself, not its layers; a reset also
 	// makes the layers forget the tenant. May be nil: no usage API.
@@ -89,6 +94,9 @@ func New(snap *Snapshot, opts Options) *Engine {
 	}
 	if opts.Algorithm == "" {
 		opts.Algorithm = domain.AlgorithmFixedWindow
+	}
+	if opts.Planned == nil {
+		opts.Planned = opts.Limiter
 	}
 	if opts.IPv6Prefix == 0 {
 		opts.IPv6Prefix = 64
@@ -190,9 +198,9 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 	if tenant.ID == domain.Unknown && e.opts.Anonymous == AnonymousPerAddress && d.Client.IsValid() {
 		res.Subject = domain.AnonymousSubject(d.Client, e.opts.IPv6Prefix)
 	}
-	req := e.request(snap, res.Route, tenant, res.Subject, d.SkipConcurrency)
+	req, dst := e.request(res.Route, tenant, res.Subject, d.SkipConcurrency)
 	start := time.Now()
-	v, err := e.opts.Limiter.Allow(ctx, req)
+	v, err := e.opts.Limiter.Allow(ctx, req, dst)
 	if errors.Is(err, ports.ErrStoreFull) && res.Subject != domain.Unknown {
 		// The store holds as many keys as it may: decide as the shared
 		// unknown tenant, whose keys it always admits, never unmetered.
@@ -202,8 +210,8 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 				"requests_since_last_line", n)
 		})
 		res.Subject = domain.Unknown
-		req = e.request(snap, res.Route, unknownTenant, domain.Unknown, d.SkipConcurrency)
-		v, err = e.opts.Limiter.Allow(ctx, req)
+		req, dst = e.request(res.Route, unknownTenant, domain.Unknown, d.SkipConcurrency)
+		v, err = e.opts.Limiter.Allow(ctx, req, dst)
 	}
 	if err != nil {
 		return Result{}, err
@@ -221,14 +229,16 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 
 var unknownTenant = Tenant{ID: domain.Unknown}
 
-// request builds the request to decide on route: one limit per limit of
-// the route (the global ones in order, then the route's own; without its
-// concurrency limits when skipSlots), each with tenant's rule for it and
-// subject's key.
-func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, subject domain.TenantID, skipSlots bool) domain.Request {
+// request builds the request to decide on route, and room for its
+// verdict's decisions: one limit per limit of the route (the global ones
+// in order, then the route's own; without its concurrency limits when
+// skipSlots), each with tenant's rule for it, subject's key and the
+// route's cost.
+func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.TenantID, skipSlots bool) (domain.Request, []domain.Decision) {
 	applied := route.Applied()
-	req := domain.Request{Tenant: subject, Route: route.Name, Cost: route.Cost, CountDenied: snap.Policy.CountsDenied(), PolicyKeys: true}
-	req.Limits, req.Decisions = newRequestBuffers(len(applied))
+	req := domain.Request{Tenant: subject, Route: route.Name}
+	var dst []domain.Decision
+	req.Limits, dst = newRequestBuffers(len(applied))
 	n := 0
 	for i, l := range applied {
 		if skipSlots && l.Concurrency {
@@ -239,10 +249,11 @@ func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, sub
 			keyRoute = route.Name
 		}
 		req.Limits[n] = e.limit(tenant, subject, keyRoute, l)
+		req.Limits[n].Cost = route.Cost
 		n++
 	}
 	req.Limits = req.Limits[:n]
-	return req
+	return req, dst
 }
 
 // limit returns l as tenant's requests carry it: tenant's rule and
@@ -268,7 +279,7 @@ func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l d
 }
 
 // newRequestBuffers returns room for a request's n limits and for its
-// verdict's n decisions ([domain.Request.Decisions]): one allocation for
+// verdict's n decisions (the dst of [ports.Limiter]): one allocation for
 // up to two limits, where a slice of each would be two, and two beyond.
 func newRequestBuffers(n int) ([]domain.Limit, []domain.Decision) {
 	const inline = 2

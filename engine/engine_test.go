@@ -26,7 +26,7 @@ type recorder struct {
 	err      func(domain.Request) error // nil: admit
 }
 
-func (r *recorder) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
+func (r *recorder) Allow(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
@@ -35,7 +35,7 @@ func (r *recorder) Allow(_ context.Context, req domain.Request) (domain.Verdict,
 			return domain.Verdict{}, err
 		}
 	}
-	return domain.Settle(req, func(i int, _ int64) domain.Decision {
+	return domain.Settle(req, domain.CountAdmitted, nil, func(i int, _ int64) domain.Decision {
 		return domain.Decision{Allowed: true, Limit: req.Limits[i].Rule.Limit}
 	}), nil
 }
@@ -128,13 +128,16 @@ func TestDecideHeaderMode(t *testing.T) {
 			continue
 		}
 		req := rec.last()
-		if req.Cost != tt.cost || req.CountDenied || len(req.Limits) != len(tt.keys) || !res.Verdict.Allowed {
-			t.Errorf("%s: request %+v, want cost %d, all or nothing, keys %v", tt.name, req, tt.cost, tt.keys)
+		if len(req.Limits) != len(tt.keys) || !res.Verdict.Allowed {
+			t.Errorf("%s: request %+v, want keys %v", tt.name, req, tt.keys)
 			continue
 		}
 		for i, k := range tt.keys {
 			if req.Limits[i].Key != k || res.Limits[i].Key != k {
 				t.Errorf("%s: key %d %q, want %q", tt.name, i, req.Limits[i].Key, k)
+			}
+			if req.Limits[i].Cost != tt.cost {
+				t.Errorf("%s: limit %d costs %d, want the route's %d", tt.name, i, req.Limits[i].Cost, tt.cost)
 			}
 		}
 	}
@@ -153,24 +156,18 @@ func TestDecideHeaderMode(t *testing.T) {
 	}
 }
 
-// TestDecideCountsDenied: without a policy file (DefaultPolicy) requests
-// count denials; a policy file's are all or nothing.
-func TestDecideCountsDenied(t *testing.T) {
+// TestDecideDefaultPolicy: without a policy file (DefaultPolicy) the one
+// limit "default" costs 1 under the key {unknown} of an unnamed tenant;
+// how it counts is the limiter's option (the composition root's).
+func TestDecideDefaultPolicy(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 5, Window: hour}, false)}, engine.Options{Limiter: rec})
 	if _, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/"}); err != nil {
 		t.Fatal(err)
 	}
-	if req := rec.last(); !req.CountDenied || req.Limits[0].Key != "{unknown}" {
-		t.Errorf("default policy: %+v, want CountDenied and the key {unknown}", req)
-	}
-	e.Swap(&engine.Snapshot{Policy: examplePolicy(t)})
-	if _, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/"}); err != nil {
-		t.Fatal(err)
-	}
-	if req := rec.last(); req.CountDenied {
-		t.Errorf("a policy file's request: %+v, want all or nothing", req)
+	if req := rec.last(); len(req.Limits) != 1 || req.Limits[0].Key != "{unknown}" || req.Limits[0].Cost != 1 {
+		t.Errorf("default policy: %+v, want one limit of cost 1 under the key {unknown}", req)
 	}
 }
 
@@ -249,7 +246,7 @@ func TestDecideAnonymousPerAddress(t *testing.T) {
 // to admit every new tenant unmetered).
 func TestDecideStoreFull(t *testing.T) {
 	t.Parallel()
-	down := ports.LimiterFunc(func(context.Context, domain.Request) (domain.Verdict, error) {
+	down := ports.LimiterFunc(func(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error) {
 		return domain.Verdict{}, errors.New("connection refused")
 	})
 	for _, tt := range []struct {

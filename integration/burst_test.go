@@ -326,7 +326,7 @@ func startLoad(t *testing.T, srv *redisServer, l redisLimiter) *decisionLoad {
 		ld.wg.Go(func() {
 			req := one(domain.Key(ld.prefix, domain.TenantID("t"+strconv.Itoa(i%16)), l.algorithm, "", domain.DefaultLimit), rule)
 			for !ld.stop.Load() {
-				if _, err := lim.Allow(context.Background(), req); err != nil {
+				if _, err := lim.Allow(context.Background(), req, nil); err != nil {
 					ld.failed.Add(1)
 					ld.lastErr.Store(err.Error())
 					if ld.later.Load() {

@@ -24,12 +24,12 @@ func TestRedisCalendarQuota(t *testing.T) {
 			lim := redisLimiter{algorithm: a.Name}.new(redis.NewClient(target.rdb), redis.Options{Timeout: 5 * time.Second})
 			cal := domain.Calendar{Unit: domain.PeriodMonth, AnchorDay: 31}
 			base := domain.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "monthly")
-			req := domain.Request{Tenant: "acme", Route: "default", Cost: 2, Limits: []domain.Limit{{Name: "monthly",
-				Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+			req := domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{{Name: "monthly",
+				Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Cost: 2, Calendar: &cal}}}
 			start, end := cal.Period(time.Now())
 			var last domain.Decision
 			for i, want := range []bool{true, true, false} {
-				v, err := lim.Allow(t.Context(), req)
+				v, err := lim.Allow(t.Context(), req, nil)
 				if err != nil {
 					t.Fatalf("%s %s: %v", target.name, a.Name, err)
 				}
@@ -51,8 +51,8 @@ func TestRedisCalendarQuota(t *testing.T) {
 			if err := target.rdb.Persist(t.Context(), key).Err(); err != nil {
 				t.Fatal(err)
 			}
-			req.Cost = 1
-			if v, err := lim.Allow(t.Context(), req); err != nil || !v.Allowed {
+			req.Limits[0].Cost = 1
+			if v, err := lim.Allow(t.Context(), req, nil); err != nil || !v.Allowed {
 				t.Fatalf("%s %s: the last unit: %+v, %v", target.name, a.Name, v, err)
 			}
 			if ttl := target.rdb.PTTL(t.Context(), key).Val(); ttl < time.Until(end) || ttl > time.Until(end)+time.Minute+time.Second {
@@ -94,10 +94,10 @@ func TestRedisCalendarClockSkew(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		req := domain.Request{Tenant: "acme", Route: "default", Cost: 2, Limits: []domain.Limit{{Name: "daily",
-			Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+		req := domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{{Name: "daily",
+			Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Cost: 2, Calendar: &cal}}}
 		for i, want := range []bool{true, true, false} {
-			v, err := lim.Allow(t.Context(), req)
+			v, err := lim.Allow(t.Context(), req, nil)
 			if err != nil {
 				t.Fatalf("%s, request %d: %v", tt.name, i+1, err)
 			}
@@ -148,13 +148,13 @@ func TestRedisCalendarReloadMovesEnd(t *testing.T) {
 		key := domain.PeriodKey(base, ms)
 		decide := func(cal domain.Calendar, end time.Time, limit int64, admit bool, want string) {
 			t.Helper()
-			req := domain.Request{Tenant: "acme", Route: "default", Cost: 1, Limits: []domain.Limit{{Name: "quota",
-				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+			req := domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{{Name: "quota",
+				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(cal.Unit)}, Key: base, Cost: 1, Calendar: &cal}}}
 			if !alone {
-				req.Limits = append(req.Limits, domain.Limit{Name: "per-minute", Rule: domain.Rule{Limit: 100, Window: time.Minute},
+				req.Limits = append(req.Limits, domain.Limit{Name: "per-minute", Rule: domain.Rule{Limit: 100, Window: time.Minute}, Cost: 1,
 					Key: domain.Key(prefix, "acme", domain.AlgorithmFixedWindow, "", "per-minute")})
 			}
-			if v, err := lim.Allow(t.Context(), req); err != nil || v.Allowed != admit {
+			if v, err := lim.Allow(t.Context(), req, nil); err != nil || v.Allowed != admit {
 				t.Fatalf("alone=%v, a request in a %v: %+v, %v; want allowed=%v", alone, cal.Unit, v, err, admit)
 			}
 			ttl := srv.Client.PTTL(t.Context(), key).Val()

@@ -52,7 +52,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 		}{{"single", single}, {"cluster", cluster}} {
 			lim := redisLimiter{algorithm: a.Name}.new(store.client, redis.Options{Timeout: time.Second})
 			for _, r := range reqs { // keys and scripts in place
-				if _, err := lim.Allow(context.Background(), r); err != nil {
+				if _, err := lim.Allow(context.Background(), r, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -67,7 +67,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					i := int(seq.Add(7919))
 					for pb.Next() {
-						if _, err := lim.Allow(context.Background(), reqs[i%len(reqs)]); err != nil {
+						if _, err := lim.Allow(context.Background(), reqs[i%len(reqs)], nil); err != nil {
 							b.Error(err)
 							return
 						}

@@ -16,8 +16,8 @@ import (
 // slotRequest is a request of tenant against one concurrency limit of n,
 // as the engine builds it.
 func slotRequest(tenant domain.TenantID, n int64) domain.Request {
-	return domain.Request{Tenant: tenant, Route: "default", Cost: 1, Limits: []domain.Limit{{
-		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow},
+	return domain.Request{Tenant: tenant, Route: "default", Limits: []domain.Limit{{
+		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow}, Cost: 1,
 		Key: domain.Key(portstest.KeyPrefix, tenant, domain.KeyInFlight, "", "inflight"), Concurrency: true}}}
 }
 
@@ -161,7 +161,7 @@ func TestConcurrencyReleaseFails(t *testing.T) {
 	// it took is removed again.
 	for i := range 20 {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i)*50*time.Microsecond)
-		v, err := r.limiter.Allow(ctx, req)
+		v, err := r.limiter.Allow(ctx, req, nil)
 		cancel()
 		if err == nil && v.Release != nil {
 			v.Release()

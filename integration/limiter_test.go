@@ -42,8 +42,8 @@ var redisLimiters = func() []redisLimiter {
 
 // one is a request of cost 1 against one limit, stored under key.
 func one(key string, rule domain.Rule) domain.Request {
-	return domain.Request{Tenant: "it", Route: "default", Cost: 1,
-		Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}}}
+	return domain.Request{Tenant: "it", Route: "default",
+		Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key, Cost: 1}}}
 }
 
 // limiterHarness runs l on rdb (one Redis or a cluster) in real time: a
@@ -187,7 +187,7 @@ func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 					t.Fatal(err)
 				}
 			}
-			v, err := lim.Allow(t.Context(), one(key, rule))
+			v, err := lim.Allow(t.Context(), one(key, rule), nil)
 			if err != nil {
 				t.Fatalf("%s: request %d after SCRIPT FLUSH: %v", l.name, i+1, err)
 			}
@@ -219,13 +219,13 @@ func oneRoundTrip(t *testing.T, rdb goredis.UniversalClient) {
 	for _, l := range redisLimiters {
 		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
 		key := domain.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
-		if _, err := lim.Allow(t.Context(), one(key, rule)); err != nil { // loads the script
+		if _, err := lim.Allow(t.Context(), one(key, rule), nil); err != nil { // loads the script
 			t.Fatal(err)
 		}
 		resetStats(t, rdb)
 		const n = 5 // 2 admitted, 3 denied
 		for range n {
-			if _, err := lim.Allow(t.Context(), one(key, rule)); err != nil {
+			if _, err := lim.Allow(t.Context(), one(key, rule), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -265,7 +265,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 		for i, k := range keys {
 			reqs[i] = one(k, rule)
 		}
-		if _, err := lim.Allow(ctx, reqs[0]); err != nil {
+		if _, err := lim.Allow(ctx, reqs[0], nil); err != nil {
 			b.Fatal(err)
 		}
 		b.Run(l.name+"/serial", func(b *testing.B) {
@@ -273,7 +273,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, err := lim.Allow(ctx, reqs[i%len(reqs)]); err != nil {
+				if _, err := lim.Allow(ctx, reqs[i%len(reqs)], nil); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -288,7 +288,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(seq.Add(7919))
 				for pb.Next() {
-					if _, err := lim.Allow(ctx, reqs[i%len(reqs)]); err != nil {
+					if _, err := lim.Allow(ctx, reqs[i%len(reqs)], nil); err != nil {
 						b.Error(err)
 						return
 					}

@@ -42,7 +42,7 @@ func newFakeStore() *fakeStore {
 	return &fakeStore{counts: map[string]int64{}, left: 30 * time.Second}
 }
 
-func (f *fakeStore) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
+func (f *fakeStore) Allow(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	lim := req.Limits[0]
@@ -51,9 +51,9 @@ func (f *fakeStore) Allow(_ context.Context, req domain.Request) (domain.Verdict
 	if f.err != nil {
 		return domain.Verdict{}, f.err
 	}
-	f.counts[lim.Key] += req.Cost
+	f.counts[lim.Key] += lim.Cost
 	n := f.counts[lim.Key]
-	return domain.Settle(req, func(int, int64) domain.Decision {
+	return domain.Settle(req, domain.CountAdmitted, nil, func(int, int64) domain.Decision {
 		d := domain.Decision{Allowed: n <= lim.Rule.Limit, Limit: lim.Rule.Limit, Remaining: max(lim.Rule.Limit-n, 0), ResetAfter: f.left}
 		if !d.Allowed {
 			d.RetryAfter = max(f.left, time.Millisecond)
@@ -75,8 +75,8 @@ var (
 )
 
 func decideAll(allowed bool) ports.Limiter {
-	return ports.LimiterFunc(func(_ context.Context, req domain.Request) (domain.Verdict, error) {
-		return domain.Settle(req, func(i int, _ int64) domain.Decision {
+	return ports.LimiterFunc(func(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
+		return domain.Settle(req, domain.CountAdmitted, nil, func(i int, _ int64) domain.Decision {
 			d := domain.Decision{Allowed: allowed, Limit: req.Limits[i].Rule.Limit, ResetAfter: req.Limits[i].Rule.Window}
 			if !allowed {
 				d.RetryAfter = d.ResetAfter

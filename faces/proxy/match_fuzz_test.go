@@ -51,9 +51,9 @@ func FuzzMatchThenForward(f *testing.F) {
 		f.Fatal(err)
 	}
 	var metered string // the route of the request being served; one at a time
-	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request) (domain.Verdict, error) {
+	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 		metered = req.Route
-		return domain.Settle(req, func(int, int64) domain.Decision {
+		return domain.Settle(req, domain.CountAdmitted, nil, func(int, int64) domain.Decision {
 			return domain.Decision{Allowed: true, Limit: 1 << 40, Remaining: 1 << 30}
 		}), nil
 	})

@@ -36,9 +36,9 @@ func TestMethodOverrideOnAnotherRouteIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var metered []string
-	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request) (domain.Verdict, error) {
+	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 		metered = append(metered, req.Route)
-		return domain.Settle(req, func(int, int64) domain.Decision {
+		return domain.Settle(req, domain.CountAdmitted, nil, func(int, int64) domain.Decision {
 			return domain.Decision{Allowed: true, Limit: 1000, Remaining: 999}
 		}), nil
 	})

@@ -3,6 +3,7 @@ package portstest
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -76,12 +77,12 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 	for attempt := 1; ; attempt++ {
 		boundary := h.Now().Add(300 * time.Millisecond).Truncate(time.Second).Add(time.Second)
 		tenant := Tenant()
-		req := domain.Request{Tenant: tenant, Route: "default", Cost: limit}
+		req := domain.Request{Tenant: tenant, Route: "default"}
 		type period struct{ start, end time.Time }
 		var before, after []period
 		for i, c := range cals(boundary) {
 			name := fmt.Sprintf("%s-%d", c.Unit, i)
-			req.Limits = append(req.Limits, domain.Limit{Name: name, Calendar: &c,
+			req.Limits = append(req.Limits, domain.Limit{Name: name, Calendar: &c, Cost: limit,
 				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(c.Unit)},
 				Key:  domain.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", name)})
 			s0, e0 := c.Period(boundary.Add(-time.Millisecond))
@@ -93,7 +94,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 		}
 		n := len(req.Limits)
 		if window {
-			req.Limits = append(req.Limits, domain.Limit{Name: "per-hour", Rule: domain.Rule{Limit: 100, Window: time.Hour},
+			req.Limits = append(req.Limits, domain.Limit{Name: "per-hour", Rule: domain.Rule{Limit: 100, Window: time.Hour}, Cost: limit,
 				Key: domain.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", "per-hour")})
 		}
 
@@ -127,8 +128,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 			continue
 		}
 		if h.Slack == 0 {
-			one := req
-			one.Cost = 1
+			one := Costs(req, slices.Repeat([]int64{1}, len(req.Limits))...)
 			if v := MustAllow(t, l, one); v.Allowed {
 				t.Errorf("1 ms before the boundary, a spent period admitted one more: %+v", v)
 			}

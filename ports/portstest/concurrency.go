@@ -98,7 +98,7 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 		for range 16 {
 			wg.Go(func() {
 				for range 8 {
-					v, err := l.Allow(t.Context(), req)
+					v, err := l.Allow(t.Context(), req, nil)
 					if err != nil {
 						t.Error(err)
 						return

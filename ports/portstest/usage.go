@@ -17,7 +17,7 @@ import (
 func testUsage(t *testing.T, h LimiterHarness, l ports.Limiter, u ports.Usage) {
 	ctx := context.Background()
 	rate := domain.Rule{Limit: 5, Window: time.Hour}
-	quota := domain.Limit{Name: "monthly", Calendar: &domain.Calendar{Unit: domain.PeriodMonth},
+	quota := domain.Limit{Name: "monthly", Calendar: &domain.Calendar{Unit: domain.PeriodMonth}, Cost: 1,
 		Rule: domain.Rule{Limit: 7, Window: domain.NominalWindow(domain.PeriodMonth)}}
 	request := func(tenant domain.TenantID) domain.Request {
 		req := h.Request(tenant, 1, NamedRule{Name: domain.DefaultLimit, Rule: rate})
@@ -60,7 +60,6 @@ func testUsage(t *testing.T, h LimiterHarness, l ports.Limiter, u ports.Usage) {
 			MustAllow(t, l, req)
 		}
 		before := keys(tenant)
-		req.CountDenied = true
 		for range 3 {
 			v := peek(req, 2, 4)
 			// A sliding window is whole again once the previous window's
