@@ -52,6 +52,11 @@ type Verdict struct {
 	Allowed bool
 	// Outcome says how it was decided.
 	Outcome Outcome
+	// Unavailable reports that the store could not decide and the fail
+	// mode denied the request (closed): the faces answer that the
+	// service is unavailable (503, gRPC UNAVAILABLE), not that a limit
+	// is reached. Allowed is then false and Decisions nil.
+	Unavailable bool
 	// Decisions holds one Decision per limit of the request, in its
 	// order. It is nil when no limit decided: a fail mode that admits or
 	// denies without the store. A limit that would have admitted a

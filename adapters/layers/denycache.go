@@ -166,7 +166,7 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request, dst []domai
 	}
 	v, err := c.next.Allow(ctx, req, dst)
 	retry := rateRetry(req, v)
-	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 || (c.counting == domain.CountEvery && countsSome(req, v)) || keyBytes(req) > maxCachedKeyBytes {
+	if err != nil || v.Allowed || v.Unavailable || len(v.Decisions) == 0 || retry <= 0 || (c.counting == domain.CountEvery && countsSome(req, v)) || keyBytes(req) > maxCachedKeyBytes {
 		if stale != nil {
 			sh.remove(stale) // the limiter no longer denies (a reset, a raised limit), or could not say
 		}

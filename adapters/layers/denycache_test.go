@@ -101,7 +101,7 @@ func TestDenyCacheNeverAdmitsNorCachesWhatIsNoDenial(t *testing.T) {
 	for name, answer := range map[string]func(domain.Request) (domain.Verdict, error){
 		"allowed": admit,
 		"fail closed": func(domain.Request) (domain.Verdict, error) {
-			return domain.Verdict{Outcome: domain.OutcomeError}, nil
+			return domain.Verdict{Outcome: domain.OutcomeError, Unavailable: true}, nil
 		},
 		"fail open": func(domain.Request) (domain.Verdict, error) {
 			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}, nil

@@ -24,14 +24,15 @@ func FailOpen(onError func(error)) ports.Layer {
 }
 
 // FailClosed is [FailOpen] for the closed fail mode: a failed decision
-// denies, without decisions; the gateway answers 503.
+// denies, without decisions, as [domain.Verdict].Unavailable; the
+// gateway answers 503.
 func FailClosed(onError func(error)) ports.Layer {
 	return failMode(false, onError)
 }
 
 func failMode(admit bool, onError func(error)) ports.Layer {
 	return fallback(onError, func(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error) {
-		return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError}, nil
+		return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError, Unavailable: !admit}, nil
 	})
 }
 

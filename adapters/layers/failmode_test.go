@@ -37,8 +37,8 @@ func TestFailModes(t *testing.T) {
 		var seen []error
 		l := ports.Chain(failing(errStore), tt.layer(func(err error) { seen = append(seen, err) }))
 		v, err := l.Allow(t.Context(), request(), nil)
-		if err != nil || v.Allowed != tt.admit || v.Outcome != domain.OutcomeError || v.Decisions != nil {
-			t.Errorf("%s: %+v, %v; want allowed=%v, outcome error, no decisions", tt.name, v, err, tt.admit)
+		if err != nil || v.Allowed != tt.admit || v.Unavailable == tt.admit || v.Outcome != domain.OutcomeError || v.Decisions != nil {
+			t.Errorf("%s: %+v, %v; want allowed=%v, unavailable=%v, outcome error, no decisions", tt.name, v, err, tt.admit, !tt.admit)
 		}
 		if len(seen) != 1 || !errors.Is(seen[0], errStore) {
 			t.Errorf("%s: onError saw %v, want the store error once", tt.name, seen)

@@ -197,7 +197,7 @@ func TestCheckFailModesAndOutcomes(t *testing.T) {
 			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}
 		}, 200, false, "", true},
 		{"fail closed", func(domain.Request) domain.Verdict {
-			return domain.Verdict{Outcome: domain.OutcomeError}
+			return domain.Verdict{Outcome: domain.OutcomeError, Unavailable: true}
 		}, 503, false, "1", false},
 		{"local allowed", decided(domain.OutcomeLocalAllowed, true), 200, true, "", true},
 		{"local denied", decided(domain.OutcomeLocalDenied, false), 429, true, "7", false},

@@ -200,7 +200,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			s.opts.Metrics.RLSRequest(p.domainLabel, codeName(status.Code(err)))
 			return nil, err
 		}
-		if v.Decisions == nil && !v.Allowed {
+		if v.Unavailable {
 			// The closed fail mode: Envoy's failure_mode_deny decides.
 			s.opts.Metrics.RLSRequest(p.domainLabel, codeName(codes.Unavailable))
 			return nil, errUnavailable
