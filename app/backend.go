@@ -83,6 +83,7 @@ type backendEnv struct {
 type backend struct {
 	limiter ports.Limiter
 	planned ports.Limiter // the rate limit service's; nil without it
+	keys    ports.Keys    // the store's key layout
 	pinger  ports.Pinger
 	usage   ports.Usage // the store's, resetting the layers' memory of a tenant too
 	closers []io.Closer // closed in order: the layers' goroutines, then the store
@@ -112,7 +113,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: pinger}
+	be := backend{pinger: pinger, keys: keyLayout(cfg)}
 	var resets resets
 	if u, ok := vs.http.(ports.Usage); ok {
 		resets.Usage = u

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
@@ -174,7 +175,7 @@ func TestTenantsFileOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(&engine.Snapshot{Policy: policy, Tenants: dir}, engine.Options{Limiter: ports.LimiterFunc(nil)})
+	eng := engine.New(&engine.Snapshot{Policy: policy, Tenants: dir}, engine.Options{Keys: keys.Layout{}, Limiter: ports.LimiterFunc(nil)})
 	acme := eng.Resolve(engine.Credentials{APIKey: "k1"})
 	want := map[string]domain.Rule{
 		"per-second": {Limit: 100, Window: time.Second},
@@ -322,7 +323,7 @@ func TestMiddlewarePolicy(t *testing.T) {
 		return verdict(req), nil
 	})
 	h := proxy.New(proxy.Options{
-		Engine:   engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, KeyPrefix: "rl:"}),
+		Engine:   engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, Keys: keys.Layout{Prefix: "rl:"}}),
 		Upstream: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
 	})
 	serve := func(method, path string) *httptest.ResponseRecorder {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
@@ -14,6 +15,12 @@ import (
 // store counts and aligns windows, options the store takes where each
 // limiter is built and refuses when it cannot honour them, and in the
 // layers around them.
+
+// keyLayout is the stores' key layout under TOLLGATE_KEY_PREFIX for
+// TOLLGATE_ALGORITHM: what the engine names limits through.
+func keyLayout(cfg Config) ports.Keys {
+	return keys.Layout{Prefix: cfg.KeyPrefix, Algorithm: cfg.Algorithm}
+}
 
 // view is how one of the store's limiters decides.
 type view struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/ulule/limiter/v3"
 	sredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -86,7 +87,7 @@ type limitsFunc func(t domain.TenantID, algo string) []domain.Limit
 // file.
 func oneLimit(t domain.TenantID, algo string) []domain.Limit {
 	return []domain.Limit{{Name: domain.DefaultLimit, Rule: domain.Rule{Limit: limit, Window: window},
-		Key: domain.Key("bench:", t, algo, "", domain.DefaultLimit)}}
+		Key: keylayout.Key("bench:", t, algo, "", domain.DefaultLimit)}}
 }
 
 // threeLimits is a policy's usual shape: per second, per minute and per
@@ -96,7 +97,7 @@ func threeLimits(t domain.TenantID, algo string) []domain.Limit {
 	for i, name := range []string{"per-second", "per-minute", "per-hour"} {
 		w := []time.Duration{time.Second, time.Minute, time.Hour}[i]
 		ls = append(ls, domain.Limit{Name: name, Rule: domain.Rule{Limit: limit * int64(w/time.Second), Window: w},
-			Key: domain.Key("bench:", t, algo, "", name)})
+			Key: keylayout.Key("bench:", t, algo, "", name)})
 	}
 	return ls
 }
@@ -116,7 +117,7 @@ var paris = func() *time.Location {
 func monthly(t domain.TenantID, _ string) []domain.Limit {
 	return []domain.Limit{{Name: "monthly", Rule: domain.Rule{Limit: 1 << 40, Window: domain.NominalWindow(domain.PeriodMonth)},
 		Calendar: &domain.Calendar{Unit: domain.PeriodMonth, Location: paris},
-		Key:      domain.Key("bench:", t, domain.AlgorithmFixedWindow, "", "monthly")}}
+		Key:      keylayout.Key("bench:", t, domain.AlgorithmFixedWindow, "", "monthly")}}
 }
 
 // tollgateLimits is tollgateLanes with each tenant's limits built by
@@ -178,7 +179,7 @@ func tollgateSlots(b *testing.B, addr string, _ int) decideFunc {
 		t := domain.TenantID("tenant-" + strconv.Itoa(i))
 		reqs[i] = domain.Request{Tenant: t, Route: "default", Limits: []domain.Limit{{Name: "inflight", Cost: 1,
 			Rule: domain.Rule{Limit: domain.MaxConcurrency, Window: domain.ConcurrencyWindow}, Concurrency: true,
-			Key: domain.Key("bench:", t, domain.KeyInFlight, "", "inflight")}}}
+			Key: keylayout.Key("bench:", t, keylayout.KeyInFlight, "", "inflight")}}}
 	}
 	return func(ctx context.Context, i int) error {
 		v, err := lim.Allow(ctx, reqs[i], nil)

@@ -24,7 +24,8 @@ const (
 	// OutcomeLocalDenied: the store failed and the local fallback denied
 	// it.
 	OutcomeLocalDenied
-	// OutcomeCachedDenied: denied from the deny cache, without the store.
+	// OutcomeCachedDenied: denied from a layer's memory of an earlier
+	// denial, without the store.
 	OutcomeCachedDenied
 )
 

@@ -61,11 +61,12 @@ type Options struct {
 	// [Engine.Reset]: the store itself, not its layers; a reset also
 	// makes the layers forget the tenant. May be nil: no usage API.
 	Usage ports.Usage
-	// Algorithm names the store's algorithm: part of the keys
-	// ([domain.Key]).
+	// Keys is the store's key layout: the engine names each limit's key
+	// through it. Required.
+	Keys ports.Keys
+	// Algorithm names the store's algorithm, as the usage API reports
+	// it ([LimitUsage].Algorithm). Empty means fixed window.
 	Algorithm string
-	// KeyPrefix prefixes every key (TOLLGATE_KEY_PREFIX).
-	KeyPrefix string
 	// Anonymous is how unresolved traffic is metered; IPv6Prefix groups
 	// IPv6 clients with AnonymousPerAddress (32–128; 0 means 64).
 	Anonymous  Anonymous
@@ -89,8 +90,8 @@ type Engine struct {
 
 // New returns an engine deciding with snap.
 func New(snap *Snapshot, opts Options) *Engine {
-	if opts.Limiter == nil || snap == nil || snap.Policy == nil {
-		panic("engine: New needs a limiter and a snapshot with a policy")
+	if opts.Limiter == nil || opts.Keys == nil || snap == nil || snap.Policy == nil {
+		panic("engine: New needs a limiter, keys and a snapshot with a policy")
 	}
 	if opts.Algorithm == "" {
 		opts.Algorithm = domain.AlgorithmFixedWindow
@@ -260,18 +261,18 @@ func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.Tena
 // calendar for it, subject's key, on route when it is the route's own
 // (empty for a global limit).
 func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l domain.PolicyLimit) domain.Limit {
-	algorithm := e.opts.Algorithm
+	kind := ports.KeyRate
 	cal := tenant.calendar(l)
 	switch {
 	case l.Concurrency:
-		algorithm = domain.KeyInFlight // slots, whatever the algorithm
+		kind = ports.KeyConcurrency
 	case cal != nil:
-		algorithm = domain.AlgorithmFixedWindow // a calendar quota is a fixed window whatever the algorithm
+		kind = ports.KeyCalendar
 	}
 	return domain.Limit{
 		Name:        l.Name,
 		Rule:        tenant.rule(l),
-		Key:         domain.Key(e.opts.KeyPrefix, subject, algorithm, route, l.Name),
+		Key:         e.opts.Keys.Limit(subject, route, l.Name, kind),
 		Shadow:      l.Shadow,
 		Calendar:    cal,
 		Concurrency: l.Concurrency,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
@@ -93,7 +94,7 @@ func examplePolicy(t *testing.T) *domain.Policy {
 func TestDecideHeaderMode(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	e := engine.New(&engine.Snapshot{Policy: examplePolicy(t)}, engine.Options{Limiter: rec, KeyPrefix: "rl:", Observer: rec})
+	e := engine.New(&engine.Snapshot{Policy: examplePolicy(t)}, engine.Options{Limiter: rec, Keys: keys.Layout{Prefix: "rl:"}, Observer: rec})
 	tests := []struct {
 		name, method, path, header string
 		route, tenant              string
@@ -162,7 +163,7 @@ func TestDecideHeaderMode(t *testing.T) {
 func TestDecideDefaultPolicy(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 5, Window: hour}, false)}, engine.Options{Limiter: rec})
+	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 5, Window: hour}, false)}, engine.Options{Keys: keys.Layout{}, Limiter: rec})
 	if _, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/"}); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestDecideFileTenants(t *testing.T) {
 	dir := engine.NewDirectory(
 		[]engine.Tenant{{ID: "acme", Rules: map[string]domain.Rule{"exports": {Limit: 50, Window: hour}}}, {ID: "globex"}},
 		[][]string{{"k-acme"}, {"k-globex"}})
-	e := engine.New(&engine.Snapshot{Policy: p, Tenants: dir}, engine.Options{Limiter: rec})
+	e := engine.New(&engine.Snapshot{Policy: p, Tenants: dir}, engine.Options{Keys: keys.Layout{}, Limiter: rec})
 	for _, tt := range []struct {
 		creds  engine.Credentials
 		tenant domain.TenantID
@@ -210,7 +211,7 @@ func TestDecideAnonymousPerAddress(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 5, Window: hour}, false)},
-		engine.Options{Limiter: rec, KeyPrefix: "rl:", Anonymous: engine.AnonymousPerAddress, IPv6Prefix: 64})
+		engine.Options{Limiter: rec, Keys: keys.Layout{Prefix: "rl:"}, Anonymous: engine.AnonymousPerAddress, IPv6Prefix: 64})
 	for _, tt := range []struct {
 		client, header, subject, key string
 	}{
@@ -265,7 +266,7 @@ func TestDecideStoreFull(t *testing.T) {
 		defer store.Close()
 		rec := &recorder{}
 		e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 3, Window: hour}, false)},
-			engine.Options{Limiter: tt.stack(store), KeyPrefix: "rl:", Observer: rec})
+			engine.Options{Limiter: tt.stack(store), Keys: keys.Layout{Prefix: "rl:"}, Observer: rec})
 		decide := func(tenant string) engine.Result {
 			res, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/", Credentials: engine.Credentials{Header: tenant}})
 			if err != nil {
@@ -299,7 +300,7 @@ func TestDecideCallerGone(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{err: func(domain.Request) error { return context.Canceled }}
 	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 3, Window: hour}, false)},
-		engine.Options{Limiter: rec, Observer: rec})
+		engine.Options{Keys: keys.Layout{}, Limiter: rec, Observer: rec})
 	if _, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v, want context.Canceled", err)
 	}
@@ -354,7 +355,7 @@ func TestDecideSlots(t *testing.T) {
 	tenants := engine.NewDirectory([]engine.Tenant{{ID: "big", Rules: map[string]domain.Rule{"inflight": {Limit: 3, Window: domain.ConcurrencyWindow}}}},
 		[][]string{{"k-big"}})
 	e := engine.New(&engine.Snapshot{Policy: slotsPolicy(t), Tenants: tenants},
-		engine.Options{Limiter: store, Algorithm: domain.AlgorithmSlidingLog, KeyPrefix: "rl:", Observer: rec})
+		engine.Options{Limiter: store, Keys: keys.Layout{Prefix: "rl:", Algorithm: domain.AlgorithmSlidingLog}, Algorithm: domain.AlgorithmSlidingLog, Observer: rec})
 	big := engine.Described{Method: "GET", Path: "/heavy", Credentials: engine.Credentials{APIKey: "k-big"}}
 	var held []engine.Result
 	for i := range 3 {
@@ -418,7 +419,7 @@ func TestDecideSkipConcurrencyOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	e := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: rec, KeyPrefix: "rl:"})
+	e := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: rec, Keys: keys.Layout{Prefix: "rl:"}})
 	res, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/slow", SkipConcurrency: true})
 	if err != nil || res.Metered || len(rec.reqs) != 0 {
 		t.Errorf("SkipConcurrency on a route of concurrency limits only: metered %v, %d store calls, %v; want unmetered", res.Metered, len(rec.reqs), err)

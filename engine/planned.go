@@ -40,8 +40,8 @@ func (e *Engine) DecidePlanned(ctx context.Context, req domain.Request, dst []do
 }
 
 // AppendDescriptorKey appends to dst the key of one of Envoy's
-// descriptors of rlsDomain counted per window ([domain.AppendDescriptorKey]
-// with the engine's key prefix and algorithm).
+// descriptors of rlsDomain counted per window, in the store's layout
+// ([ports.Keys].AppendDescriptor).
 func (e *Engine) AppendDescriptorKey(dst []byte, rlsDomain string, window time.Duration, counter []byte) []byte {
-	return domain.AppendDescriptorKey(dst, e.opts.KeyPrefix, rlsDomain, e.opts.Algorithm, window, counter)
+	return e.opts.Keys.AppendDescriptor(dst, rlsDomain, window, counter)
 }

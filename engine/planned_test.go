@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/ports"
@@ -31,7 +32,7 @@ func TestDecidePlanned(t *testing.T) {
 	t.Parallel()
 	rec := &routeRecorder{}
 	e := engine.New(&engine.Snapshot{Policy: examplePolicy(t)},
-		engine.Options{Limiter: &routeRecorder{}, Planned: rec, KeyPrefix: "p:", Algorithm: domain.AlgorithmTokenBucket, Observer: rec})
+		engine.Options{Limiter: &routeRecorder{}, Planned: rec, Keys: keys.Layout{Prefix: "p:", Algorithm: domain.AlgorithmTokenBucket}, Algorithm: domain.AlgorithmTokenBucket, Observer: rec})
 	key := string(e.AppendDescriptorKey(nil, "edge", time.Minute, []byte("k_v_")))
 	if want := "p:{rls:edge}:token_bucket:60s:k_v_"; key != want {
 		t.Errorf("AppendDescriptorKey = %q, want %q", key, want)

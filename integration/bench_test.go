@@ -16,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
@@ -46,7 +47,7 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 	rule := domain.Rule{Limit: 1 << 29, Window: time.Minute}
 	keys := make([]domain.Request, benchTenants)
 	for i := range keys {
-		keys[i] = one(domain.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), domain.AlgorithmFixedWindow, "", domain.DefaultLimit), rule)
+		keys[i] = one(keylayout.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), domain.AlgorithmFixedWindow, "", domain.DefaultLimit), rule)
 	}
 	{
 		// Counting denials, as the gateway's one limit without a policy file does.
@@ -196,7 +197,7 @@ func BenchmarkPolicyLimits(b *testing.B) {
 			req := domain.Request{Tenant: tenant, Route: domain.DefaultRoute}
 			for _, name := range names[:n] {
 				req.Limits = append(req.Limits, domain.Limit{Name: name, Rule: rule, Cost: 1,
-					Key: domain.Key(prefix, tenant, algorithm, "", name)})
+					Key: keylayout.Key(prefix, tenant, algorithm, "", name)})
 			}
 			reqs[i] = req
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -44,7 +45,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 	for _, a := range domain.Algorithms {
 		reqs := make([]domain.Request, benchTenants)
 		for i := range reqs {
-			reqs[i] = one(domain.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), a.Name, "", domain.DefaultLimit), rule)
+			reqs[i] = one(keys.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), a.Name, "", domain.DefaultLimit), rule)
 		}
 		for _, store := range []struct {
 			name   string

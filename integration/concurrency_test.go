@@ -7,6 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -18,7 +19,7 @@ import (
 func slotRequest(tenant domain.TenantID, n int64) domain.Request {
 	return domain.Request{Tenant: tenant, Route: "default", Limits: []domain.Limit{{
 		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow}, Cost: 1,
-		Key: domain.Key(portstest.KeyPrefix, tenant, domain.KeyInFlight, "", "inflight"), Concurrency: true}}}
+		Key: keys.Key(portstest.KeyPrefix, tenant, keys.KeyInFlight, "", "inflight"), Concurrency: true}}}
 }
 
 // replica is one gateway replica's concurrency slots on a Redis: its own

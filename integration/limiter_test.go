@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -177,7 +178,7 @@ func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 5, Window: time.Hour}
 	for _, l := range redisLimiters {
 		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
-		key := domain.Key("it:flush:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
+		key := keylayout.Key("it:flush:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		for i := range int64(4) {
 			if i == 2 {
 				err := eachMaster(t.Context(), rdb, func(ctx context.Context, c *goredis.Client) error {
@@ -218,7 +219,7 @@ func oneRoundTrip(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 3, Window: time.Hour}
 	for _, l := range redisLimiters {
 		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
-		key := domain.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
+		key := keylayout.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		if _, err := lim.Allow(t.Context(), one(key, rule), nil); err != nil { // loads the script
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
@@ -89,12 +90,12 @@ func describe(req domain.Request) string {
 func replaySteps(prefix, algorithm string) []replayStep {
 	limit := func(tenant domain.TenantID, name string, n int64, shadow bool) domain.Limit {
 		return domain.Limit{Name: name, Rule: domain.Rule{Limit: n, Window: time.Hour},
-			Key: domain.Key(prefix, tenant, algorithm, "", name), Shadow: shadow}
+			Key: keys.Key(prefix, tenant, algorithm, "", name), Shadow: shadow}
 	}
 	var steps []replayStep
 	day := domain.Calendar{Unit: domain.PeriodDay}
 	daily := domain.Limit{Name: "daily", Rule: domain.Rule{Limit: 30, Window: domain.NominalWindow(day.Unit)},
-		Key: domain.Key(prefix, "a", domain.AlgorithmFixedWindow, "", "daily"), Calendar: &day}
+		Key: keys.Key(prefix, "a", domain.AlgorithmFixedWindow, "", "daily"), Calendar: &day}
 	three := []domain.Limit{limit("a", "small", 7, false), limit("a", "big", 20, false), limit("a", "dry", 5, true), daily}
 	for _, cost := range []int64{1, 2, 1, 3, 4, 1, 2, 1, 1, 3, 1} {
 		steps = append(steps, replayStep{req: domain.Request{Tenant: "a", Route: "default", Limits: costing(three, cost)}})

@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -119,7 +120,7 @@ func request(cost int64, rules ...domain.Rule) domain.Request {
 	req := domain.Request{Tenant: "acme", Route: "default"}
 	for i, r := range rules {
 		name := []string{"default", "per-day", "third"}[i]
-		req.Limits = append(req.Limits, domain.Limit{Name: name, Rule: r, Key: domain.Key("rl:", "acme", "x", "", name), Cost: cost})
+		req.Limits = append(req.Limits, domain.Limit{Name: name, Rule: r, Key: keylayout.Key("rl:", "acme", "x", "", name), Cost: cost})
 	}
 	return req
 }
@@ -302,7 +303,7 @@ func TestLimiterCalendarArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now().UTC().Truncate(24 * time.Hour)
-	day := func(n int) string { return domain.PeriodKey(daily.Key, start.AddDate(0, 0, n)) }
+	day := func(n int) string { return keylayout.PeriodKey(daily.Key, start.AddDate(0, 0, n)) }
 	if want := []string{req.Limits[0].Key, day(0), day(-1), day(1)}; !slices.Equal(f.keys, want) {
 		t.Errorf("keys %q, want %q", f.keys, want)
 	}

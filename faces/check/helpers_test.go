@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/check"
@@ -115,7 +116,7 @@ func newCheck(t testing.TB, s setup) (http.Handler, ports.Limiter, *logtest.Buff
 	}
 	logs := &logtest.Buffer{}
 	e := engine.New(&engine.Snapshot{Policy: s.policy},
-		engine.Options{Limiter: s.lim, KeyPrefix: "rl:", Anonymous: s.anonymous})
+		engine.Options{Limiter: s.lim, Keys: keys.Layout{Prefix: "rl:"}, Anonymous: s.anonymous})
 	h := check.New(check.Options{
 		Engine:     e,
 		Describer:  httpface.Describer{Trusted: trusted},

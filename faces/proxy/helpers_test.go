@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -91,7 +92,7 @@ func decideAll(allowed bool) ports.Limiter {
 // dir names them by API key.
 func newEngine(lim ports.Limiter, rule domain.Rule, dir *engine.Directory) *engine.Engine {
 	return engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(rule, false), Tenants: dir},
-		engine.Options{Limiter: lim, KeyPrefix: "rl:"})
+		engine.Options{Limiter: lim, Keys: keys.Layout{Prefix: "rl:"}})
 }
 
 // twoTenants is acme (keys k-acme-1 and k-acme-2, 1000 per 10s) and

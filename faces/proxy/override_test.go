@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/proxy"
@@ -44,7 +45,7 @@ func TestMethodOverrideOnAnotherRouteIsRefused(t *testing.T) {
 	})
 	var served int
 	h := proxy.New(proxy.Options{
-		Engine: engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, KeyPrefix: "rl:"}),
+		Engine: engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, Keys: keys.Layout{Prefix: "rl:"}}),
 		Upstream: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			served++
 		}),

@@ -6,12 +6,12 @@
 // It translates; it decides nothing itself. A RateLimitRequest is matched
 // against the envoyproxy/ratelimit configuration ([rlsconf.Config]) into
 // one limit per descriptor that has one, keyed as envoyproxy/ratelimit
-// counts ([domain.AppendDescriptorKey]); the engine decides those limits
-// with its planned limiter (the same store as every other face's, built
-// to count Envoy's hits in windows aligned to the epoch, under its own
-// layers); the verdict becomes the RateLimitResponse, field by field as
-// envoyproxy/ratelimit (snapshot f2fb157) answers: overall_code, and per
-// descriptor code, current_limit (requests_per_unit, unit, name),
+// counts ([engine.Engine.AppendDescriptorKey]); the engine decides those
+// limits with its planned limiter (the same store as every other face's,
+// built to count Envoy's hits in windows aligned to the epoch, under its
+// own layers); the verdict becomes the RateLimitResponse, field by field
+// as envoyproxy/ratelimit (snapshot f2fb157) answers: overall_code, and
+// per descriptor code, current_limit (requests_per_unit, unit, name),
 // limit_remaining and duration_until_reset.
 //
 // One difference is deliberate: a request that any descriptor denies

@@ -12,6 +12,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -130,7 +131,7 @@ func newFaceWith(t testing.TB, yaml string, fo faceOptions) *face {
 		calls.next = fo.store
 	}
 	eng := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 1, Window: time.Minute}, false)},
-		engine.Options{Limiter: ports.Chain(calls, fo.layers...), Algorithm: fo.algorithm, KeyPrefix: "rl:"})
+		engine.Options{Limiter: ports.Chain(calls, fo.layers...), Keys: keys.Layout{Prefix: "rl:", Algorithm: fo.algorithm}, Algorithm: fo.algorithm})
 	return &face{Server: rls.New(parse(t, yaml), withEngine(fo.opts, eng)), clock: clk, calls: calls, store: store}
 }
 

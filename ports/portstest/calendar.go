@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -84,7 +85,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 			name := fmt.Sprintf("%s-%d", c.Unit, i)
 			req.Limits = append(req.Limits, domain.Limit{Name: name, Calendar: &c, Cost: limit,
 				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(c.Unit)},
-				Key:  domain.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", name)})
+				Key:  keys.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", name)})
 			s0, e0 := c.Period(boundary.Add(-time.Millisecond))
 			s1, e1 := c.Period(boundary)
 			if !e0.Equal(boundary) || !s1.Equal(boundary) {
@@ -95,7 +96,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 		n := len(req.Limits)
 		if window {
 			req.Limits = append(req.Limits, domain.Limit{Name: "per-hour", Rule: domain.Rule{Limit: 100, Window: time.Hour}, Cost: limit,
-				Key: domain.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", "per-hour")})
+				Key: keys.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", "per-hour")})
 		}
 
 		// The whole budget of every period, spent a millisecond before
@@ -152,7 +153,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 		}
 		for i, lim := range req.Limits[:n] {
 			for _, p := range []period{before[i], after[i]} {
-				key := domain.PeriodKey(lim.Key, p.start)
+				key := keys.PeriodKey(lim.Key, p.start)
 				if at, ok := h.ExpireAt(t, key); !ok || !at.Equal(p.end.Add(time.Minute)) {
 					t.Errorf("%s: key %s expires at %v (%v), want a minute after the period's end %v", lim.Name, key, at, ok, p.end)
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -33,7 +34,7 @@ type LimiterHarness struct {
 	// which makes the checks exact.
 	Slack time.Duration
 	// Algorithm names the algorithm, for the shape of the keys the tests
-	// build ([domain.Key]). Empty means fixed window.
+	// build ([keys.Key]). Empty means fixed window.
 	Algorithm string
 	// Now, if set, reads the limiter's clock: the fake clock's Now. Nil
 	// means time.Now (a real store on this host's clock). The tests of
@@ -107,7 +108,7 @@ const KeyPrefix = "portstest:"
 
 // Request returns a request of tenant on route "default" that spends cost
 // from each of limits, named name[i] with rule rules[i]. The keys are
-// built with [domain.Key] under [KeyPrefix] for h's algorithm.
+// built with [keys.Key] under [KeyPrefix] for h's algorithm.
 func (h LimiterHarness) Request(tenant domain.TenantID, cost int64, limits ...NamedRule) domain.Request {
 	algorithm := h.Algorithm
 	if algorithm == "" {
@@ -116,12 +117,12 @@ func (h LimiterHarness) Request(tenant domain.TenantID, cost int64, limits ...Na
 	req := domain.Request{Tenant: tenant, Route: "default"}
 	for _, l := range limits {
 		lim := domain.Limit{
-			Name: l.Name, Rule: l.Rule, Key: domain.Key(KeyPrefix, tenant, algorithm, "", l.Name), Cost: cost, Shadow: l.Shadow,
+			Name: l.Name, Rule: l.Rule, Key: keys.Key(KeyPrefix, tenant, algorithm, "", l.Name), Cost: cost, Shadow: l.Shadow,
 		}
 		if l.Concurrency {
 			lim.Concurrency = true
 			lim.Rule = domain.Rule{Limit: l.Rule.Limit, Window: domain.ConcurrencyWindow}
-			lim.Key = domain.Key(KeyPrefix, tenant, domain.KeyInFlight, "", l.Name)
+			lim.Key = keys.Key(KeyPrefix, tenant, keys.KeyInFlight, "", l.Name)
 		}
 		req.Limits = append(req.Limits, lim)
 	}
