@@ -56,6 +56,10 @@ func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Dur
 		New: func(t *testing.T) ports.Limiter {
 			return l.new(client, redis.Options{Timeout: 5 * time.Second, Leases: newLeases(t, client, testLease)})
 		},
+		NewView: func(t *testing.T, v portstest.View) (ports.Limiter, error) {
+			return redis.New(client, l.algorithm, redis.Options{Timeout: 5 * time.Second, Leases: newLeases(t, client, testLease),
+				Counting: v.Counting, Windows: v.Windows})
+		},
 		Clock:     portstest.Sleeper{},
 		Window:    window,
 		Slack:     40 * time.Millisecond,

@@ -174,12 +174,12 @@ type counting struct {
 	last domain.Request
 }
 
-func (c *counting) Allow(ctx context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
+func (c *counting) Allow(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 	c.mu.Lock()
 	c.n++
 	c.last = req
 	c.mu.Unlock()
-	return c.next.Allow(ctx, req, nil)
+	return c.next.Allow(ctx, req, dst)
 }
 
 func (c *counting) count() int {
