@@ -42,7 +42,7 @@ type views struct {
 // httpView is how the HTTP faces' requests are decided: all or nothing,
 // except the one limit of a gateway without a policy file on the fixed
 // window, which counts every request, as a counter that increments
-// before it decides (domain.Policy.CountsDenied).
+// before it decides.
 func httpView(cfg Config) view {
 	v := view{counting: domain.CountAdmitted, policyKeys: true, denyCache: cfg.DenyCache}
 	if cfg.PolicyFile == "" && cfg.Algorithm == domain.AlgorithmFixedWindow {

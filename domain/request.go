@@ -118,9 +118,6 @@ const (
 // overflowing a count.
 const MaxCostUnits = 1 << 32
 
-// CostOf returns what limit i of r spends: its Cost.
-func (r Request) CostOf(i int) int64 { return r.Limits[i].Cost }
-
 // ahead returns what the limits of r before i that share limit i's key
 // spend: a key's limits are decided in order, each after the costs of
 // the ones before it, as one counter that several limits increment.
@@ -129,7 +126,7 @@ func (r Request) ahead(i int) int64 {
 	key := r.Limits[i].Key
 	for j := range i {
 		if r.Limits[j].Key == key {
-			sum += r.CostOf(j)
+			sum += r.Limits[j].Cost
 		}
 	}
 	return sum
