@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/adapters/layers"
-	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
@@ -39,7 +38,7 @@ var stores = []store{
 // opened is a store built by its row's open: what the engine decides
 // with, and what the layers around it need of it.
 type opened struct {
-	limiter ports.Limiter
+	views   views        // the HTTP faces' limiter and the rate limit service's
 	usage   ports.Usage  // the store's reads and resets
 	pinger  ports.Pinger // its readiness check
 	closers []io.Closer  // what to close, in order, after the layers'
@@ -109,7 +108,9 @@ type backendEnv struct {
 // Limiter the engine decides with (the store's, wrapped in its layers),
 // the store's readiness check, and what to close at the end.
 type backend struct {
-	limiter ports.Limiter
+	limiter ports.Limiter // the HTTP faces'
+	planned ports.Limiter // the rate limit service's (nil without it)
+	keys    ports.Keys    // the store's key layout
 	pinger  ports.Pinger
 	usage   ports.Usage // the store's, resetting the layers' memory of a tenant too
 	closers []io.Closer // closed in order: the layers' goroutines, then the store
@@ -139,7 +140,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg)}
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
@@ -164,26 +165,18 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		replicas = func() int { return cfg.Replicas }
 		m.SetReplicas(cfg.Replicas)
 	}
-	var failMode ports.Layer
-	switch cfg.FailMode {
-	case FailClosed:
-		failMode = layers.FailClosed(onError)
-	case FailLocal:
-		local, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg)})
-		if err != nil {
-			return backend{}, err
-		}
+	failHTTP, failRLS, local, err := failModes(cfg, replicas, onError)
+	if err != nil {
+		return backend{}, err
+	}
+	if local != nil {
 		be.closers = append(be.closers, local)
 		resets.also = append(resets.also, local) // and the keys of other replicas' resets, heard
-		failMode = layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: replicas, OnError: onError})
-	default:
-		failMode = layers.FailOpen(onError)
 	}
-	var outer []ports.Layer
-	if cfg.DenyCache {
-		cache := layers.NewDenyCache(layers.DenyCacheOptions{})
-		outer = append(outer, cache.Layer())
-		resets.forget = append(resets.forget, cache.Forget)
+	var forget func(domain.TenantID)
+	be.limiter, be.planned, forget = chains(cfg, op.views, failHTTP, failRLS, inner)
+	if forget != nil {
+		resets.forget = append(resets.forget, forget)
 	}
 	if op.shared != nil && (len(resets.forget) > 0 || len(resets.also) > 0) {
 		// Other replicas' resets, heard at once (and for the deny cache
@@ -198,17 +191,16 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		}
 		be.closers = append([]io.Closer{bus}, be.closers...) // unsubscribes before anything closes
 	}
-	be.limiter = ports.Chain(op.limiter, append(append(outer, failMode), inner...)...)
 	return be, nil
 }
 
 // openMemory is the memory store's open.
 func openMemory(_ context.Context, cfg Config, _ backendEnv) (opened, error) {
-	l, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg)})
+	st, vs, err := memoryViews(cfg)
 	if err != nil {
 		return opened{}, err
 	}
-	return opened{limiter: l, usage: l, pinger: alwaysUp{}, closers: []io.Closer{l}}, nil
+	return opened{views: vs, usage: st, pinger: alwaysUp{}, closers: []io.Closer{st}}, nil
 }
 
 // memoryMaxKeys is TOLLGATE_MEMORY_MAX_KEYS as memory.Options wants it:
@@ -236,13 +228,13 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 	checkRedis(ctx, client, cfg, env.log)
 	// The slots of concurrency limits: leases this replica renews.
 	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: cfg.Lease, Replica: env.replica, OnError: env.onError})
-	l, err := redis.New(client, cfg.Algorithm, redis.Options{Leases: leases}) // the client times each decision from its send
+	vs, usage, err := redisViews(cfg, client, leases)
 	if err != nil {
 		leases.Close()
 		client.Close()
 		return opened{}, err
 	}
-	return opened{limiter: l, usage: l, pinger: client, closers: []io.Closer{leases, client}, shared: redisShared(client)}, nil
+	return opened{views: vs, usage: usage, pinger: client, closers: []io.Closer{leases, client}, shared: redisShared(client)}, nil
 }
 
 // redisShared is what the Redis store of client gives the layers: the

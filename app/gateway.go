@@ -63,9 +63,10 @@ func newEngine(cfg Config, snap *engine.Snapshot, be backend, m *metrics.Metrics
 	}
 	return engine.New(snap, engine.Options{
 		Limiter:    be.limiter,
+		Planned:    be.planned,
 		Usage:      be.usage,
+		Keys:       be.keys,
 		Algorithm:  cfg.Algorithm,
-		KeyPrefix:  cfg.KeyPrefix,
 		Anonymous:  anonymous,
 		IPv6Prefix: cfg.IPv6Prefix,
 		Observer:   m,

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
@@ -174,7 +175,7 @@ func TestTenantsFileOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(&engine.Snapshot{Policy: policy, Tenants: dir}, engine.Options{Limiter: ports.LimiterFunc(nil)})
+	eng := engine.New(&engine.Snapshot{Policy: policy, Tenants: dir}, engine.Options{Keys: keys.Layout{}, Limiter: ports.LimiterFunc(nil)})
 	acme := eng.Resolve(engine.Credentials{APIKey: "k1"})
 	want := map[string]domain.Rule{
 		"per-second": {Limit: 100, Window: time.Second},
@@ -317,12 +318,12 @@ func TestMiddlewarePolicy(t *testing.T) {
 	}
 	var got []domain.Request
 	var verdict func(domain.Request) domain.Verdict
-	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request) (domain.Verdict, error) {
+	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 		got = append(got, req)
 		return verdict(req), nil
 	})
 	h := proxy.New(proxy.Options{
-		Engine:   engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, KeyPrefix: "rl:"}),
+		Engine:   engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, Keys: keys.Layout{Prefix: "rl:"}}),
 		Upstream: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
 	})
 	serve := func(method, path string) *httptest.ResponseRecorder {
@@ -341,7 +342,7 @@ func TestMiddlewarePolicy(t *testing.T) {
 	// Each limit decides on its own: per-minute (shadow) denies.
 	decide := func(deny map[string]time.Duration) func(domain.Request) domain.Verdict {
 		return func(req domain.Request) domain.Verdict {
-			return domain.Settle(req, func(i int, cost int64) domain.Decision {
+			return domain.Settle(req, domain.CountAdmitted, nil, func(i int, cost int64) domain.Decision {
 				if wait, ok := deny[req.Limits[i].Name]; ok && cost > 0 {
 					return domain.Decision{Limit: req.Limits[i].Rule.Limit, ResetAfter: wait, RetryAfter: wait}
 				}
@@ -358,14 +359,14 @@ func TestMiddlewarePolicy(t *testing.T) {
 		t.Errorf("shadow denial: RateLimit %q, want %q", got, want)
 	}
 	req := got[len(got)-1]
-	if req.Route != "export" || req.Cost != 1 || len(req.Limits) != 4 {
+	if req.Route != "export" || len(req.Limits) != 4 {
 		t.Fatalf("request %+v, want route export, cost 1, four limits", req)
 	}
 	for i, want := range []domain.Limit{
-		{Name: "per-second", Key: "rl:{acme}:per-second", Rule: domain.Rule{Limit: 20, Window: time.Second}},
-		{Name: "per-minute", Key: "rl:{acme}:per-minute", Rule: domain.Rule{Limit: 60, Window: time.Minute}, Shadow: true},
-		{Name: "per-day", Key: "rl:{acme}:per-day", Rule: domain.Rule{Limit: 100000, Window: 24 * time.Hour}},
-		{Name: "exports", Key: "rl:{acme}:route:export:exports", Rule: domain.Rule{Limit: 10, Window: time.Hour}},
+		{Name: "per-second", Key: "rl:{acme}:per-second", Rule: domain.Rule{Limit: 20, Window: time.Second}, Cost: 1},
+		{Name: "per-minute", Key: "rl:{acme}:per-minute", Rule: domain.Rule{Limit: 60, Window: time.Minute}, Cost: 1, Shadow: true},
+		{Name: "per-day", Key: "rl:{acme}:per-day", Rule: domain.Rule{Limit: 100000, Window: 24 * time.Hour}, Cost: 1},
+		{Name: "exports", Key: "rl:{acme}:route:export:exports", Rule: domain.Rule{Limit: 10, Window: time.Hour}, Cost: 1},
 	} {
 		if req.Limits[i] != want {
 			t.Errorf("limit %d: %+v, want %+v", i, req.Limits[i], want)
@@ -381,7 +382,7 @@ func TestMiddlewarePolicy(t *testing.T) {
 	// A search costs 5.
 	verdict = decide(nil)
 	serve("POST", "/v1/search")
-	if req := got[len(got)-1]; req.Route != "search" || req.Cost != 5 || len(req.Limits) != 3 {
+	if req := got[len(got)-1]; req.Route != "search" || len(req.Limits) != 3 || req.Limits[0].Cost != 5 || req.Limits[2].Cost != 5 {
 		t.Errorf("search: %+v, want route search, cost 5, three limits", req)
 	}
 }

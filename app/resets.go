@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -45,16 +46,16 @@ func (r *resets) Reset(ctx context.Context, req domain.Request) error {
 // local fail mode's memory resets keys (each less the start every key of
 // the tenant shares), the limits reset, none for a message that names
 // none.
-func (r *resets) heard(prefix string, tenant domain.TenantID, keys []string) {
+func (r *resets) heard(prefix string, tenant domain.TenantID, suffixes []string) {
 	for _, f := range r.forget {
 		f(tenant)
 	}
-	if len(keys) == 0 {
+	if len(suffixes) == 0 {
 		return
 	}
-	req := domain.Request{Tenant: tenant, Limits: make([]domain.Limit, len(keys))}
-	start := domain.TenantKeys(prefix, tenant)
-	for i, k := range keys {
+	req := domain.Request{Tenant: tenant, Limits: make([]domain.Limit, len(suffixes))}
+	start := keys.TenantKeys(prefix, tenant)
+	for i, k := range suffixes {
 		req.Limits[i].Key = start + k
 	}
 	for _, u := range r.also {
@@ -66,12 +67,12 @@ func (r *resets) heard(prefix string, tenant domain.TenantID, keys []string) {
 // limits': slots are requests running) less the start every key of the
 // tenant shares, as a reset's message names them.
 func keySuffixes(prefix string, req domain.Request) []string {
-	start := domain.TenantKeys(prefix, req.Tenant)
-	var keys []string
+	start := keys.TenantKeys(prefix, req.Tenant)
+	var suffixes []string
 	for _, l := range req.Limits {
 		if k, ok := strings.CutPrefix(l.Key, start); ok && !l.Concurrency {
-			keys = append(keys, k)
+			suffixes = append(suffixes, k)
 		}
 	}
-	return keys
+	return suffixes
 }

@@ -57,7 +57,6 @@ func withRLS(ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, read
 		Engine:          eng,
 		Ready:           ready,
 		ReadyTimeout:    cfg.RedisTimeout,
-		CountDenied:     cfg.RLSCountDenied,
 		ResponseHeaders: cfg.RLSResponseHeaders,
 		Metrics:         m,
 		Log:             log,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -42,7 +43,7 @@ func loadFileTenants(t testing.TB, path string) (*fileTenants, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng := engine.New(&engine.Snapshot{Policy: p, Tenants: dir}, engine.Options{Limiter: ports.LimiterFunc(nil)})
+	eng := engine.New(&engine.Snapshot{Policy: p, Tenants: dir}, engine.Options{Keys: keys.Layout{}, Limiter: ports.LimiterFunc(nil)})
 	return &fileTenants{path, dir, eng}, nil
 }
 

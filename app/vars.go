@@ -213,8 +213,16 @@ var variables = []variable{
 	{name: "RLS_CONFIG", unread: withoutRLS,
 		accepts: "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR",
 		check:   func(c Config, _ map[string]bool) error { return valid(c.RLSAddr == "" || c.RLSConfig != "") }},
-	{name: "RLS_COUNT_DENIED", def: "false", unread: withoutRLS, check: parsed,
-		accepts: "true (count denied hits on every descriptor, as envoyproxy/ratelimit) or false (all or nothing) (also 1, 0, t, f)"},
+	{name: "RLS_COUNT_DENIED", def: "false", unread: withoutRLS,
+		accepts: "true (count denied hits on every descriptor, as envoyproxy/ratelimit; fixed_window only) or false (all or nothing) (also 1, 0, t, f)",
+		check: func(c Config, unparsed map[string]bool) error {
+			// Only the fixed window counts a denied hit; the store refuses it.
+			if c.RLSAddr != "" && c.RLSCountDenied && c.Algorithm != domain.AlgorithmFixedWindow && !unparsed["ALGORITHM"] {
+				return invalid{why: "only " + domain.AlgorithmFixedWindow + " counts denied hits; TOLLGATE_ALGORITHM is " + c.Algorithm,
+					want: "false, or TOLLGATE_ALGORITHM=" + domain.AlgorithmFixedWindow}
+			}
+			return nil
+		}},
 	{name: "RLS_RESPONSE_HEADERS", def: "false", accepts: boolean, unread: withoutRLS, check: parsed},
 
 	// Logs and profiling.

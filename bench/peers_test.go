@@ -41,7 +41,8 @@ var keys = func() []string {
 type allowFunc func(key string) bool
 
 func tollgate(b *testing.B) allowFunc {
-	lim, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{})
+	// As the gateway's default limit: counting denials.
+	lim, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{View: memory.View{Counting: domain.CountEvery}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,10 +50,9 @@ func tollgate(b *testing.B) allowFunc {
 	rule := domain.Rule{Limit: limit, Window: window}
 	ctx := context.Background()
 	return func(key string) bool {
-		var decisions [1]domain.Decision                                                                     // the verdict's, on the stack
-		v, _ := lim.Allow(ctx, domain.Request{Tenant: "bench", Route: "default", Cost: 1, CountDenied: true, // the gateway's default
-			Limits:    []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}},
-			Decisions: decisions[:0]})
+		var decisions [1]domain.Decision // the verdict's, on the stack
+		v, _ := lim.Allow(ctx, domain.Request{Tenant: "bench", Route: "default",
+			Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key, Cost: 1}}}, decisions[:0])
 		return v.Allowed
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ulule/limiter/v3"
 	sredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -86,7 +87,7 @@ type limitsFunc func(t domain.TenantID, algo string) []domain.Limit
 // file.
 func oneLimit(t domain.TenantID, algo string) []domain.Limit {
 	return []domain.Limit{{Name: domain.DefaultLimit, Rule: domain.Rule{Limit: limit, Window: window},
-		Key: domain.Key("bench:", t, algo, "", domain.DefaultLimit)}}
+		Key: keylayout.Key("bench:", t, algo, "", domain.DefaultLimit)}}
 }
 
 // threeLimits is a policy's usual shape: per second, per minute and per
@@ -96,7 +97,7 @@ func threeLimits(t domain.TenantID, algo string) []domain.Limit {
 	for i, name := range []string{"per-second", "per-minute", "per-hour"} {
 		w := []time.Duration{time.Second, time.Minute, time.Hour}[i]
 		ls = append(ls, domain.Limit{Name: name, Rule: domain.Rule{Limit: limit * int64(w/time.Second), Window: w},
-			Key: domain.Key("bench:", t, algo, "", name)})
+			Key: keylayout.Key("bench:", t, algo, "", name)})
 	}
 	return ls
 }
@@ -116,25 +117,32 @@ var paris = func() *time.Location {
 func monthly(t domain.TenantID, _ string) []domain.Limit {
 	return []domain.Limit{{Name: "monthly", Rule: domain.Rule{Limit: 1 << 40, Window: domain.NominalWindow(domain.PeriodMonth)},
 		Calendar: &domain.Calendar{Unit: domain.PeriodMonth, Location: paris},
-		Key:      domain.Key("bench:", t, domain.AlgorithmFixedWindow, "", "monthly")}}
+		Key:      keylayout.Key("bench:", t, domain.AlgorithmFixedWindow, "", "monthly")}}
 }
 
 // tollgateLimits is tollgateLanes with each tenant's limits built by
 // limits.
 func tollgateLimits(algo string, batching redis.Batching, lanes int, limits limitsFunc) func(*testing.B, string, int) decideFunc {
 	return func(b *testing.B, addr string, _ int) decideFunc {
-		lim := openTollgate(b, addr, algo, batching, lanes)
+		// As the gateway: its default limit on the fixed window counts
+		// denials, a policy's limits (several, a calendar quota) are all
+		// or nothing.
+		counting := domain.CountAdmitted
+		if ls := limits("tenant-0", algo); len(ls) == 1 && ls[0].Name == domain.DefaultLimit && algo == domain.AlgorithmFixedWindow {
+			counting = domain.CountEvery
+		}
+		lim := openTollgate(b, addr, algo, batching, lanes, counting)
 		reqs := make([]domain.Request, tenants)
 		for i := range reqs {
 			t := domain.TenantID("tenant-" + strconv.Itoa(i))
 			ls := limits(t, algo)
-			// As the gateway: its default limit counts denials, a policy's
-			// limits (several, a calendar quota) are all or nothing.
-			countDenied := len(ls) == 1 && ls[0].Name == domain.DefaultLimit
-			reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, CountDenied: countDenied, Limits: ls}
+			for j := range ls {
+				ls[j].Cost = 1
+			}
+			reqs[i] = domain.Request{Tenant: t, Route: "default", Limits: ls}
 		}
 		return func(ctx context.Context, i int) error {
-			v, err := lim.Allow(ctx, reqs[i])
+			v, err := lim.Allow(ctx, reqs[i], nil)
 			if err == nil && !v.Allowed {
 				err = fmt.Errorf("tenant %d denied", i)
 			}
@@ -147,7 +155,7 @@ func tollgateLimits(algo string, batching redis.Batching, lanes int, limits limi
 // peek mode, nothing written.
 func tollgatePeek(algo string, limits limitsFunc) func(*testing.B, string, int) decideFunc {
 	return func(b *testing.B, addr string, _ int) decideFunc {
-		lim := openTollgate(b, addr, algo, redis.BatchCoalesce, 0)
+		lim := openTollgate(b, addr, algo, redis.BatchCoalesce, 0, domain.CountAdmitted)
 		reqs := make([]domain.Request, tenants)
 		for i := range reqs {
 			t := domain.TenantID("tenant-" + strconv.Itoa(i))
@@ -165,16 +173,16 @@ func tollgatePeek(algo string, limits limitsFunc) func(*testing.B, string, int) 
 // given back (the release's round trip), both in one call. The limit is
 // high enough that no request is denied.
 func tollgateSlots(b *testing.B, addr string, _ int) decideFunc {
-	lim := openTollgate(b, addr, domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0)
+	lim := openTollgate(b, addr, domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, domain.CountAdmitted)
 	reqs := make([]domain.Request, tenants)
 	for i := range reqs {
 		t := domain.TenantID("tenant-" + strconv.Itoa(i))
-		reqs[i] = domain.Request{Tenant: t, Route: "default", Cost: 1, Limits: []domain.Limit{{Name: "inflight",
+		reqs[i] = domain.Request{Tenant: t, Route: "default", Limits: []domain.Limit{{Name: "inflight", Cost: 1,
 			Rule: domain.Rule{Limit: domain.MaxConcurrency, Window: domain.ConcurrencyWindow}, Concurrency: true,
-			Key: domain.Key("bench:", t, domain.KeyInFlight, "", "inflight")}}}
+			Key: keylayout.Key("bench:", t, keylayout.KeyInFlight, "", "inflight")}}}
 	}
 	return func(ctx context.Context, i int) error {
-		v, err := lim.Allow(ctx, reqs[i])
+		v, err := lim.Allow(ctx, reqs[i], nil)
 		switch {
 		case err != nil:
 			return err
@@ -187,8 +195,9 @@ func tollgateSlots(b *testing.B, addr string, _ int) decideFunc {
 }
 
 // openTollgate opens tollgate's algo on addr as the gateway does, with
-// the leases of concurrency limits (renewed every lease/3, 10 s).
-func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lanes int) *redis.Limiter {
+// the leases of concurrency limits (renewed every lease/3, 10 s),
+// counting by counting.
+func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lanes int, counting domain.Counting) *redis.Limiter {
 	c, err := redis.OpenForBenchmark("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Lanes: lanes}, batching)
 	if err != nil {
 		b.Fatal(err)
@@ -200,7 +209,7 @@ func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lane
 	leases := redis.NewLeases(c, redis.LeaseOptions{Lease: 10 * time.Second, Replica: "bench"})
 	b.Cleanup(func() { leases.Close() })
 	// As the gateway: the client times each decision from its send.
-	lim, err := redis.New(c, algo, redis.Options{Leases: leases})
+	lim, err := redis.New(c, algo, redis.Options{Leases: leases, Counting: counting})
 	if err != nil {
 		b.Fatal(err)
 	}

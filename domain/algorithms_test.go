@@ -264,11 +264,11 @@ type state interface {
 type fixedWindow struct{ w domain.FixedWindow }
 
 func (f *fixedWindow) Decide(now time.Time, rule domain.Rule, cost int64) domain.Decision {
-	return f.w.Decide(now, domain.Limit{Rule: rule}, cost)
+	return f.w.Decide(now, rule, domain.WindowsFromFirst, cost)
 }
 
 func (f *fixedWindow) Spend(now time.Time, rule domain.Rule, cost int64) {
-	f.w.Spend(now, domain.Limit{Rule: rule}, cost)
+	f.w.Spend(now, rule, domain.WindowsFromFirst, cost)
 }
 
 func newStates() map[string]func() state {

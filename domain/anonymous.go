@@ -33,13 +33,13 @@ const anonymousPrefix = "ip:"
 //     into that range (config validation rejects it before).
 //   - The zero Addr: [Unknown], the shared tenant.
 //
-// The subject becomes the Redis Cluster hash tag of the keys
-// ([Key] gives `<prefix>{ip:203.0.113.7}`), so one client's keys share a
-// slot and clients spread over the cluster. It is not a valid tenant id and
-// never equals one: it holds ':' (see [ValidTenantID]), so no tenant's
-// budget is an address's and no address is metered as a tenant. It holds
-// only "ip:" then 0-9 a-f . : /, never '{' or '}', so the hash tag ends
-// where [Key] closes it; and it is at most [MaxAnonymousSubjectLen] bytes,
+// The subject stands in for a tenant in the request's keys: the stores
+// keep every key of one subject together, so one client's keys stay
+// together and clients spread. It is not a valid tenant id and never
+// equals one: it holds ':' (see [ValidTenantID]), so no tenant's budget
+// is an address's and no address is metered as a tenant. It holds only
+// "ip:" then 0-9 a-f . : /, never '{' or '}', so a key layout may
+// enclose it in braces; and it is at most [MaxAnonymousSubjectLen] bytes,
 // so with IPv6 grouped the key space one client can create stays bounded.
 // It must not reach metric labels or X-Tenant-ID (those say [Unknown]);
 // [IsAnonymousSubject] tells it apart.

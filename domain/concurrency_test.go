@@ -156,8 +156,12 @@ func TestSettleConcurrency(t *testing.T) {
 		{"counting denials, rate denies", true, false, true, false, true, false},
 	}
 	for _, tt := range tests {
-		req := domain.Request{Cost: 3, CountDenied: tt.countDenied, Limits: []domain.Limit{{Name: "rate"}, {Name: "inflight", Concurrency: true}}}
-		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
+		req := domain.Request{Limits: []domain.Limit{{Name: "rate", Cost: 3}, {Name: "inflight", Cost: 3, Concurrency: true}}}
+		counting := domain.CountAdmitted
+		if tt.countDenied {
+			counting = domain.CountEvery
+		}
+		v := domain.Settle(req, counting, nil, func(i int, cost int64) domain.Decision {
 			if i == 0 {
 				return domain.Decision{Allowed: tt.rateOK || cost == 0}
 			}
@@ -170,10 +174,10 @@ func TestSettleConcurrency(t *testing.T) {
 		if v.Allowed != tt.allowed {
 			t.Errorf("%s: allowed %v, want %v", tt.name, v.Allowed, tt.allowed)
 		}
-		if got := domain.Spends(req, v, 0); got != tt.rateSpends {
+		if got := domain.Spends(req, counting, v, 0); got != tt.rateSpends {
 			t.Errorf("%s: the rate limit spends %v, want %v", tt.name, got, tt.rateSpends)
 		}
-		if got := domain.Spends(req, v, 1); got != tt.slotted {
+		if got := domain.Spends(req, counting, v, 1); got != tt.slotted {
 			t.Errorf("%s: the concurrency limit takes a slot %v, want %v", tt.name, got, tt.slotted)
 		}
 		if !tt.slotOK && tt.countDenied && v.Decisions[1].Remaining != 0 {

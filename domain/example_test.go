@@ -9,12 +9,12 @@ import (
 
 func ExampleFixedWindow() {
 	var w domain.FixedWindow
-	lim := domain.Limit{Rule: domain.Rule{Limit: 2, Window: time.Minute}}
+	rule := domain.Rule{Limit: 2, Window: time.Minute}
 	for _, at := range []time.Duration{0, 15 * time.Second, 30 * time.Second, 60 * time.Second} {
 		now := t0.Add(at)
-		d := w.Decide(now, lim, 1)
+		d := w.Decide(now, rule, domain.WindowsFromFirst, 1)
 		if d.Allowed {
-			w.Spend(now, lim, 1)
+			w.Spend(now, rule, domain.WindowsFromFirst, 1)
 		}
 		fmt.Printf("t0+%v: allowed=%v remaining=%d retry after %v\n", at, d.Allowed, d.Remaining, d.RetryAfter)
 	}

@@ -4,8 +4,8 @@ import "time"
 
 // FixedWindow is one key's state under the fixed-window policy: the
 // count of the current window and the instant it ends. A window starts
-// with its first spend and lasts the rule's window, or, for a limit
-// aligned to the epoch ([Limit].Epoch), is the multiple of the window
+// with its first spend and lasts the rule's window, or, aligned to the
+// epoch ([WindowsEpoch]), is the multiple of the window
 // that holds now ([now − now mod window, … + window)), as
 // envoyproxy/ratelimit's are. A request of cost units is admitted when
 // the window's count plus the cost is at most the limit.
@@ -20,8 +20,8 @@ type FixedWindow struct {
 	count int64
 }
 
-// Decide decides a request of cost units arriving at now under lim's
-// rule, without counting it: [FixedWindow.Spend] does, once every limit
+// Decide decides a request of cost units arriving at now under rule,
+// with windows w, without counting it: [FixedWindow.Spend] does, once every limit
 // of the request admitted it (or, for a request that counts denials,
 // always). A denied request reports what is left (Remaining = limit −
 // count) and RetryAfter the end of the window; a cost above the limit is
@@ -29,9 +29,8 @@ type FixedWindow struct {
 // ResetAfter is the time to the window's end; with no window running, 0
 // for a check (cost 0) of a window that starts with its first request.
 // It does not allocate.
-func (f *FixedWindow) Decide(now time.Time, lim Limit, cost int64) Decision {
-	rule := lim.Rule
-	count, end := f.window(now.UnixNano(), lim)
+func (f *FixedWindow) Decide(now time.Time, rule Rule, w Windows, cost int64) Decision {
+	count, end := f.window(now.UnixNano(), rule, w)
 	left := time.Duration(end - now.UnixNano())
 	if end == 0 {
 		if cost == 0 {
@@ -49,30 +48,30 @@ func (f *FixedWindow) Decide(now time.Time, lim Limit, cost int64) Decision {
 }
 
 // Spend counts cost units at now, starting a window if none is running.
-func (f *FixedWindow) Spend(now time.Time, lim Limit, cost int64) {
+func (f *FixedWindow) Spend(now time.Time, rule Rule, w Windows, cost int64) {
 	t := now.UnixNano()
-	count, end := f.window(t, lim)
+	count, end := f.window(t, rule, w)
 	if end == 0 {
-		end = t + int64(lim.Rule.Window)
+		end = t + int64(rule.Window)
 	}
 	f.end, f.count = end, count+cost
 }
 
 // window returns the count and end of the window that holds t (Unix
-// nanoseconds) for lim: the state's, while it runs; else a count of 0
+// nanoseconds) for rule and w: the state's, while it runs; else a count of 0
 // and, aligned to the epoch, that window's end, or 0 for a window that
 // starts with its first spend. A clock that stepped back stays in the
 // stored window (a later end than the aligned one), so it never counts
 // afresh early.
-func (f *FixedWindow) window(t int64, lim Limit) (count, end int64) {
-	if !lim.Epoch {
+func (f *FixedWindow) window(t int64, rule Rule, w Windows) (count, end int64) {
+	if w != WindowsEpoch {
 		if t < f.end {
 			return f.count, f.end
 		}
 		return 0, 0
 	}
-	w := int64(lim.Rule.Window)
-	if aligned := t - mod(t, w) + w; f.end < aligned {
+	n := int64(rule.Window)
+	if aligned := t - mod(t, n) + n; f.end < aligned {
 		return 0, aligned
 	}
 	return f.count, f.end

@@ -32,14 +32,14 @@ func TestFixedWindowCountDenied(t *testing.T) {
 	t.Parallel()
 	var f domain.FixedWindow
 	rule := domain.Rule{Limit: 2, Window: time.Minute}
-	lim := domain.Limit{Name: "default", Rule: rule}
-	req := domain.Request{Limits: []domain.Limit{lim}, Cost: 1, CountDenied: true}
+	lim := domain.Limit{Name: "default", Rule: rule, Cost: 1}
+	req := domain.Request{Limits: []domain.Limit{lim}}
 	want := []domain.Decision{allowed(2, 1, 60*s), allowed(2, 0, 60*s), denied(2, 60*s, 60*s), denied(2, 60*s, 60*s)}
 	for i, w := range want {
-		v := domain.Settle(req, func(_ int, cost int64) domain.Decision { return f.Decide(t0, lim, cost) })
+		v := domain.Settle(req, domain.CountEvery, nil, func(_ int, cost int64) domain.Decision { return f.Decide(t0, rule, 0, cost) })
 		for j := range req.Limits {
-			if domain.Spends(req, v, j) {
-				f.Spend(t0, lim, req.Cost)
+			if domain.Spends(req, domain.CountEvery, v, j) {
+				f.Spend(t0, rule, 0, lim.Cost)
 			}
 		}
 		if got := v.Decisions[0]; got != w {
@@ -47,10 +47,10 @@ func TestFixedWindowCountDenied(t *testing.T) {
 		}
 	}
 	// Four counted: a cheaper request still finds nothing left.
-	if d := f.Decide(t0, lim, 0); d.Remaining != 0 {
+	if d := f.Decide(t0, rule, 0, 0); d.Remaining != 0 {
 		t.Errorf("after 4 counted requests: %+v, want remaining 0", d)
 	}
-	if d := f.Decide(t0.Add(time.Minute), lim, 1); !d.Allowed || d.Remaining != 1 {
+	if d := f.Decide(t0.Add(time.Minute), rule, 0, 1); !d.Allowed || d.Remaining != 1 {
 		t.Errorf("next window: %+v, want allowed, remaining 1", d)
 	}
 }
@@ -61,7 +61,7 @@ func TestFixedWindowCountDenied(t *testing.T) {
 // a fresh state; its count starts again at the next multiple.
 func TestFixedWindowEpoch(t *testing.T) {
 	t.Parallel()
-	lim := domain.Limit{Rule: domain.Rule{Limit: 3, Window: time.Minute}, Epoch: true}
+	rule, epoch := domain.Rule{Limit: 3, Window: time.Minute}, domain.WindowsEpoch
 	var f domain.FixedWindow
 	// t0 is on a minute: the windows are [t0, t0+60s), [t0+60s, t0+120s), ...
 	steps := []struct {
@@ -84,19 +84,18 @@ func TestFixedWindowEpoch(t *testing.T) {
 	}
 	for i, st := range steps {
 		now := t0.Add(st.at)
-		got := f.Decide(now, lim, st.cost)
+		got := f.Decide(now, rule, epoch, st.cost)
 		if got != st.want {
 			t.Errorf("step %d: Decide(t0+%v, cost %d) = %+v, want %+v", i, st.at, st.cost, got, st.want)
 		}
 		if got.Allowed && st.cost > 0 {
-			f.Spend(now, lim, st.cost)
+			f.Spend(now, rule, epoch, st.cost)
 		}
 	}
 	// Not aligned, the same first request at t0+10s ends its window at t0+70s.
 	var g domain.FixedWindow
-	first := domain.Limit{Rule: lim.Rule}
-	g.Spend(t0.Add(10*s), first, 1)
-	if d := g.Decide(t0.Add(60*s), first, 1); d != allowed(3, 1, 10*s) {
+	g.Spend(t0.Add(10*s), rule, domain.WindowsFromFirst, 1)
+	if d := g.Decide(t0.Add(60*s), rule, domain.WindowsFromFirst, 1); d != allowed(3, 1, 10*s) {
 		t.Errorf("first-request window at t0+60s: %+v, want allowed, remaining 1, reset 10s", d)
 	}
 }
@@ -153,7 +152,7 @@ func TestRuleValidate(t *testing.T) {
 }
 
 func BenchmarkFixedWindowDecide(b *testing.B) {
-	lim := domain.Limit{Rule: domain.Rule{Limit: 100, Window: time.Minute}}
+	rule := domain.Rule{Limit: 100, Window: time.Minute}
 	b.ReportAllocs()
 	var (
 		f domain.FixedWindow
@@ -162,35 +161,35 @@ func BenchmarkFixedWindowDecide(b *testing.B) {
 	now := t0
 	for b.Loop() {
 		now = now.Add(time.Millisecond)
-		d = f.Decide(now, lim, 1)
-		f.Spend(now, lim, 1)
+		d = f.Decide(now, rule, domain.WindowsFromFirst, 1)
+		f.Spend(now, rule, domain.WindowsFromFirst, 1)
 	}
 	_ = d
 }
 
-// TestSettleIntoRequestDecisions: with room in req.Decisions, the
-// verdict's decisions are written there, and settling allocates nothing;
-// without room, Settle allocates and leaves req.Decisions alone.
-func TestSettleIntoRequestDecisions(t *testing.T) {
+// TestSettleIntoDst: with room in dst, the verdict's decisions are
+// written there, and settling allocates nothing; without room, Settle
+// allocates and leaves dst alone.
+func TestSettleIntoDst(t *testing.T) {
 	decide := func(i int, cost int64) domain.Decision {
 		return domain.Decision{Allowed: i == 0, Limit: 10, Remaining: 10 - cost}
 	}
-	req := domain.Request{Limits: make([]domain.Limit, 2), Cost: 3}
-	want := domain.Settle(req, decide)
-	req.Decisions = make([]domain.Decision, 0, 2)
-	v := domain.Settle(req, decide)
-	if len(v.Decisions) != 2 || &v.Decisions[0] != &req.Decisions[:1][0] {
-		t.Fatalf("Settle with room: decisions %v not in req.Decisions' array", v.Decisions)
+	req := domain.Request{Limits: []domain.Limit{{Cost: 3}, {Cost: 3}}}
+	want := domain.Settle(req, domain.CountAdmitted, nil, decide)
+	dst := make([]domain.Decision, 0, 2)
+	v := domain.Settle(req, domain.CountAdmitted, dst, decide)
+	if len(v.Decisions) != 2 || &v.Decisions[0] != &dst[:1][0] {
+		t.Fatalf("Settle with room: decisions %v not in dst's array", v.Decisions)
 	}
 	// Denied by limit 1: limit 0 is decided again at cost 0, as without room.
 	if v.Allowed || v.Outcome != want.Outcome || v.Decisions[0] != want.Decisions[0] || v.Decisions[1] != want.Decisions[1] {
 		t.Errorf("Settle with room = %+v, want %+v", v, want)
 	}
-	small := domain.Request{Limits: req.Limits, Cost: 1, Decisions: make([]domain.Decision, 0, 1)}
-	if v := domain.Settle(small, decide); len(v.Decisions) != 2 || small.Decisions[:1][0] != (domain.Decision{}) {
-		t.Errorf("Settle(room for 1 of 2) = %v, or wrote into the short buffer %v", v.Decisions, small.Decisions[:1])
+	small := make([]domain.Decision, 0, 1)
+	if v := domain.Settle(req, domain.CountAdmitted, small, decide); len(v.Decisions) != 2 || small[:1][0] != (domain.Decision{}) {
+		t.Errorf("Settle(room for 1 of 2) = %v, or wrote into the short buffer %v", v.Decisions, small[:1])
 	}
-	if n := testing.AllocsPerRun(100, func() { domain.Settle(req, decide) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { domain.Settle(req, domain.CountAdmitted, dst, decide) }); n != 0 {
 		t.Errorf("Settle with room allocates %v times, want 0", n)
 	}
 }

@@ -51,11 +51,3 @@ func TestPeriodWindow(t *testing.T) {
 		t.Errorf("a cost above the quota: %+v, want denied", d)
 	}
 }
-
-func TestPeriodKey(t *testing.T) {
-	t.Parallel()
-	start := time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC)
-	if got, want := domain.PeriodKey("rl:{acme}:monthly", start), "rl:{acme}:monthly@1801440000"; got != want {
-		t.Errorf("PeriodKey = %q, want %q", got, want)
-	}
-}

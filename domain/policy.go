@@ -87,28 +87,19 @@ type Policy struct {
 	declared []*Route // the same, in the order NewPolicy was given them
 	def      *Route
 	names    map[string]PolicyLimit // every limit, global or a route's
-	// countsDenied: requests count against their fixed windows even when
-	// denied (see [Policy.CountsDenied]).
-	countsDenied bool
 }
 
 // DefaultPolicy returns the policy of a gateway without a policy file:
-// one global limit, "default", with rule, and no routes. Its requests
-// count denials ([Policy.CountsDenied]).
+// one global limit, "default", with rule, and no routes. (On the fixed
+// window the gateway's limiter counts its every request, denied ones
+// too, [CountEvery]: a limiter's option, set where it is built.)
 func DefaultPolicy(rule Rule, shadow bool) *Policy {
 	p, err := NewPolicy([]PolicyLimit{{Name: DefaultLimit, Rule: rule, Shadow: shadow}}, nil)
 	if err != nil {
 		panic("domain: DefaultPolicy: " + err.Error()) // a caller's invalid rule
 	}
-	p.countsDenied = true
 	return p
 }
-
-// CountsDenied reports whether the policy's requests count against
-// their limits even when denied ([Request.CountDenied]): the one limit of
-// a gateway without a policy file, as a counter that increments before
-// it decides. A policy file's requests are all or nothing.
-func (p *Policy) CountsDenied() bool { return p.countsDenied }
 
 // NewPolicy validates limits (the global ones) and routes and returns
 // their policy. Every problem is reported, joined, each wrapping

@@ -5,12 +5,16 @@ package domain
 const DefaultLimit = "default"
 
 // Limit is one budget that applies to a request: its name (as the
-// RateLimit headers show it), its rule, and the storage key its state
-// lives under (built by [Key]).
+// RateLimit headers show it), its rule, the storage key its state lives
+// under, and what the request spends from it.
 type Limit struct {
 	Name string
 	Rule Rule
 	Key  string
+	// Cost is what the request spends from the limit, 0 to
+	// [MaxCostUnits]: a limit of cost 0 is decided without spending
+	// anything, a check (Envoy's per-descriptor hits_addend).
+	Cost int64
 	// Shadow reports whether the limit is in shadow mode: it is decided
 	// and spent like any other, but its denial does not deny the request
 	// (see [Settle] for what it spends).
@@ -20,16 +24,11 @@ type Limit struct {
 	// limit of the request denies it. A quota limit also in shadow mode
 	// never denies, and so keeps the others from denying together.
 	Quota bool
-	// Epoch aligns the limit's windows to the Unix epoch: a window starts
-	// at a multiple of the rule's window (now − now mod window) instead
-	// of with its first request, as envoyproxy/ratelimit's windows do.
-	// Fixed window only; the other algorithms ignore it.
-	Epoch bool
 	// Calendar, when set, makes the limit a calendar quota: Rule.Limit
 	// per period of the calendar, counted as a fixed window over the
 	// period ([PeriodWindow]) whatever the store's algorithm, on the
-	// store's clock (Redis: its server time). Key is then the base of the
-	// period's key ([PeriodKey]). Rule.Window is [NominalWindow].
+	// store's clock. Key is then the base of the period's keys.
+	// Rule.Window is [NominalWindow].
 	Calendar *Calendar
 	// Concurrency makes the limit a concurrency limit: Rule.Limit
 	// requests of the key in flight at once ([DecideSlots]), whatever
@@ -39,76 +38,85 @@ type Limit struct {
 	Concurrency bool
 }
 
-// Request is what a limiter decides: one request of Tenant, spending Cost
-// units from every limit in Limits. A Request is a value: a limiter reads
-// it and never keeps or changes it.
+// Request is what a limiter decides: one request of Tenant on Route,
+// spending each limit's Cost from it. It holds what the policy decides
+// and nothing else: how a store counts is the store's option. A Request
+// is a value: a limiter reads it and never keeps or changes it.
 type Request struct {
-	// Tenant is the request's tenant ([Unknown] for unresolved traffic).
+	// Tenant is the request's subject: its tenant ([Unknown] for
+	// unresolved traffic), or what a face meters it as instead (a
+	// client's address, a planned request's first counter).
 	Tenant TenantID
 	// Route names the route the request matched, [DefaultLimit]'s name
 	// "default" without a policy file. Layers that remember a decision
-	// (the deny cache) key it by tenant and route.
+	// key it by tenant and route.
 	Route string
 	// Limits are the limits that apply, in the order the headers list
 	// them. A limiter decides against every one of them.
 	Limits []Limit
-	// Cost is what the request spends from each limit, at least 1. A
-	// request of cost 0 is not metered, and is never put to a limiter.
-	Cost int64
-	// Costs, if not nil, holds what each limit spends instead (Costs[i]
-	// for Limits[i]; Cost is then ignored), each 0 to [MaxCostUnits]: a
-	// limit of cost 0 is decided without spending anything, a check
-	// (Envoy's per-descriptor hits_addend). Nil: every limit spends Cost.
-	Costs []int64
-	// CountOver makes an admitted request spend from every one of its
-	// limits, also from a shadow or quota limit that would deny it, as
-	// envoyproxy/ratelimit counts every hit of a request it admits.
-	// Without it such a limit spends nothing (see [Settle]). It changes
-	// nothing for a denied request. Every algorithm honours it.
-	CountOver bool
-	// CountDenied makes every limit spend Cost whatever the verdict, as
-	// a counter that increments before it decides does: a denied request
-	// is counted too, and each limit decides on its own (no limit's
-	// denial keeps another from counting). It is the fixed window's
-	// option (the gateway's one default limit without a policy file, and
-	// Envoy's rate limit service for parity); limiters of the other
-	// algorithms ignore it.
-	CountDenied bool
-	// NoCache keeps the request from the layers that answer from memory
-	// (the deny cache): it reaches the limiter every time. Envoy's rate
-	// limit service sets it with envoyproxy/ratelimit's counting
-	// (CountDenied), where each denied hit is an increment that a later
-	// request may read through another limit on the same counter.
-	NoCache bool
-	// PolicyKeys says the request's keys are a policy's for one tenant
-	// (the engine's HTTP decisions): a tenant has at most one key per
-	// limit of the policy, so a bounded store that already holds one of
-	// the request's keys may add the others. Without it (Envoy's
-	// descriptors, whose values are the client's) a full store adds none.
-	PolicyKeys bool
-	// Decisions, if its capacity holds one Decision per limit, is where
-	// the limiter writes the verdict's Decisions instead of allocating
-	// them ([Settle]): the verdict's Decisions then share its array.
-	// A caller that provides it owns that array for as long as it reads
-	// the verdict, and gives each request its own; a layer that keeps a
-	// verdict past its request copies the Decisions. Nil: the limiter
-	// allocates them.
-	Decisions []Decision
 }
 
+// Counting is how a limiter counts a request's limits: which of them
+// spend their cost, given the verdict ([Spends]). It is a limiter's
+// option, set where the limiter is built; a limiter that cannot honour a
+// mode refuses to be built with it. The zero value is [CountAdmitted].
+type Counting uint8
+
+// Counting modes.
+const (
+	// CountAdmitted is all or nothing: an admitted request spends from
+	// every limit that admits it, a denied one from none.
+	CountAdmitted Counting = iota
+	// CountHits makes an admitted request spend from every one of its
+	// limits, also from a shadow or quota limit that would deny it, as
+	// envoyproxy/ratelimit counts every hit of a request it admits. A
+	// denied request spends nothing. Every algorithm honours it.
+	CountHits
+	// CountEvery makes every limit spend whatever the verdict, as a
+	// counter that increments before it decides: a denied request is
+	// counted too, and each limit decides on its own (no limit's denial
+	// keeps another from counting); an admitted one counts as with
+	// CountHits. The fixed window honours it, no other algorithm.
+	CountEvery
+)
+
+var countingNames = [...]string{"admitted", "hits", "every"}
+
+// String returns the mode's name: "admitted", "hits" or "every".
+func (c Counting) String() string {
+	if int(c) < len(countingNames) {
+		return countingNames[c]
+	}
+	return "unknown"
+}
+
+// HonouredBy reports whether algorithm can count by c: every algorithm
+// counts admitted requests and hits, only the fixed window every request.
+func (c Counting) HonouredBy(algorithm string) bool {
+	return c != CountEvery || algorithm == AlgorithmFixedWindow
+}
+
+// Windows is where a limiter's windows start: a limiter's option, set
+// where it is built. The zero value is [WindowsFromFirst].
+type Windows uint8
+
+// Windows.
+const (
+	// WindowsFromFirst starts a fixed window with its first request.
+	WindowsFromFirst Windows = iota
+	// WindowsEpoch aligns fixed windows to the Unix epoch: a window is
+	// the multiple of the rule's window that holds now (now − now mod
+	// window), as envoyproxy/ratelimit's windows are. The sliding window
+	// is aligned so under either value; the token bucket and the sliding
+	// log have no windows to align.
+	WindowsEpoch
+)
+
 // MaxCostUnits bounds what one limit of a request may spend
-// ([Request.Costs]): above any limit (and any Envoy requests_per_unit,
+// ([Limit.Cost]): above any limit (and any Envoy requests_per_unit,
 // a uint32), so a larger cost is denied all the same, and far from
 // overflowing a count.
 const MaxCostUnits = 1 << 32
-
-// CostOf returns what limit i of r spends: Costs[i], or Cost.
-func (r Request) CostOf(i int) int64 {
-	if r.Costs != nil {
-		return r.Costs[i]
-	}
-	return r.Cost
-}
 
 // ahead returns what the limits of r before i that share limit i's key
 // spend: a key's limits are decided in order, each after the costs of
@@ -118,7 +126,7 @@ func (r Request) ahead(i int) int64 {
 	key := r.Limits[i].Key
 	for j := range i {
 		if r.Limits[j].Key == key {
-			sum += r.CostOf(j)
+			sum += r.Limits[j].Cost
 		}
 	}
 	return sum

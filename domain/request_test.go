@@ -29,12 +29,12 @@ func TestSettleShadow(t *testing.T) {
 		{"both deny", []lim{{false, false}, {true, false}}, false, domain.OutcomeDenied, time.Second},
 	}
 	for _, tt := range tests {
-		req := domain.Request{Cost: 3}
+		req := domain.Request{}
 		for _, l := range tt.limits {
-			req.Limits = append(req.Limits, domain.Limit{Shadow: l.shadow})
+			req.Limits = append(req.Limits, domain.Limit{Shadow: l.shadow, Cost: 3})
 		}
 		var recosted []int
-		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
+		v := domain.Settle(req, domain.CountAdmitted, nil, func(i int, cost int64) domain.Decision {
 			if cost == 0 {
 				recosted = append(recosted, i)
 				return domain.Decision{Allowed: true, Remaining: 7}
@@ -108,15 +108,26 @@ func (c counters) decide(req domain.Request) func(i int, cost int64) domain.Deci
 	}
 }
 
-// settle settles req on c and spends by Spends, returning the verdict.
-func (c counters) settle(req domain.Request) domain.Verdict {
-	v := domain.Settle(req, c.decide(req))
+// settle settles req on c counting by n and spends by Spends, returning
+// the verdict.
+func (c counters) settle(req domain.Request, n domain.Counting) domain.Verdict {
+	v := domain.Settle(req, n, nil, c.decide(req))
 	for i, lim := range req.Limits {
-		if domain.Spends(req, v, i) {
-			c.count[lim.Key] += req.CostOf(i)
+		if domain.Spends(req, n, v, i) {
+			c.count[lim.Key] += lim.Cost
 		}
 	}
 	return v
+}
+
+// costed returns limits, copied, each spending costs[i] (or costs[0]
+// when there is one).
+func costed(limits []domain.Limit, costs ...int64) []domain.Limit {
+	out := append([]domain.Limit(nil), limits...)
+	for i := range out {
+		out[i].Cost = costs[min(i, len(costs)-1)]
+	}
+	return out
 }
 
 // TestSettleCostsAndSharedKeys: each limit spends its own cost (0 is a
@@ -127,8 +138,8 @@ func TestSettleCostsAndSharedKeys(t *testing.T) {
 	c := counters{count: map[string]int64{"a": 17}, limit: map[string]int64{"a": 20, "b": 5}}
 	lims := []domain.Limit{{Key: "a"}, {Key: "b"}, {Key: "a"}}
 	// a: 17 + 2 = 19 (remaining 1), then + 1 = 20 (remaining 0); b checked.
-	req := domain.Request{Limits: lims, Costs: []int64{2, 0, 1}}
-	v := c.settle(req)
+	req := domain.Request{Limits: costed(lims, 2, 0, 1)}
+	v := c.settle(req, domain.CountAdmitted)
 	if !v.Allowed || v.Decisions[0].Remaining != 1 || v.Decisions[1].Remaining != 5 || v.Decisions[2].Remaining != 0 {
 		t.Fatalf("costs 2, 0, 1: %+v, want allowed with remaining 1, 5, 0", v)
 	}
@@ -136,8 +147,8 @@ func TestSettleCostsAndSharedKeys(t *testing.T) {
 		t.Errorf("after costs 2, 0, 1: counts %v, want a=20 b=0", c.count)
 	}
 	// One more on a denies the second use of a; nothing is spent.
-	req.Costs = []int64{0, 1, 1}
-	if v := c.settle(req); v.Allowed || !v.Decisions[0].Allowed || v.Decisions[2].Allowed || v.Decisions[1].Remaining != 5 {
+	req.Limits = costed(lims, 0, 1, 1)
+	if v := c.settle(req, domain.CountAdmitted); v.Allowed || !v.Decisions[0].Allowed || v.Decisions[2].Allowed || v.Decisions[1].Remaining != 5 {
 		t.Errorf("a full, cost 1 on its second use: %+v, want denied by limit 2 only, b untouched (5)", v)
 	}
 	if c.count["a"] != 20 || c.count["b"] != 0 {
@@ -145,8 +156,8 @@ func TestSettleCostsAndSharedKeys(t *testing.T) {
 	}
 	// Counting denials, each use of a counts, and decides after the one before.
 	c.count["a"] = 18
-	req = domain.Request{Limits: lims, Cost: 2, CountDenied: true}
-	v = c.settle(req)
+	req = domain.Request{Limits: costed(lims, 2)}
+	v = c.settle(req, domain.CountEvery)
 	if v.Allowed || !v.Decisions[0].Allowed || v.Decisions[0].Remaining != 0 || v.Decisions[2].Allowed || v.Decisions[2].Remaining != 0 {
 		t.Errorf("count denied, a at 18, cost 2 twice: %+v, want the first use allowed (0 left), the second denied", v)
 	}
@@ -181,10 +192,9 @@ func TestSettleQuota(t *testing.T) {
 	for _, tt := range tests {
 		var req domain.Request
 		for _, l := range tt.limits {
-			req.Limits = append(req.Limits, domain.Limit{Quota: l.quota, Shadow: l.shadow})
+			req.Limits = append(req.Limits, domain.Limit{Quota: l.quota, Shadow: l.shadow, Cost: 1})
 		}
-		req.Cost = 1
-		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
+		v := domain.Settle(req, domain.CountAdmitted, nil, func(i int, cost int64) domain.Decision {
 			if cost == 0 || tt.limits[i].admits {
 				return domain.Decision{Allowed: true}
 			}
@@ -201,35 +211,34 @@ func TestSettleQuota(t *testing.T) {
 	}
 }
 
-// TestSettleCountOver: with CountOver an admitted request spends from a
+// TestSettleCountHits: counting hits, an admitted request spends from a
 // shadow or quota limit that would deny it too (reporting nothing left);
 // a denied request still spends nothing.
-func TestSettleCountOver(t *testing.T) {
+func TestSettleCountHits(t *testing.T) {
 	t.Parallel()
 	c := counters{count: map[string]int64{"s": 20}, limit: map[string]int64{"s": 20, "e": 30, "q": 1, "r": 5}}
 	lims := []domain.Limit{{Key: "s", Shadow: true}, {Key: "e"}}
-	req := domain.Request{Limits: lims, Cost: 1, CountOver: true}
-	v := c.settle(req)
+	req := domain.Request{Limits: costed(lims, 1)}
+	v := c.settle(req, domain.CountHits)
 	if !v.Allowed || v.Outcome != domain.OutcomeShadowDenied || v.Decisions[0].Remaining != 0 || v.Decisions[1].Remaining != 29 {
 		t.Errorf("shadow over beside enforced within: %+v, want admitted (shadow denied), remaining 0 and 29", v)
 	}
 	if c.count["s"] != 21 || c.count["e"] != 1 {
-		t.Errorf("CountOver: counts %v, want s=21 e=1", c.count)
+		t.Errorf("CountHits: counts %v, want s=21 e=1", c.count)
 	}
-	req.CountOver = false
-	c.settle(req)
+	c.settle(req, domain.CountAdmitted)
 	if c.count["s"] != 21 || c.count["e"] != 2 {
-		t.Errorf("without CountOver: counts %v, want s=21 (unspent), e=2", c.count)
+		t.Errorf("CountAdmitted: counts %v, want s=21 (unspent), e=2", c.count)
 	}
 	// A quota limit over beside one within: admitted, both counted.
 	c.count["q"] = 1
-	req = domain.Request{Limits: []domain.Limit{{Key: "q", Quota: true}, {Key: "r", Quota: true}}, Cost: 1, CountOver: true}
-	if v := c.settle(req); !v.Allowed || c.count["q"] != 2 || c.count["r"] != 1 {
-		t.Errorf("one quota of two over, CountOver: %+v, counts %v; want admitted, q=2 r=1", v, c.count)
+	req = domain.Request{Limits: []domain.Limit{{Key: "q", Quota: true, Cost: 1}, {Key: "r", Quota: true, Cost: 1}}}
+	if v := c.settle(req, domain.CountHits); !v.Allowed || c.count["q"] != 2 || c.count["r"] != 1 {
+		t.Errorf("one quota of two over, CountHits: %+v, counts %v; want admitted, q=2 r=1", v, c.count)
 	}
-	// Denied (the only quota over): nothing spent, even with CountOver.
-	req = domain.Request{Limits: []domain.Limit{{Key: "q", Quota: true}, {Key: "e"}}, Cost: 1, CountOver: true}
-	if v := c.settle(req); v.Allowed || c.count["q"] != 2 || c.count["e"] != 2 {
-		t.Errorf("quota over alone, CountOver: %+v, counts %v; want denied, nothing spent", v, c.count)
+	// Denied (the only quota over): nothing spent, even counting hits.
+	req = domain.Request{Limits: []domain.Limit{{Key: "q", Quota: true, Cost: 1}, {Key: "e", Cost: 1}}}
+	if v := c.settle(req, domain.CountHits); v.Allowed || c.count["q"] != 2 || c.count["e"] != 2 {
+		t.Errorf("quota over alone, CountHits: %+v, counts %v; want denied, nothing spent", v, c.count)
 	}
 }

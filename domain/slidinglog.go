@@ -59,7 +59,7 @@ func (l *SlidingLog) Decide(now time.Time, rule Rule, cost int64) Decision {
 
 // Spend logs cost admitted units at now as one entry, after a Decide at
 // now that admitted them. Spent without one (counting every limit of an
-// admitted request), it fills the log at most.
+// admitted request, [CountHits]), it fills the log at most.
 func (l *SlidingLog) Spend(now time.Time, rule Rule, cost int64) {
 	w := min(cost, rule.Limit-l.count())
 	if w <= 0 {

@@ -36,7 +36,7 @@ func (s *SlidingWindow) Decide(now time.Time, rule Rule, cost int64) Decision {
 
 // Spend counts cost admitted units at now, after a Decide at now that
 // admitted them. Spent without one (counting every limit of an admitted
-// request, [Request].CountOver), it fills the current window at most.
+// request, [CountHits]), it fills the current window at most.
 func (s *SlidingWindow) Spend(now time.Time, rule Rule, cost int64) {
 	s.roll(now, rule)
 	s.curr = min(s.curr+cost, max(rule.Limit, s.curr))

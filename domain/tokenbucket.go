@@ -33,7 +33,7 @@ func (b *TokenBucket) Decide(now time.Time, rule Rule, cost int64) Decision {
 
 // Spend takes cost tokens at now, after a Decide at now that admitted
 // them. Spent without one (counting every limit of an admitted request,
-// [Request].CountOver), it empties the bucket at most.
+// [CountHits]), it empties the bucket at most.
 func (b *TokenBucket) Spend(now time.Time, rule Rule, cost int64) {
 	t := now.UnixNano()
 	interval := int64(TokenInterval(rule))

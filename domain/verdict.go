@@ -24,7 +24,8 @@ const (
 	// OutcomeLocalDenied: the store failed and the local fallback denied
 	// it.
 	OutcomeLocalDenied
-	// OutcomeCachedDenied: denied from the deny cache, without the store.
+	// OutcomeCachedDenied: denied from a layer's memory of an earlier
+	// denial, without the store.
 	OutcomeCachedDenied
 )
 
@@ -52,6 +53,11 @@ type Verdict struct {
 	Allowed bool
 	// Outcome says how it was decided.
 	Outcome Outcome
+	// Unavailable reports that the store could not decide and the fail
+	// mode denied the request (closed): the faces answer that the
+	// service is unavailable (503, gRPC UNAVAILABLE), not that a limit
+	// is reached. Allowed is then false and Decisions nil.
+	Unavailable bool
 	// Decisions holds one Decision per limit of the request, in its
 	// order. It is nil when no limit decided: a fail mode that admits or
 	// denies without the store. A limit that would have admitted a
@@ -143,31 +149,31 @@ func Admits(decisions []Decision) bool {
 	return quotas == 0 || quotaDenied < quotas
 }
 
-// Settle makes the verdict of req, each of whose limits is decided by
-// decide(i, cost), cost being what limit i spends ([Request.CostOf]) plus
-// what the limits before it with the same key spend (one state, counted
-// in order). The request is admitted when every enforced limit (not in
-// shadow or quota mode) admits it and, if it has quota limits, one of
-// them admits it or is in shadow mode. decide must not change state:
-// the caller spends afterwards, by one rule that every store follows
-// ([Spends]):
+// Settle makes the verdict of req, counted by c, each of whose limits is
+// decided by decide(i, cost), cost being what limit i spends
+// ([Limit.Cost]) plus what the limits before it with the same key spend
+// (one state, counted in order). The request is admitted when every
+// enforced limit (not in shadow or quota mode) admits it and, if it has
+// quota limits, one of them admits it or is in shadow mode. decide must
+// not change state: the caller spends afterwards, by one rule that every
+// store follows ([Spends]):
 //
-//	limit i spends CostOf(i)  ⇔  v.Allowed && (v.Decisions[i].Allowed || req.CountOver)
+//	limit i spends its Cost  ⇔  c == CountEvery || v.Allowed && (v.Decisions[i].Allowed || c == CountHits)
 //
-// So a request that the limits deny spends nothing anywhere, and each
-// limit that would have admitted it is decided again at cost 0, which
-// reports what it has left untouched. A shadow limit that would deny an
-// admitted request does not deny it (the verdict's outcome is
-// [OutcomeShadowDenied]) and spends nothing from itself: it keeps
-// exactly the state it would have if it were enforced, so its would-be
-// denials are what enforcing it would deny; with req.CountOver it
-// spends (and reports nothing left), as a counter does. Every decision
-// carries its limit's Shadow and Quota. The verdict's decisions are
-// written to req.Decisions when it has room for them, and else are
-// Settle's one allocation.
-func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
+// So under [CountAdmitted] and [CountHits] a request that the limits
+// deny spends nothing anywhere, and each limit that would have admitted
+// it is decided again at cost 0, which reports what it has left
+// untouched. A shadow limit that would deny an admitted request does not
+// deny it (the verdict's outcome is [OutcomeShadowDenied]) and, under
+// CountAdmitted, spends nothing from itself: it keeps exactly the state
+// it would have if it were enforced, so its would-be denials are what
+// enforcing it would deny; under CountHits or CountEvery it spends (and
+// reports nothing left), as a counter does. Every decision carries its
+// limit's Shadow and Quota. The verdict's Decisions are written into
+// dst[:0] when it has room for len(req.Limits), and else are Settle's
+// one allocation.
+func Settle(req Request, c Counting, dst []Decision, decide func(i int, cost int64) Decision) Verdict {
 	n := len(req.Limits)
-	dst := req.Decisions
 	if cap(dst) < n {
 		dst = make([]Decision, 0, n)
 	}
@@ -175,7 +181,7 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 	shadowDenied := false
 	for i := range n {
 		lim := req.Limits[i]
-		d := decide(i, req.ahead(i)+req.CostOf(i))
+		d := decide(i, req.ahead(i)+lim.Cost)
 		d.Shadow, d.Quota = lim.Shadow, lim.Quota
 		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
 		v.Decisions = append(v.Decisions, d)
@@ -185,7 +191,7 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 		if shadowDenied {
 			v.Outcome = OutcomeShadowDenied
 		}
-		if req.CountOver {
+		if c != CountAdmitted {
 			for i := range v.Decisions {
 				if !v.Decisions[i].Allowed && !req.Limits[i].Concurrency {
 					v.Decisions[i].Remaining = 0 // counted: nothing is left
@@ -196,7 +202,7 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 	}
 	v.Outcome = OutcomeDenied
 	for i, d := range v.Decisions {
-		if req.CountDenied && !req.Limits[i].Concurrency {
+		if c == CountEvery && !req.Limits[i].Concurrency {
 			if !d.Allowed {
 				v.Decisions[i].Remaining = 0
 			}
@@ -210,16 +216,16 @@ func Settle(req Request, decide func(i int, cost int64) Decision) Verdict {
 	return v
 }
 
-// Spends reports whether limit i of req spends req.CostOf(i) under v,
-// the verdict [Settle] made: when v admits the request and limit i
-// admits it (a shadow limit that would deny spends nothing) or
-// req.CountOver; always with req.CountDenied. A concurrency limit spends
-// (takes a slot) only when v admits the request and it admits it,
-// whatever req.CountDenied or req.CountOver say (and a limit of cost 0,
-// a check, takes none): a request holds no slot it would not give back.
-func Spends(req Request, v Verdict, i int) bool {
+// Spends reports whether limit i of req spends its Cost under v, the
+// verdict [Settle] made counting by c: when v admits the request and
+// limit i admits it (a shadow limit that would deny spends nothing), or
+// c is [CountHits]; always when c is [CountEvery]. A concurrency limit
+// spends (takes a slot) only when v admits the request and it admits it,
+// whatever c says (and a limit of cost 0, a check, takes none): a
+// request holds no slot it would not give back.
+func Spends(req Request, c Counting, v Verdict, i int) bool {
 	if req.Limits[i].Concurrency {
-		return v.Allowed && v.Decisions[i].Allowed && req.CostOf(i) > 0
+		return v.Allowed && v.Decisions[i].Allowed && req.Limits[i].Cost > 0
 	}
-	return req.CountDenied || (v.Allowed && (req.CountOver || v.Decisions[i].Allowed))
+	return c == CountEvery || (v.Allowed && (c == CountHits || v.Decisions[i].Allowed))
 }

@@ -50,17 +50,23 @@ type Observer interface {
 
 // Options configure [New].
 type Options struct {
-	// Limiter decides: the store under its layers. Required.
+	// Limiter decides the requests of [Engine.Decide]: the store under
+	// its layers, counting as the policy's requests count. Required.
 	Limiter ports.Limiter
+	// Planned decides the requests of [Engine.DecidePlanned]: a view of
+	// the same store counting as the planning face needs, under its own
+	// layers. Nil means Limiter.
+	Planned ports.Limiter
 	// Usage reads and resets the store's budgets, for [Engine.Usage] and
 	// [Engine.Reset]: the store itself, not its layers; a reset also
 	// makes the layers forget the tenant. May be nil: no usage API.
 	Usage ports.Usage
-	// Algorithm names the store's algorithm: part of the keys
-	// ([domain.Key]).
+	// Keys is the store's key layout: the engine names each limit's key
+	// through it. Required.
+	Keys ports.Keys
+	// Algorithm names the store's algorithm, as the usage API reports
+	// it ([LimitUsage].Algorithm). Empty means fixed window.
 	Algorithm string
-	// KeyPrefix prefixes every key (TOLLGATE_KEY_PREFIX).
-	KeyPrefix string
 	// Anonymous is how unresolved traffic is metered; IPv6Prefix groups
 	// IPv6 clients with AnonymousPerAddress (32–128; 0 means 64).
 	Anonymous  Anonymous
@@ -84,11 +90,14 @@ type Engine struct {
 
 // New returns an engine deciding with snap.
 func New(snap *Snapshot, opts Options) *Engine {
-	if opts.Limiter == nil || snap == nil || snap.Policy == nil {
-		panic("engine: New needs a limiter and a snapshot with a policy")
+	if opts.Limiter == nil || opts.Keys == nil || snap == nil || snap.Policy == nil {
+		panic("engine: New needs a limiter, keys and a snapshot with a policy")
 	}
 	if opts.Algorithm == "" {
 		opts.Algorithm = domain.AlgorithmFixedWindow
+	}
+	if opts.Planned == nil {
+		opts.Planned = opts.Limiter
 	}
 	if opts.IPv6Prefix == 0 {
 		opts.IPv6Prefix = 64
@@ -190,9 +199,9 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 	if tenant.ID == domain.Unknown && e.opts.Anonymous == AnonymousPerAddress && d.Client.IsValid() {
 		res.Subject = domain.AnonymousSubject(d.Client, e.opts.IPv6Prefix)
 	}
-	req := e.request(snap, res.Route, tenant, res.Subject, d.SkipConcurrency)
+	req, dst := e.request(res.Route, tenant, res.Subject, d.SkipConcurrency)
 	start := time.Now()
-	v, err := e.opts.Limiter.Allow(ctx, req)
+	v, err := e.opts.Limiter.Allow(ctx, req, dst)
 	if errors.Is(err, ports.ErrStoreFull) && res.Subject != domain.Unknown {
 		// The store holds as many keys as it may: decide as the shared
 		// unknown tenant, whose keys it always admits, never unmetered.
@@ -202,8 +211,8 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 				"requests_since_last_line", n)
 		})
 		res.Subject = domain.Unknown
-		req = e.request(snap, res.Route, unknownTenant, domain.Unknown, d.SkipConcurrency)
-		v, err = e.opts.Limiter.Allow(ctx, req)
+		req, dst = e.request(res.Route, unknownTenant, domain.Unknown, d.SkipConcurrency)
+		v, err = e.opts.Limiter.Allow(ctx, req, dst)
 	}
 	if err != nil {
 		return Result{}, err
@@ -221,14 +230,16 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 
 var unknownTenant = Tenant{ID: domain.Unknown}
 
-// request builds the request to decide on route: one limit per limit of
-// the route (the global ones in order, then the route's own; without its
-// concurrency limits when skipSlots), each with tenant's rule for it and
-// subject's key.
-func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, subject domain.TenantID, skipSlots bool) domain.Request {
+// request builds the request to decide on route, and room for its
+// verdict's decisions: one limit per limit of the route (the global ones
+// in order, then the route's own; without its concurrency limits when
+// skipSlots), each with tenant's rule for it, subject's key and the
+// route's cost.
+func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.TenantID, skipSlots bool) (domain.Request, []domain.Decision) {
 	applied := route.Applied()
-	req := domain.Request{Tenant: subject, Route: route.Name, Cost: route.Cost, CountDenied: snap.Policy.CountsDenied(), PolicyKeys: true}
-	req.Limits, req.Decisions = newRequestBuffers(len(applied))
+	req := domain.Request{Tenant: subject, Route: route.Name}
+	var dst []domain.Decision
+	req.Limits, dst = newRequestBuffers(len(applied))
 	n := 0
 	for i, l := range applied {
 		if skipSlots && l.Concurrency {
@@ -239,28 +250,29 @@ func (e *Engine) request(snap *Snapshot, route *domain.Route, tenant Tenant, sub
 			keyRoute = route.Name
 		}
 		req.Limits[n] = e.limit(tenant, subject, keyRoute, l)
+		req.Limits[n].Cost = route.Cost
 		n++
 	}
 	req.Limits = req.Limits[:n]
-	return req
+	return req, dst
 }
 
 // limit returns l as tenant's requests carry it: tenant's rule and
 // calendar for it, subject's key, on route when it is the route's own
 // (empty for a global limit).
 func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l domain.PolicyLimit) domain.Limit {
-	algorithm := e.opts.Algorithm
+	kind := ports.KeyRate
 	cal := tenant.calendar(l)
 	switch {
 	case l.Concurrency:
-		algorithm = domain.KeyInFlight // slots, whatever the algorithm
+		kind = ports.KeyConcurrency
 	case cal != nil:
-		algorithm = domain.AlgorithmFixedWindow // a calendar quota is a fixed window whatever the algorithm
+		kind = ports.KeyCalendar
 	}
 	return domain.Limit{
 		Name:        l.Name,
 		Rule:        tenant.rule(l),
-		Key:         domain.Key(e.opts.KeyPrefix, subject, algorithm, route, l.Name),
+		Key:         e.opts.Keys.Limit(subject, route, l.Name, kind),
 		Shadow:      l.Shadow,
 		Calendar:    cal,
 		Concurrency: l.Concurrency,
@@ -268,7 +280,7 @@ func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l d
 }
 
 // newRequestBuffers returns room for a request's n limits and for its
-// verdict's n decisions ([domain.Request.Decisions]): one allocation for
+// verdict's n decisions (the dst of [ports.Limiter]): one allocation for
 // up to two limits, where a slice of each would be two, and two beyond.
 func newRequestBuffers(n int) ([]domain.Limit, []domain.Decision) {
 	const inline = 2

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
@@ -26,7 +27,7 @@ type recorder struct {
 	err      func(domain.Request) error // nil: admit
 }
 
-func (r *recorder) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
+func (r *recorder) Allow(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
@@ -35,7 +36,7 @@ func (r *recorder) Allow(_ context.Context, req domain.Request) (domain.Verdict,
 			return domain.Verdict{}, err
 		}
 	}
-	return domain.Settle(req, func(i int, _ int64) domain.Decision {
+	return domain.Settle(req, domain.CountAdmitted, nil, func(i int, _ int64) domain.Decision {
 		return domain.Decision{Allowed: true, Limit: req.Limits[i].Rule.Limit}
 	}), nil
 }
@@ -93,7 +94,7 @@ func examplePolicy(t *testing.T) *domain.Policy {
 func TestDecideHeaderMode(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	e := engine.New(&engine.Snapshot{Policy: examplePolicy(t)}, engine.Options{Limiter: rec, KeyPrefix: "rl:", Observer: rec})
+	e := engine.New(&engine.Snapshot{Policy: examplePolicy(t)}, engine.Options{Limiter: rec, Keys: keys.Layout{Prefix: "rl:"}, Observer: rec})
 	tests := []struct {
 		name, method, path, header string
 		route, tenant              string
@@ -128,13 +129,16 @@ func TestDecideHeaderMode(t *testing.T) {
 			continue
 		}
 		req := rec.last()
-		if req.Cost != tt.cost || req.CountDenied || len(req.Limits) != len(tt.keys) || !res.Verdict.Allowed {
-			t.Errorf("%s: request %+v, want cost %d, all or nothing, keys %v", tt.name, req, tt.cost, tt.keys)
+		if len(req.Limits) != len(tt.keys) || !res.Verdict.Allowed {
+			t.Errorf("%s: request %+v, want keys %v", tt.name, req, tt.keys)
 			continue
 		}
 		for i, k := range tt.keys {
 			if req.Limits[i].Key != k || res.Limits[i].Key != k {
 				t.Errorf("%s: key %d %q, want %q", tt.name, i, req.Limits[i].Key, k)
+			}
+			if req.Limits[i].Cost != tt.cost {
+				t.Errorf("%s: limit %d costs %d, want the route's %d", tt.name, i, req.Limits[i].Cost, tt.cost)
 			}
 		}
 	}
@@ -153,24 +157,18 @@ func TestDecideHeaderMode(t *testing.T) {
 	}
 }
 
-// TestDecideCountsDenied: without a policy file (DefaultPolicy) requests
-// count denials; a policy file's are all or nothing.
-func TestDecideCountsDenied(t *testing.T) {
+// TestDecideDefaultPolicy: without a policy file (DefaultPolicy) the one
+// limit "default" costs 1 under the key {unknown} of an unnamed tenant;
+// how it counts is the limiter's option (the composition root's).
+func TestDecideDefaultPolicy(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 5, Window: hour}, false)}, engine.Options{Limiter: rec})
+	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 5, Window: hour}, false)}, engine.Options{Keys: keys.Layout{}, Limiter: rec})
 	if _, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/"}); err != nil {
 		t.Fatal(err)
 	}
-	if req := rec.last(); !req.CountDenied || req.Limits[0].Key != "{unknown}" {
-		t.Errorf("default policy: %+v, want CountDenied and the key {unknown}", req)
-	}
-	e.Swap(&engine.Snapshot{Policy: examplePolicy(t)})
-	if _, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/"}); err != nil {
-		t.Fatal(err)
-	}
-	if req := rec.last(); req.CountDenied {
-		t.Errorf("a policy file's request: %+v, want all or nothing", req)
+	if req := rec.last(); len(req.Limits) != 1 || req.Limits[0].Key != "{unknown}" || req.Limits[0].Cost != 1 {
+		t.Errorf("default policy: %+v, want one limit of cost 1 under the key {unknown}", req)
 	}
 }
 
@@ -181,7 +179,7 @@ func TestDecideFileTenants(t *testing.T) {
 	dir := engine.NewDirectory(
 		[]engine.Tenant{{ID: "acme", Rules: map[string]domain.Rule{"exports": {Limit: 50, Window: hour}}}, {ID: "globex"}},
 		[][]string{{"k-acme"}, {"k-globex"}})
-	e := engine.New(&engine.Snapshot{Policy: p, Tenants: dir}, engine.Options{Limiter: rec})
+	e := engine.New(&engine.Snapshot{Policy: p, Tenants: dir}, engine.Options{Keys: keys.Layout{}, Limiter: rec})
 	for _, tt := range []struct {
 		creds  engine.Credentials
 		tenant domain.TenantID
@@ -213,7 +211,7 @@ func TestDecideAnonymousPerAddress(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 5, Window: hour}, false)},
-		engine.Options{Limiter: rec, KeyPrefix: "rl:", Anonymous: engine.AnonymousPerAddress, IPv6Prefix: 64})
+		engine.Options{Limiter: rec, Keys: keys.Layout{Prefix: "rl:"}, Anonymous: engine.AnonymousPerAddress, IPv6Prefix: 64})
 	for _, tt := range []struct {
 		client, header, subject, key string
 	}{
@@ -249,7 +247,7 @@ func TestDecideAnonymousPerAddress(t *testing.T) {
 // admitting a new tenant unmetered).
 func TestDecideStoreFull(t *testing.T) {
 	t.Parallel()
-	down := ports.LimiterFunc(func(context.Context, domain.Request) (domain.Verdict, error) {
+	down := ports.LimiterFunc(func(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error) {
 		return domain.Verdict{}, errors.New("connection refused")
 	})
 	for _, tt := range []struct {
@@ -268,7 +266,7 @@ func TestDecideStoreFull(t *testing.T) {
 		defer store.Close()
 		rec := &recorder{}
 		e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 3, Window: hour}, false)},
-			engine.Options{Limiter: tt.stack(store), KeyPrefix: "rl:", Observer: rec})
+			engine.Options{Limiter: tt.stack(store), Keys: keys.Layout{Prefix: "rl:"}, Observer: rec})
 		decide := func(tenant string) engine.Result {
 			res, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/", Credentials: engine.Credentials{Header: tenant}})
 			if err != nil {
@@ -302,7 +300,7 @@ func TestDecideCallerGone(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{err: func(domain.Request) error { return context.Canceled }}
 	e := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 3, Window: hour}, false)},
-		engine.Options{Limiter: rec, Observer: rec})
+		engine.Options{Keys: keys.Layout{}, Limiter: rec, Observer: rec})
 	if _, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v, want context.Canceled", err)
 	}
@@ -357,7 +355,7 @@ func TestDecideSlots(t *testing.T) {
 	tenants := engine.NewDirectory([]engine.Tenant{{ID: "big", Rules: map[string]domain.Rule{"inflight": {Limit: 3, Window: domain.ConcurrencyWindow}}}},
 		[][]string{{"k-big"}})
 	e := engine.New(&engine.Snapshot{Policy: slotsPolicy(t), Tenants: tenants},
-		engine.Options{Limiter: store, Algorithm: domain.AlgorithmSlidingLog, KeyPrefix: "rl:", Observer: rec})
+		engine.Options{Limiter: store, Keys: keys.Layout{Prefix: "rl:", Algorithm: domain.AlgorithmSlidingLog}, Algorithm: domain.AlgorithmSlidingLog, Observer: rec})
 	big := engine.Described{Method: "GET", Path: "/heavy", Credentials: engine.Credentials{APIKey: "k-big"}}
 	var held []engine.Result
 	for i := range 3 {
@@ -421,7 +419,7 @@ func TestDecideSkipConcurrencyOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	e := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: rec, KeyPrefix: "rl:"})
+	e := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: rec, Keys: keys.Layout{Prefix: "rl:"}})
 	res, err := e.Decide(t.Context(), engine.Described{Method: "GET", Path: "/slow", SkipConcurrency: true})
 	if err != nil || res.Metered || len(rec.reqs) != 0 {
 		t.Errorf("SkipConcurrency on a route of concurrency limits only: metered %v, %d store calls, %v; want unmetered", res.Metered, len(rec.reqs), err)

@@ -9,21 +9,22 @@ import (
 
 // DecidePlanned decides req, a request a face planned itself rather than
 // described: Envoy's rate limit service, whose configuration names the
-// limits of each request. req.Tenant is the subject the deny cache and a
-// bounded memory store know the request by, req.Route labels it (the
-// deny cache keys denials by both), and each limit's key comes from
-// [Engine.AppendDescriptorKey]. It goes to the same limiter as every
-// request [Engine.Decide] makes: the store under its layers (deny cache,
-// fail mode, breaker), observed by the same Observer (with a nil route,
-// since no route of the policy applies).
+// limits of each request and their costs. req.Tenant is the subject the
+// face meters the request as, req.Route labels it (the layers that
+// remember decisions know a request by both), and each limit's key
+// comes from [Engine.AppendDescriptorKey]. It goes to the planned
+// limiter ([Options].Planned): the same store as every request
+// [Engine.Decide] makes, under its layers, observed by the same Observer
+// (with a nil route, since no route of the policy applies). The
+// verdict's Decisions are written into dst as [ports.Limiter] says.
 //
 // Its errors are the limiter's that no layer answers for: ctx's when the
 // caller went away, and [ports.ErrStoreFull] when a bounded store holds
 // as many keys as it may (there is no shared subject to decide it as).
 // A store that fails is no error: the fail mode answers.
-func (e *Engine) DecidePlanned(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+func (e *Engine) DecidePlanned(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 	start := time.Now()
-	v, err := e.opts.Limiter.Allow(ctx, req)
+	v, err := e.opts.Planned.Allow(ctx, req, dst)
 	if err != nil {
 		return domain.Verdict{}, err
 	}
@@ -39,8 +40,8 @@ func (e *Engine) DecidePlanned(ctx context.Context, req domain.Request) (domain.
 }
 
 // AppendDescriptorKey appends to dst the key of one of Envoy's
-// descriptors of rlsDomain counted per window ([domain.AppendDescriptorKey]
-// with the engine's key prefix and algorithm).
+// descriptors of rlsDomain counted per window, in the store's layout
+// ([ports.Keys].AppendDescriptor).
 func (e *Engine) AppendDescriptorKey(dst []byte, rlsDomain string, window time.Duration, counter []byte) []byte {
-	return domain.AppendDescriptorKey(dst, e.opts.KeyPrefix, rlsDomain, e.opts.Algorithm, window, counter)
+	return e.opts.Keys.AppendDescriptor(dst, rlsDomain, window, counter)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -41,7 +42,7 @@ func usageEngine(t *testing.T, snap *engine.Snapshot) (*engine.Engine, *memory.L
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	return engine.New(snap, engine.Options{Limiter: store, Usage: store, Algorithm: domain.AlgorithmSlidingWindow, KeyPrefix: "rl:"}), store
+	return engine.New(snap, engine.Options{Limiter: store, Usage: store, Keys: keys.Layout{Prefix: "rl:", Algorithm: domain.AlgorithmSlidingWindow}, Algorithm: domain.AlgorithmSlidingWindow}), store
 }
 
 // used returns what each limit of us has used, by limit name.
@@ -162,7 +163,7 @@ func TestUsageOfFileTenants(t *testing.T) {
 
 func TestUsageNeedsTheStore(t *testing.T) {
 	t.Parallel()
-	e := engine.New(&engine.Snapshot{Policy: usagePolicy(t)}, engine.Options{Limiter: &recorder{}})
+	e := engine.New(&engine.Snapshot{Policy: usagePolicy(t)}, engine.Options{Keys: keys.Layout{}, Limiter: &recorder{}})
 	if _, err := e.Usage(t.Context(), "acme"); !errors.Is(err, engine.ErrNoUsage) {
 		t.Errorf("usage without Options.Usage: %v, want ErrNoUsage", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
@@ -46,22 +47,19 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 	rule := domain.Rule{Limit: 1 << 29, Window: time.Minute}
 	keys := make([]domain.Request, benchTenants)
 	for i := range keys {
-		keys[i] = one(domain.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), domain.AlgorithmFixedWindow, "", domain.DefaultLimit), rule)
+		keys[i] = one(keylayout.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), domain.AlgorithmFixedWindow, "", domain.DefaultLimit), rule)
 	}
 	{
 		// Counting denials, as the gateway's one limit without a policy file does.
 		mode := "count-denied"
-		for i := range keys {
-			keys[i].CountDenied = true
-		}
-		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(client), redis.Options{Timeout: time.Second})
+		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(client), redis.Options{Timeout: time.Second, Counting: domain.CountEvery})
 
 		b.Run(mode+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
 			srv.resetStats(b)
 			i := 0
 			for b.Loop() {
-				if _, err := lim.Allow(context.Background(), keys[i%benchTenants]); err != nil {
+				if _, err := lim.Allow(context.Background(), keys[i%benchTenants], nil); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -77,7 +75,7 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					if _, err := lim.Allow(context.Background(), keys[i%benchTenants]); err != nil {
+					if _, err := lim.Allow(context.Background(), keys[i%benchTenants], nil); err != nil {
 						b.Error(err)
 						return
 					}
@@ -196,10 +194,10 @@ func BenchmarkPolicyLimits(b *testing.B) {
 		reqs := make([]domain.Request, benchTenants)
 		for i := range reqs {
 			tenant := domain.TenantID(fmt.Sprintf("tenant-%d", i))
-			req := domain.Request{Tenant: tenant, Route: domain.DefaultRoute, Cost: 1}
+			req := domain.Request{Tenant: tenant, Route: domain.DefaultRoute}
 			for _, name := range names[:n] {
-				req.Limits = append(req.Limits, domain.Limit{Name: name, Rule: rule,
-					Key: domain.Key(prefix, tenant, algorithm, "", name)})
+				req.Limits = append(req.Limits, domain.Limit{Name: name, Rule: rule, Cost: 1,
+					Key: keylayout.Key(prefix, tenant, algorithm, "", name)})
 			}
 			reqs[i] = req
 		}
@@ -225,7 +223,7 @@ func BenchmarkPolicyLimits(b *testing.B) {
 					}
 					i := 0
 					for b.Loop() {
-						if _, err := s.lim.Allow(context.Background(), reqs[i%benchTenants]); err != nil {
+						if _, err := s.lim.Allow(context.Background(), reqs[i%benchTenants], nil); err != nil {
 							b.Fatal(err)
 						}
 						i++
@@ -249,7 +247,7 @@ func BenchmarkPolicyLimits(b *testing.B) {
 					b.RunParallel(func(pb *testing.PB) {
 						i := int(seq.Add(7919))
 						for pb.Next() {
-							if _, err := s.lim.Allow(context.Background(), reqs[i%benchTenants]); err != nil {
+							if _, err := s.lim.Allow(context.Background(), reqs[i%benchTenants], nil); err != nil {
 								b.Error(err)
 								return
 							}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
@@ -324,9 +325,9 @@ func startLoad(t *testing.T, srv *redisServer, l redisLimiter) *decisionLoad {
 	rule := domain.Rule{Limit: 1 << 40, Window: ld.window}
 	for i := range 64 {
 		ld.wg.Go(func() {
-			req := one(domain.Key(ld.prefix, domain.TenantID("t"+strconv.Itoa(i%16)), l.algorithm, "", domain.DefaultLimit), rule)
+			req := one(keys.Key(ld.prefix, domain.TenantID("t"+strconv.Itoa(i%16)), l.algorithm, "", domain.DefaultLimit), rule)
 			for !ld.stop.Load() {
-				if _, err := lim.Allow(context.Background(), req); err != nil {
+				if _, err := lim.Allow(context.Background(), req, nil); err != nil {
 					ld.failed.Add(1)
 					ld.lastErr.Store(err.Error())
 					if ld.later.Load() {

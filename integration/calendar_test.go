@@ -6,6 +6,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -23,13 +24,13 @@ func TestRedisCalendarQuota(t *testing.T) {
 		for _, a := range domain.Algorithms {
 			lim := redisLimiter{algorithm: a.Name}.new(redis.NewClient(target.rdb), redis.Options{Timeout: 5 * time.Second})
 			cal := domain.Calendar{Unit: domain.PeriodMonth, AnchorDay: 31}
-			base := domain.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "monthly")
-			req := domain.Request{Tenant: "acme", Route: "default", Cost: 2, Limits: []domain.Limit{{Name: "monthly",
-				Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+			base := keys.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "monthly")
+			req := domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{{Name: "monthly",
+				Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Cost: 2, Calendar: &cal}}}
 			start, end := cal.Period(time.Now())
 			var last domain.Decision
 			for i, want := range []bool{true, true, false} {
-				v, err := lim.Allow(t.Context(), req)
+				v, err := lim.Allow(t.Context(), req, nil)
 				if err != nil {
 					t.Fatalf("%s %s: %v", target.name, a.Name, err)
 				}
@@ -41,7 +42,7 @@ func TestRedisCalendarQuota(t *testing.T) {
 			if wait := time.Until(end); last.RetryAfter < wait-5*time.Second || last.RetryAfter > wait+time.Second {
 				t.Errorf("%s %s: RetryAfter %v, want the period's end, %v away", target.name, a.Name, last.RetryAfter, wait)
 			}
-			key := domain.PeriodKey(base, start)
+			key := keys.PeriodKey(base, start)
 			ttl := target.rdb.PTTL(t.Context(), key).Val()
 			if n := target.rdb.Get(t.Context(), key).Val(); n != "4" || ttl < time.Until(end) || ttl > time.Until(end)+time.Minute+time.Second {
 				t.Errorf("%s %s: key %s holds %q with TTL %v, want 4 and the period's end plus a minute (%v)", target.name, a.Name, key, n, ttl, time.Until(end))
@@ -51,8 +52,8 @@ func TestRedisCalendarQuota(t *testing.T) {
 			if err := target.rdb.Persist(t.Context(), key).Err(); err != nil {
 				t.Fatal(err)
 			}
-			req.Cost = 1
-			if v, err := lim.Allow(t.Context(), req); err != nil || !v.Allowed {
+			req.Limits[0].Cost = 1
+			if v, err := lim.Allow(t.Context(), req, nil); err != nil || !v.Allowed {
 				t.Fatalf("%s %s: the last unit: %+v, %v", target.name, a.Name, v, err)
 			}
 			if ttl := target.rdb.PTTL(t.Context(), key).Val(); ttl < time.Until(end) || ttl > time.Until(end)+time.Minute+time.Second {
@@ -80,12 +81,12 @@ func TestRedisCalendarClockSkew(t *testing.T) {
 		{"ahead, its day's key new", 24 * time.Hour, false},
 		{"ahead, its day's key there", 24 * time.Hour, true},
 	} {
-		base := domain.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "daily")
+		base := keys.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "daily")
 		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(srv.Client),
 			redis.Options{Timeout: 5 * time.Second, Clock: func() time.Time { return time.Now().Add(tt.skew) }})
 		start, end := cal.Period(time.Now())
 		theirs, theirEnd := cal.Period(time.Now().Add(tt.skew))
-		theirKey := domain.PeriodKey(base, theirs)
+		theirKey := keys.PeriodKey(base, theirs)
 		if tt.there {
 			if err := srv.Client.Set(t.Context(), theirKey, 3, 0).Err(); err != nil {
 				t.Fatal(err)
@@ -94,10 +95,10 @@ func TestRedisCalendarClockSkew(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		req := domain.Request{Tenant: "acme", Route: "default", Cost: 2, Limits: []domain.Limit{{Name: "daily",
-			Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+		req := domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{{Name: "daily",
+			Rule: domain.Rule{Limit: 5, Window: domain.NominalWindow(cal.Unit)}, Key: base, Cost: 2, Calendar: &cal}}}
 		for i, want := range []bool{true, true, false} {
-			v, err := lim.Allow(t.Context(), req)
+			v, err := lim.Allow(t.Context(), req, nil)
 			if err != nil {
 				t.Fatalf("%s, request %d: %v", tt.name, i+1, err)
 			}
@@ -109,7 +110,7 @@ func TestRedisCalendarClockSkew(t *testing.T) {
 				t.Errorf("%s, request %d: reset in %v, want the end of Redis's day, %v away", tt.name, i+1, d.ResetAfter, wait)
 			}
 		}
-		if n := srv.Client.Get(t.Context(), domain.PeriodKey(base, start)).Val(); n != "4" {
+		if n := srv.Client.Get(t.Context(), keys.PeriodKey(base, start)).Val(); n != "4" {
 			t.Errorf("%s: Redis's day's key holds %q, want 4", tt.name, n)
 		}
 		got, err := srv.Client.Get(t.Context(), theirKey).Result()
@@ -143,17 +144,17 @@ func TestRedisCalendarReloadMovesEnd(t *testing.T) {
 	}
 	for _, alone := range []bool{true, false} {
 		prefix := uniquePrefix(t)
-		base := domain.Key(prefix, "acme", domain.AlgorithmFixedWindow, "", "quota")
-		key := domain.PeriodKey(base, ms)
+		base := keys.Key(prefix, "acme", domain.AlgorithmFixedWindow, "", "quota")
+		key := keys.PeriodKey(base, ms)
 		decide := func(cal domain.Calendar, end time.Time, limit int64, admit bool, want string) {
 			t.Helper()
-			req := domain.Request{Tenant: "acme", Route: "default", Cost: 1, Limits: []domain.Limit{{Name: "quota",
-				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(cal.Unit)}, Key: base, Calendar: &cal}}}
+			req := domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{{Name: "quota",
+				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(cal.Unit)}, Key: base, Cost: 1, Calendar: &cal}}}
 			if !alone {
-				req.Limits = append(req.Limits, domain.Limit{Name: "per-minute", Rule: domain.Rule{Limit: 100, Window: time.Minute},
-					Key: domain.Key(prefix, "acme", domain.AlgorithmFixedWindow, "", "per-minute")})
+				req.Limits = append(req.Limits, domain.Limit{Name: "per-minute", Rule: domain.Rule{Limit: 100, Window: time.Minute}, Cost: 1,
+					Key: keys.Key(prefix, "acme", domain.AlgorithmFixedWindow, "", "per-minute")})
 			}
-			if v, err := lim.Allow(t.Context(), req); err != nil || v.Allowed != admit {
+			if v, err := lim.Allow(t.Context(), req, nil); err != nil || v.Allowed != admit {
 				t.Fatalf("alone=%v, a request in a %v: %+v, %v; want allowed=%v", alone, cal.Unit, v, err, admit)
 			}
 			ttl := srv.Client.PTTL(t.Context(), key).Val()

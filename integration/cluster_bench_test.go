@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -44,7 +45,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 	for _, a := range domain.Algorithms {
 		reqs := make([]domain.Request, benchTenants)
 		for i := range reqs {
-			reqs[i] = one(domain.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), a.Name, "", domain.DefaultLimit), rule)
+			reqs[i] = one(keys.Key("bench:", domain.TenantID(fmt.Sprintf("tenant-%d", i)), a.Name, "", domain.DefaultLimit), rule)
 		}
 		for _, store := range []struct {
 			name   string
@@ -52,7 +53,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 		}{{"single", single}, {"cluster", cluster}} {
 			lim := redisLimiter{algorithm: a.Name}.new(store.client, redis.Options{Timeout: time.Second})
 			for _, r := range reqs { // keys and scripts in place
-				if _, err := lim.Allow(context.Background(), r); err != nil {
+				if _, err := lim.Allow(context.Background(), r, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -67,7 +68,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					i := int(seq.Add(7919))
 					for pb.Next() {
-						if _, err := lim.Allow(context.Background(), reqs[i%len(reqs)]); err != nil {
+						if _, err := lim.Allow(context.Background(), reqs[i%len(reqs)], nil); err != nil {
 							b.Error(err)
 							return
 						}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/app/apptest"
@@ -49,7 +50,7 @@ func writePolicy(t testing.TB, content string) string {
 func slotKeys(t testing.TB, rdb goredis.UniversalClient, prefix string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
-	for _, k := range scanKeys(t, rdb, prefix+"*"+domain.KeyInFlight+"*") {
+	for _, k := range scanKeys(t, rdb, prefix+"*"+keys.KeyInFlight+"*") {
 		out[k] = rdb.ZCard(context.Background(), k).Val()
 	}
 	return out
@@ -226,7 +227,7 @@ func TestConcurrencyKilledReplica(t *testing.T) {
 		}()
 	}
 	up.WaitInFlight(t, 3)
-	key := domain.Key(prefix, "acme", domain.KeyInFlight, "", "inflight")
+	key := keys.Key(prefix, "acme", keys.KeyInFlight, "", "inflight")
 	if n := srv.Client.ZCard(t.Context(), key).Val(); n != 3 {
 		t.Fatalf("%s holds %d slots, want 3", key, n)
 	}
@@ -351,8 +352,8 @@ func TestConcurrencyNoLeaks(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, domain.AlgorithmSlidingWindow)
 	e := engine.New(&engine.Snapshot{Policy: policy}, engine.Options{
-		Limiter:   ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{}).Layer(), layers.FailOpen(nil)),
-		Algorithm: domain.AlgorithmSlidingWindow, KeyPrefix: prefix, Observer: m,
+		Limiter: ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{}).Layer(), layers.FailOpen(nil)),
+		Keys:    keys.Layout{Prefix: prefix, Algorithm: domain.AlgorithmSlidingWindow}, Algorithm: domain.AlgorithmSlidingWindow, Observer: m,
 	})
 	target, _ := url.Parse(up.URL)
 	quiet := slog.New(slog.DiscardHandler)

@@ -7,6 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -16,9 +17,9 @@ import (
 // slotRequest is a request of tenant against one concurrency limit of n,
 // as the engine builds it.
 func slotRequest(tenant domain.TenantID, n int64) domain.Request {
-	return domain.Request{Tenant: tenant, Route: "default", Cost: 1, Limits: []domain.Limit{{
-		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow},
-		Key: domain.Key(portstest.KeyPrefix, tenant, domain.KeyInFlight, "", "inflight"), Concurrency: true}}}
+	return domain.Request{Tenant: tenant, Route: "default", Limits: []domain.Limit{{
+		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow}, Cost: 1,
+		Key: keys.Key(portstest.KeyPrefix, tenant, keys.KeyInFlight, "", "inflight"), Concurrency: true}}}
 }
 
 // replica is one gateway replica's concurrency slots on a Redis: its own
@@ -161,7 +162,7 @@ func TestConcurrencyReleaseFails(t *testing.T) {
 	// it took is removed again.
 	for i := range 20 {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i)*50*time.Microsecond)
-		v, err := r.limiter.Allow(ctx, req)
+		v, err := r.limiter.Allow(ctx, req, nil)
 		cancel()
 		if err == nil && v.Release != nil {
 			v.Release()

@@ -21,17 +21,20 @@ func uniquePrefix(t testing.TB) string {
 	return fmt.Sprintf("it:%d:%s:", prefixID.Add(1), strings.ReplaceAll(t.Name(), "/", "."))
 }
 
-// fixedWindow returns the fixed window on srv.
+// fixedWindow returns the fixed window on srv, all or nothing.
 func fixedWindow(srv *redisServer) ports.Limiter {
-	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
+	return fixedWindowBy(srv, false, domain.WindowsFromFirst)
 }
 
-// counted is a request of cost 1 against one limit stored under key,
-// counting denials (the gateway's one limit without a policy file).
-func counted(key string, rule domain.Rule) domain.Request {
-	req := one(key, rule)
-	req.CountDenied = true
-	return req
+// fixedWindowBy returns the fixed window on srv counting every request
+// when countDenied (the gateway's one limit without a policy file), else
+// all or nothing, in windows w.
+func fixedWindowBy(srv *redisServer, countDenied bool, w domain.Windows) ports.Limiter {
+	opts := redis.Options{Timeout: 5 * time.Second, Windows: w}
+	if countDenied {
+		opts.Counting = domain.CountEvery
+	}
+	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(srv.Client), opts)
 }
 
 // TestRedisFixedWindowStorm: concurrent decisions on one key admit
@@ -41,15 +44,14 @@ func TestRedisFixedWindowStorm(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
 	for _, countDenied := range []bool{false, true} {
-		lim, prefix := fixedWindow(srv), uniquePrefix(t)
+		lim, prefix := fixedWindowBy(srv, countDenied, domain.WindowsFromFirst), uniquePrefix(t)
 		rule := domain.Rule{Limit: 50, Window: time.Minute}
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
 		for i := range 200 {
 			wg.Go(func() {
 				req := one(fmt.Sprintf("%stenant-%d", prefix, i%2), rule)
-				req.CountDenied = countDenied
-				v, err := lim.Allow(t.Context(), req)
+				v, err := lim.Allow(t.Context(), req, nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -84,18 +86,18 @@ func TestRedisFixedWindowCommandsPerDecision(t *testing.T) {
 	srv := startRedis(t) // its own server: CONFIG RESETSTAT is global
 	const keys, perKey, limit = 10, 20, 15
 	const decisions = keys * perKey
-	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	prefix := uniquePrefix(t)
 	rule := domain.Rule{Limit: limit, Window: time.Minute}
-	if _, err := lim.Allow(t.Context(), counted(prefix+"warm-up", rule)); err != nil {
+	if _, err := fixedWindowBy(srv, true, domain.WindowsFromFirst).Allow(t.Context(), one(prefix+"warm-up", rule), nil); err != nil {
 		t.Fatal(err) // loads the script; not counted
 	}
 	for _, countDenied := range []bool{true, false} {
+		lim := fixedWindowBy(srv, countDenied, domain.WindowsFromFirst)
 		srv.resetStats(t)
 		p := fmt.Sprintf("%s%v:", prefix, countDenied)
 		for i := range decisions {
 			req := one(fmt.Sprintf("%s%d", p, i%keys), rule)
-			req.CountDenied = countDenied
-			if _, err := lim.Allow(t.Context(), req); err != nil {
+			if _, err := lim.Allow(t.Context(), req, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -118,15 +120,15 @@ func TestRedisFixedWindowCommandsPerDecision(t *testing.T) {
 func TestRedisFixedWindowRepairsKeyWithoutTTL(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	prefix := uniquePrefix(t)
 	for _, countDenied := range []bool{false, true} {
+		lim := fixedWindowBy(srv, countDenied, domain.WindowsFromFirst)
 		key := fmt.Sprintf("%simmortal-%v", prefix, countDenied)
 		if err := srv.Client.Set(t.Context(), key, 5, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		req := one(key, domain.Rule{Limit: 10, Window: time.Minute})
-		req.CountDenied = countDenied
-		v, err := lim.Allow(t.Context(), req)
+		v, err := lim.Allow(t.Context(), req, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,17 +152,17 @@ func TestRedisFixedWindowRepairsKeyWithoutTTL(t *testing.T) {
 func TestRedisFixedWindowRetryAfterNeverEarly(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	prefix := uniquePrefix(t)
 	rule := domain.Rule{Limit: 5, Window: 60 * time.Second}
 	for _, countDenied := range []bool{false, true} {
+		lim := fixedWindowBy(srv, countDenied, domain.WindowsFromFirst)
 		key := fmt.Sprintf("%sfull-%v", prefix, countDenied)
 		// A window just started and already spent.
 		if err := srv.Client.Set(t.Context(), key, 5, rule.Window+500*time.Millisecond).Err(); err != nil {
 			t.Fatal(err)
 		}
 		req := one(key, rule)
-		req.CountDenied = countDenied
-		v, err := lim.Allow(t.Context(), req)
+		v, err := lim.Allow(t.Context(), req, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +190,7 @@ func TestRedisFixedWindowWrapsErrors(t *testing.T) {
 	if err := srv.Client.RPush(t.Context(), key, "x").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := lim.Allow(t.Context(), one(key, domain.Rule{Limit: 1, Window: time.Minute}))
+	_, err := lim.Allow(t.Context(), one(key, domain.Rule{Limit: 1, Window: time.Minute}), nil)
 	if err == nil || !strings.Contains(err.Error(), "redis: fixed_window "+key) || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Errorf("a decision on a list: err = %v, want redis: fixed_window %s: …WRONGTYPE…", err, key)
 	}
@@ -203,15 +205,13 @@ func TestRedisFixedWindowWrapsErrors(t *testing.T) {
 func TestRedisFixedWindowAlignedKeys(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	lim, prefix := fixedWindowBy(srv, false, domain.WindowsEpoch), uniquePrefix(t)
 	const w = 10 * time.Second
 	aligned := func(key string) domain.Request {
-		req := one(key, domain.Rule{Limit: 10, Window: w})
-		req.Limits[0].Epoch = true
-		return req
+		return one(key, domain.Rule{Limit: 10, Window: w})
 	}
 	decide := func(key string) domain.Decision {
-		v, err := lim.Allow(t.Context(), aligned(key))
+		v, err := lim.Allow(t.Context(), aligned(key), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,21 +264,27 @@ func TestRedisFullStillDenies(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
 	lim, prefix := fixedWindow(srv), uniquePrefix(t)
+	aligned := fixedWindowBy(srv, false, domain.WindowsEpoch)
 	cal := domain.Calendar{Unit: domain.PeriodMonth}
 	shapes := map[string]domain.Request{
 		"a policy's limit": one(prefix+"policy", domain.Rule{Limit: 2, Window: time.Minute}),
-		"two limits": {Tenant: "it", Route: "default", Cost: 1, Limits: []domain.Limit{
-			{Name: "wide", Rule: domain.Rule{Limit: 100, Window: time.Hour}, Key: prefix + "two-wide"},
-			{Name: "narrow", Rule: domain.Rule{Limit: 2, Window: time.Minute}, Key: prefix + "two-narrow"}}},
+		"two limits": {Tenant: "it", Route: "default", Limits: []domain.Limit{
+			{Name: "wide", Rule: domain.Rule{Limit: 100, Window: time.Hour}, Key: prefix + "two-wide", Cost: 1},
+			{Name: "narrow", Rule: domain.Rule{Limit: 2, Window: time.Minute}, Key: prefix + "two-narrow", Cost: 1}}},
 		"aligned to the epoch": one(prefix+"aligned", domain.Rule{Limit: 2, Window: time.Hour}),
-		"a calendar month": {Tenant: "it", Route: "default", Cost: 1, Limits: []domain.Limit{{Name: "monthly",
-			Rule: domain.Rule{Limit: 2, Window: domain.NominalWindow(cal.Unit)}, Key: prefix + "monthly", Calendar: &cal}}},
+		"a calendar month": {Tenant: "it", Route: "default", Limits: []domain.Limit{{Name: "monthly",
+			Rule: domain.Rule{Limit: 2, Window: domain.NominalWindow(cal.Unit)}, Key: prefix + "monthly", Cost: 1, Calendar: &cal}}},
 	}
-	aligned := shapes["aligned to the epoch"]
-	aligned.Limits[0].Epoch = true
+	// The aligned shape is decided by a limiter of aligned windows.
+	limFor := func(name string) ports.Limiter {
+		if name == "aligned to the epoch" {
+			return aligned
+		}
+		return lim
+	}
 	for name, req := range shapes {
 		for range 2 {
-			if v, err := lim.Allow(t.Context(), req); err != nil || !v.Allowed {
+			if v, err := limFor(name).Allow(t.Context(), req, nil); err != nil || !v.Allowed {
 				t.Fatalf("%s, filling: %+v, %v", name, v, err)
 			}
 		}
@@ -292,13 +298,13 @@ func TestRedisFullStillDenies(t *testing.T) {
 	}
 	defer srv.Client.ConfigSet(context.Background(), "maxmemory", "0")
 	for name, req := range shapes {
-		v, err := lim.Allow(ctx, req)
+		v, err := limFor(name).Allow(ctx, req, nil)
 		if err != nil || v.Allowed {
 			t.Errorf("%s, over its limit on a full Redis: %+v, %v; want denied", name, v, err)
 		}
 	}
 	fresh := one(prefix+"fresh", domain.Rule{Limit: 2, Window: time.Minute})
-	if _, err := lim.Allow(ctx, fresh); err == nil || !strings.Contains(err.Error(), "OOM") {
+	if _, err := lim.Allow(ctx, fresh, nil); err == nil || !strings.Contains(err.Error(), "OOM") {
 		t.Errorf("a spend on a full Redis: err %v, want Redis's OOM error", err)
 	}
 	if n := srv.Client.Exists(ctx, prefix+"fresh").Val(); n != 0 {
@@ -316,10 +322,10 @@ func TestRedisPolicyErrorSpendsNothing(t *testing.T) {
 	if err := srv.Client.HSet(t.Context(), prefix+"hash", "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
-	req := domain.Request{Tenant: "it", Route: "default", Cost: 1, Limits: []domain.Limit{
-		{Name: "first", Rule: domain.Rule{Limit: 5, Window: time.Minute}, Key: prefix + "first"},
-		{Name: "second", Rule: domain.Rule{Limit: 5, Window: time.Minute}, Key: prefix + "hash"}}}
-	if _, err := lim.Allow(t.Context(), req); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	req := domain.Request{Tenant: "it", Route: "default", Limits: []domain.Limit{
+		{Name: "first", Rule: domain.Rule{Limit: 5, Window: time.Minute}, Key: prefix + "first", Cost: 1},
+		{Name: "second", Rule: domain.Rule{Limit: 5, Window: time.Minute}, Key: prefix + "hash", Cost: 1}}}
+	if _, err := lim.Allow(t.Context(), req, nil); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Errorf("a limit on a hash: err %v, want WRONGTYPE", err)
 	}
 	if n := srv.Client.Exists(t.Context(), prefix+"first").Val(); n != 0 {

@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -42,8 +43,8 @@ var redisLimiters = func() []redisLimiter {
 
 // one is a request of cost 1 against one limit, stored under key.
 func one(key string, rule domain.Rule) domain.Request {
-	return domain.Request{Tenant: "it", Route: "default", Cost: 1,
-		Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}}}
+	return domain.Request{Tenant: "it", Route: "default",
+		Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key, Cost: 1}}}
 }
 
 // limiterHarness runs l on rdb (one Redis or a cluster) in real time: a
@@ -54,6 +55,10 @@ func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Dur
 	return portstest.LimiterHarness{
 		New: func(t *testing.T) ports.Limiter {
 			return l.new(client, redis.Options{Timeout: 5 * time.Second, Leases: newLeases(t, client, testLease)})
+		},
+		NewView: func(t *testing.T, v portstest.View) (ports.Limiter, error) {
+			return redis.New(client, l.algorithm, redis.Options{Timeout: 5 * time.Second, Leases: newLeases(t, client, testLease),
+				Counting: v.Counting, Windows: v.Windows})
 		},
 		Clock:     portstest.Sleeper{},
 		Window:    window,
@@ -177,7 +182,7 @@ func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 5, Window: time.Hour}
 	for _, l := range redisLimiters {
 		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
-		key := domain.Key("it:flush:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
+		key := keylayout.Key("it:flush:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		for i := range int64(4) {
 			if i == 2 {
 				err := eachMaster(t.Context(), rdb, func(ctx context.Context, c *goredis.Client) error {
@@ -187,7 +192,7 @@ func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 					t.Fatal(err)
 				}
 			}
-			v, err := lim.Allow(t.Context(), one(key, rule))
+			v, err := lim.Allow(t.Context(), one(key, rule), nil)
 			if err != nil {
 				t.Fatalf("%s: request %d after SCRIPT FLUSH: %v", l.name, i+1, err)
 			}
@@ -218,14 +223,14 @@ func oneRoundTrip(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 3, Window: time.Hour}
 	for _, l := range redisLimiters {
 		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
-		key := domain.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
-		if _, err := lim.Allow(t.Context(), one(key, rule)); err != nil { // loads the script
+		key := keylayout.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
+		if _, err := lim.Allow(t.Context(), one(key, rule), nil); err != nil { // loads the script
 			t.Fatal(err)
 		}
 		resetStats(t, rdb)
 		const n = 5 // 2 admitted, 3 denied
 		for range n {
-			if _, err := lim.Allow(t.Context(), one(key, rule)); err != nil {
+			if _, err := lim.Allow(t.Context(), one(key, rule), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -265,7 +270,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 		for i, k := range keys {
 			reqs[i] = one(k, rule)
 		}
-		if _, err := lim.Allow(ctx, reqs[0]); err != nil {
+		if _, err := lim.Allow(ctx, reqs[0], nil); err != nil {
 			b.Fatal(err)
 		}
 		b.Run(l.name+"/serial", func(b *testing.B) {
@@ -273,7 +278,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, err := lim.Allow(ctx, reqs[i%len(reqs)]); err != nil {
+				if _, err := lim.Allow(ctx, reqs[i%len(reqs)], nil); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -288,7 +293,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(seq.Add(7919))
 				for pb.Next() {
-					if _, err := lim.Allow(ctx, reqs[i%len(reqs)]); err != nil {
+					if _, err := lim.Allow(ctx, reqs[i%len(reqs)], nil); err != nil {
 						b.Error(err)
 						return
 					}
@@ -312,10 +317,11 @@ func TestSlidingLogCostIsOneMember(t *testing.T) {
 	key := "it:{" + string(portstest.Tenant()) + "}:sliding_log"
 	huge := domain.Rule{Limit: 100_000_000, Window: time.Hour}
 	req := one(key, huge)
-	req.Cost = 1_000_000
+	const million = 1_000_000
+	req.Limits[0].Cost = million
 	for i := range 3 {
-		if d := portstest.MustDecide(t, lim, req); !d.Allowed || d.Remaining != huge.Limit-int64(i+1)*req.Cost {
-			t.Fatalf("request %d of a million: %+v, want allowed, remaining %d", i+1, d, huge.Limit-int64(i+1)*req.Cost)
+		if d := portstest.MustDecide(t, lim, req); !d.Allowed || d.Remaining != huge.Limit-int64(i+1)*million {
+			t.Fatalf("request %d of a million: %+v, want allowed, remaining %d", i+1, d, huge.Limit-int64(i+1)*million)
 		}
 	}
 	if n := rdb.ZCard(t.Context(), key).Val(); n != 3 {

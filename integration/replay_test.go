@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
@@ -30,11 +31,27 @@ func TestReplayMemoryAndRedis(t *testing.T) {
 			}
 			defer mem.Close()
 			red := redisLimiter{algorithm: a.Name}.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
+			// Counting denials where the algorithm can (the fixed window's
+			// one limit without a policy file), as the gateway builds it.
+			memCounting, redCounting := ports.Limiter(mem), red
+			if a.Name == domain.AlgorithmFixedWindow {
+				every, err := mem.View(memory.View{Counting: domain.CountEvery})
+				if err != nil {
+					t.Fatal(err)
+				}
+				memCounting = every
+				redCounting = redisLimiter{algorithm: a.Name}.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second, Counting: domain.CountEvery})
+			}
 			prefix := uniquePrefix(t)
-			for i, step := range replaySteps(prefix, a.Name) {
+			for i, rs := range replaySteps(prefix, a.Name) {
+				step := rs.req
 				var got [2]domain.Verdict
-				for k, l := range []ports.Limiter{mem, red} {
-					v, err := l.Allow(t.Context(), step)
+				lims := []ports.Limiter{mem, red}
+				if rs.countDenied {
+					lims = []ports.Limiter{memCounting, redCounting}
+				}
+				for k, l := range lims {
+					v, err := l.Allow(t.Context(), step, nil)
 					if err != nil {
 						t.Fatalf("step %d on store %d: %v", i, k, err)
 					}
@@ -63,31 +80,47 @@ func near(a, b time.Duration) bool {
 }
 
 func describe(req domain.Request) string {
-	return fmt.Sprintf("cost %d, %d limits, count denied %v", req.Cost, len(req.Limits), req.CountDenied)
+	return fmt.Sprintf("cost %d, %d limits", req.Limits[0].Cost, len(req.Limits))
 }
 
 // replaySteps is the sequence: a tenant with four limits (one in shadow
 // mode, one a daily calendar quota) spends costs of 1 to 4 until the
 // small limit denies, then a second tenant counts its denials on one
 // limit.
-func replaySteps(prefix, algorithm string) []domain.Request {
+func replaySteps(prefix, algorithm string) []replayStep {
 	limit := func(tenant domain.TenantID, name string, n int64, shadow bool) domain.Limit {
 		return domain.Limit{Name: name, Rule: domain.Rule{Limit: n, Window: time.Hour},
-			Key: domain.Key(prefix, tenant, algorithm, "", name), Shadow: shadow}
+			Key: keys.Key(prefix, tenant, algorithm, "", name), Shadow: shadow}
 	}
-	var steps []domain.Request
+	var steps []replayStep
 	day := domain.Calendar{Unit: domain.PeriodDay}
 	daily := domain.Limit{Name: "daily", Rule: domain.Rule{Limit: 30, Window: domain.NominalWindow(day.Unit)},
-		Key: domain.Key(prefix, "a", domain.AlgorithmFixedWindow, "", "daily"), Calendar: &day}
+		Key: keys.Key(prefix, "a", domain.AlgorithmFixedWindow, "", "daily"), Calendar: &day}
 	three := []domain.Limit{limit("a", "small", 7, false), limit("a", "big", 20, false), limit("a", "dry", 5, true), daily}
 	for _, cost := range []int64{1, 2, 1, 3, 4, 1, 2, 1, 1, 3, 1} {
-		steps = append(steps, domain.Request{Tenant: "a", Route: "default", Cost: cost, Limits: three})
+		steps = append(steps, replayStep{req: domain.Request{Tenant: "a", Route: "default", Limits: costing(three, cost)}})
 	}
 	// Big alone: what the denials above left it.
-	steps = append(steps, domain.Request{Tenant: "a", Route: "default", Cost: 1, Limits: three[1:2]})
+	steps = append(steps, replayStep{req: domain.Request{Tenant: "a", Route: "default", Limits: costing(three[1:2], 1)}})
 	counted := []domain.Limit{limit("b", "default", 3, false)}
 	for range 6 {
-		steps = append(steps, domain.Request{Tenant: "b", Route: "default", Cost: 1, Limits: counted, CountDenied: true})
+		steps = append(steps, replayStep{req: domain.Request{Tenant: "b", Route: "default", Limits: costing(counted, 1)}, countDenied: true})
 	}
 	return steps
+}
+
+// replayStep is one request of a replay, and whether the limiter that
+// decides it counts denials (where its algorithm can).
+type replayStep struct {
+	req         domain.Request
+	countDenied bool
+}
+
+// costing returns a copy of limits, each spending cost.
+func costing(limits []domain.Limit, cost int64) []domain.Limit {
+	out := append([]domain.Limit(nil), limits...)
+	for i := range out {
+		out[i].Cost = cost
+	}
+	return out
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/faces/rls"
@@ -80,7 +81,7 @@ func rlsAsk(t *testing.T, c pb.RateLimitServiceClient, hits uint32, descs ...*ra
 
 // rlsKey is the store key of k=v in domain d under prefix.
 func rlsKey(prefix, algorithm, k, v string, unit time.Duration) string {
-	return string(domain.AppendDescriptorKey(nil, prefix, "d", algorithm, unit, []byte(k+"_"+v+"_")))
+	return string(keylayout.AppendDescriptorKey(nil, prefix, "d", algorithm, unit, []byte(k+"_"+v+"_")))
 }
 
 // count reads a fixed-window counter: 0 when absent.

@@ -27,14 +27,14 @@ func TestRedisSlidingWindowWeighsThePreviousWindow(t *testing.T) {
 		time.Sleep(w - e)
 	}
 	fill := one(key, rule)
-	fill.Cost = p
-	if v, err := lim.Allow(t.Context(), fill); err != nil || !v.Allowed {
+	fill.Limits[0].Cost = p
+	if v, err := lim.Allow(t.Context(), fill, nil); err != nil || !v.Allowed {
 		t.Fatalf("the first %d units: %+v, %v; want admitted", p, v, err)
 	}
 	// A quarter into the next window.
 	time.Sleep(w - into(time.Now()) + w/4)
 	before := into(time.Now())
-	v, err := lim.Allow(t.Context(), one(key, rule))
+	v, err := lim.Allow(t.Context(), one(key, rule), nil)
 	after := into(time.Now())
 	if err != nil || !v.Allowed {
 		t.Fatalf("a unit in the next window: %+v, %v; want admitted", v, err)

@@ -11,42 +11,46 @@ import (
 // It is the seam the decision engine sees; the stores implement it once
 // per algorithm, and layers ([Layer]) wrap it.
 //
-// Allow decides req and, when every limit not in shadow mode admits it,
-// spends req.Cost from each limit that admits it: all or nothing, by
-// [domain.Settle]'s rule ([domain.Spends]: a limit spends iff the
-// verdict is allowed and that limit's decision is). The Verdict holds one
-// Decision per limit, in req.Limits' order. A request that any enforced
-// limit denies spends nothing from any limit, and a shadow limit that
-// would deny an admitted request spends nothing from itself; with one
-// exception: a fixed-window limiter given req.CountDenied spends from
-// every limit whatever the verdict (an increment before the decision).
+// Allow decides req and spends from its limits by [domain.Settle]'s rule
+// ([domain.Spends]) under the limiter's counting mode
+// ([domain.Counting]), an option of the store given where the limiter
+// is built: by default all or nothing (an admitted request spends each
+// limit's Cost from every limit that admits it, a denied one spends
+// nothing, and a shadow limit that would deny an admitted request spends
+// nothing from itself). The Verdict holds one Decision per limit, in
+// req.Limits' order; they are written into dst[:0] when it has room for
+// len(req.Limits), else allocated. A caller that passes dst owns its
+// array for as long as it reads the verdict, and gives each request its
+// own; a layer that keeps a verdict past its request copies the
+// Decisions.
 //
 // A concurrency limit ([domain.Limit.Concurrency]) spends a slot: an
 // admitted request that takes one gets a Verdict whose Release gives it
 // back on the same store, idempotent and safe for concurrent use, and
 // the caller must call it once the request ends. A denied request takes
-// no slot, whatever req.CountDenied says. A store whose holders can
-// vanish (a shared one) gives slots as leases that expire unless their
-// holder renews them.
+// no slot, whatever the counting mode. A store whose holders can vanish
+// (a shared one) gives slots as leases that expire unless their holder
+// renews them.
 //
-// req.Limits is not empty, every rule is valid, req.Cost is at least 1,
-// and the keys of one request share a tenant (and so a Redis Cluster
-// slot); a limiter may treat a new rule for a key as a change of budget.
-// An error means the store failed, never "over the limit"; the Verdict is
-// then the zero value. Implementations are safe for concurrent use by
-// multiple goroutines, make at most one round trip to their store per
-// call, and neither keep nor modify req.
+// req.Limits is not empty, every rule is valid, every limit's Cost is 0
+// to [domain.MaxCostUnits], and the keys of one request share a subject
+// (and so whatever a store places together by subject); a limiter may
+// treat a new rule for a key as a change of budget. An error means the
+// store failed, never "over the limit"; the Verdict is then the zero
+// value. Implementations are safe for concurrent use by multiple
+// goroutines, make at most one round trip to their store per call, and
+// neither keep nor modify req.
 type Limiter interface {
-	Allow(ctx context.Context, req domain.Request) (domain.Verdict, error)
+	Allow(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error)
 }
 
 // LimiterFunc adapts a function to a [Limiter]: a fake for tests, or a
 // layer.
-type LimiterFunc func(ctx context.Context, req domain.Request) (domain.Verdict, error)
+type LimiterFunc func(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error)
 
-// Allow calls f(ctx, req).
-func (f LimiterFunc) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
-	return f(ctx, req)
+// Allow calls f(ctx, req, dst).
+func (f LimiterFunc) Allow(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+	return f(ctx, req, dst)
 }
 
 // Layer wraps a Limiter in one concern of a decision (a fail mode, a deny
@@ -67,7 +71,7 @@ func Chain(l Limiter, layers ...Layer) Limiter {
 // store's own state, not the layers around decisions (a store that fails
 // is an error here, never a fail mode).
 //
-// Peek decides req at cost 0 (req.Cost is ignored) without spending,
+// Peek decides req at cost 0 (the limits' Cost is ignored) without spending,
 // creating a key or changing a TTL: what each limit has left as it
 // stands, in one round trip at most. Reset makes every limit of req
 // start afresh: its state is removed (a calendar limit's current period,
@@ -107,11 +111,11 @@ type Roll struct {
 	// Alive are the announcements alive, the announcing replica's
 	// included.
 	Alive []Announcement
-	// Listening is how many connections the store itself sees held open
-	// by replicas listening on their channel, where this replica's
-	// listener is among them. Writing keys cannot raise it: only holding
-	// connections open can. 0 means the store did not vouch: this
-	// replica was not (yet) listening where it counted.
+	// Listening is how many replicas the store itself sees listening
+	// for the fleet's announcements, this replica among them: a count
+	// the store keeps of live listeners, which writing keys cannot
+	// raise. 0 means the store did not vouch: this replica was not
+	// (yet) listening where it counted.
 	Listening int
 	// ListenErr, when not nil, is why this replica's last attempt to
 	// listen failed (the announcement itself was made).

@@ -115,11 +115,11 @@ func (b *Breaker) Up() bool { return !b.open.Load() }
 // Layer returns the layer that decides through the breaker.
 func (b *Breaker) Layer() ports.Layer {
 	return func(next ports.Limiter) ports.Limiter {
-		return ports.LimiterFunc(func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+		return ports.LimiterFunc(func(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 			if b.open.Load() {
 				return domain.Verdict{}, ports.ErrBreakerOpen
 			}
-			v, err := next.Allow(ctx, req)
+			v, err := next.Allow(ctx, req, dst)
 			switch {
 			case err == nil:
 				b.succeeded()

@@ -25,7 +25,7 @@ type fakeStore struct {
 	pings atomic.Int64
 }
 
-func (s *fakeStore) Allow(context.Context, domain.Request) (domain.Verdict, error) {
+func (s *fakeStore) Allow(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error) {
 	s.calls.Add(1)
 	if s.down.Load() || s.busy.Load() {
 		return domain.Verdict{}, errStore
@@ -81,13 +81,13 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store, st, probeErrs := &fakeStore{}, &states{}, &atomic.Int64{}
 		b, l := newBreaker(t, store, st, probeErrs)
-		if _, err := l.Allow(t.Context(), request()); err != nil || !b.Up() {
+		if _, err := l.Allow(t.Context(), request(), nil); err != nil || !b.Up() {
 			t.Fatalf("healthy store: %v, up %v", err, b.Up())
 		}
 		store.down.Store(true)
 		time.Sleep(breakerTimeout) // no success for a timeout
 		for i := range layers.DefaultBreakerThreshold {
-			if _, err := l.Allow(t.Context(), request()); !errors.Is(err, errStore) {
+			if _, err := l.Allow(t.Context(), request(), nil); !errors.Is(err, errStore) {
 				t.Fatalf("failure %d: %v, want the store's error", i+1, err)
 			}
 		}
@@ -106,7 +106,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		probeErrs.Store(0)
 		calls := store.calls.Load()
 		for range 1000 {
-			if _, err := l.Allow(t.Context(), request()); !errors.Is(err, ports.ErrBreakerOpen) {
+			if _, err := l.Allow(t.Context(), request(), nil); !errors.Is(err, ports.ErrBreakerOpen) {
 				t.Fatalf("open breaker answered %v, want ErrBreakerOpen", err)
 			}
 		}
@@ -129,7 +129,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		if !b.Up() {
 			t.Fatalf("breaker still open %v after the store answered", layers.DefaultProbeInterval)
 		}
-		if _, err := l.Allow(t.Context(), request()); err != nil {
+		if _, err := l.Allow(t.Context(), request(), nil); err != nil {
 			t.Errorf("closed breaker: %v", err)
 		}
 		pings := store.pings.Load()
@@ -153,11 +153,11 @@ func TestBreakerLoadIsNoFailure(t *testing.T) {
 		b, l := newBreaker(t, store, st, probeErrs)
 		for range 50 {
 			store.busy.Store(false)
-			l.Allow(t.Context(), request())
+			l.Allow(t.Context(), request(), nil)
 			store.busy.Store(true)
 			for range 20 { // slow decisions timing out, between successes
 				time.Sleep(breakerTimeout / 40)
-				l.Allow(t.Context(), request())
+				l.Allow(t.Context(), request(), nil)
 			}
 		}
 		if !b.Up() {
@@ -168,7 +168,7 @@ func TestBreakerLoadIsNoFailure(t *testing.T) {
 		cancel()
 		time.Sleep(time.Second)
 		for range 100 {
-			l.Allow(ctx, request())
+			l.Allow(ctx, request(), nil)
 		}
 		if !b.Up() {
 			t.Fatal("breaker opened on canceled callers")
@@ -180,7 +180,7 @@ func TestBreakerLoadIsNoFailure(t *testing.T) {
 		// probe: busy, not failing.
 		for range 100 {
 			time.Sleep(breakerTimeout / 5)
-			l.Allow(t.Context(), request())
+			l.Allow(t.Context(), request(), nil)
 			synctest.Wait()
 		}
 		if !b.Up() || store.pings.Load() == 0 {
@@ -190,17 +190,17 @@ func TestBreakerLoadIsNoFailure(t *testing.T) {
 		// row are not yet the store failing; the third and a failed
 		// probe are.
 		store.busy.Store(false)
-		l.Allow(t.Context(), request())
+		l.Allow(t.Context(), request(), nil)
 		store.down.Store(true)
 		time.Sleep(breakerTimeout)
 		for range layers.DefaultBreakerThreshold - 1 {
-			l.Allow(t.Context(), request())
+			l.Allow(t.Context(), request(), nil)
 		}
 		synctest.Wait()
 		if !b.Up() {
 			t.Fatalf("breaker opened after %d failures", layers.DefaultBreakerThreshold-1)
 		}
-		l.Allow(t.Context(), request())
+		l.Allow(t.Context(), request(), nil)
 		time.Sleep(layers.MinConfirmTimeout)
 		synctest.Wait()
 		if b.Up() {
@@ -222,7 +222,7 @@ func TestBreakerStartsAgainstADownStore(t *testing.T) {
 		store.down.Store(true)
 		b, l := newBreaker(t, store, st, probeErrs)
 		for range layers.DefaultBreakerThreshold {
-			l.Allow(t.Context(), request())
+			l.Allow(t.Context(), request(), nil)
 		}
 		time.Sleep(layers.MinConfirmTimeout)
 		synctest.Wait()

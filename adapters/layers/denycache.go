@@ -41,6 +41,12 @@ type DenyCacheOptions struct {
 	// Now returns the current time. If nil, the process's monotonic clock
 	// is used. Tests inject a fake clock here.
 	Now func() time.Time
+	// Counting is the counting mode of the limiter under the cache
+	// ([domain.Counting]). Under [domain.CountEvery] a denial is cached
+	// only when every limit denied it: answering from memory spends
+	// nothing, and a limit that admitted would have counted. (A chain
+	// whose denied hits must all reach the store has no deny cache.)
+	Counting domain.Counting
 }
 
 // DenyCache remembers denials: when the limiter under its layer denies a
@@ -55,21 +61,20 @@ type DenyCacheOptions struct {
 //
 // A cached answer is the first denial's decisions with their times
 // counted down, and outcome [domain.OutcomeCachedDenied]. It is served
-// only to a request with the same costs and limits (names, rules, keys
-// and modes) as the one denied: a budget changed by a reload, or another
+// only to a request with the same limits (names, rules, keys, costs and
+// modes) as the one denied: a budget changed by a reload, or another
 // cost, goes to the limiter at once. Time runs from before the first
 // denial's call, so a cached denial never outlasts the limiter's own.
-// A denial that counts ([domain.Request].CountDenied) is cached only when
-// every limit denied it: answering from memory spends nothing, and a
-// limit that admitted would have counted. A request with
-// [domain.Request].NoCache always goes to the limiter.
+// Under [domain.CountEvery] ([DenyCacheOptions].Counting) a denial is
+// cached only when every limit denied it.
 //
 // The cache is sharded and bounded (see [DenyCacheOptions].Capacity).
 // It is safe for concurrent use by multiple goroutines.
 type DenyCache struct {
-	nanos  func() int64 // the time since an origin
-	maxAge int64
-	shards [denyCacheShards]denyShard
+	nanos    func() int64 // the time since an origin
+	maxAge   int64
+	counting domain.Counting
+	shards   [denyCacheShards]denyShard
 }
 
 // NewDenyCache returns an empty deny cache.
@@ -87,7 +92,7 @@ func NewDenyCache(opts DenyCacheOptions) *DenyCache {
 		now = time.Now // with its monotonic reading
 	}
 	origin := now()
-	c := &DenyCache{nanos: func() int64 { return int64(now().Sub(origin)) }, maxAge: int64(opts.MaxAge)}
+	c := &DenyCache{nanos: func() int64 { return int64(now().Sub(origin)) }, maxAge: int64(opts.MaxAge), counting: opts.Counting}
 	for i := range c.shards {
 		c.shards[i] = denyShard{m: make(map[denyKey]*denial), capacity: perShard}
 	}
@@ -132,8 +137,6 @@ type denyKey struct {
 // after it is stored; index belongs to the shard's heap, under its lock.
 type denial struct {
 	key       denyKey
-	cost      int64
-	costs     []int64           // a copy of the denied request's
 	limits    []domain.Limit    // a copy of the denied request's
 	decisions []domain.Decision // as the limiter gave them at at
 	at, until int64             // nanos since the origin: when decided, when it ends
@@ -144,10 +147,7 @@ type denial struct {
 }
 
 // Allow implements [ports.Limiter].
-func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
-	if req.NoCache {
-		return c.next.Allow(ctx, req)
-	}
+func (c *denyLimiter) Allow(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 	k := denyKey{tenant: req.Tenant, route: req.Route}
 	sh := &c.shards[k.shard()]
 	now := c.nanos()
@@ -164,9 +164,9 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 		}
 		stale = d
 	}
-	v, err := c.next.Allow(ctx, req)
+	v, err := c.next.Allow(ctx, req, dst)
 	retry := rateRetry(req, v)
-	if err != nil || v.Allowed || v.Decisions == nil || retry <= 0 || (req.CountDenied && countsSome(req, v)) || keyBytes(req) > maxCachedKeyBytes {
+	if err != nil || v.Allowed || v.Unavailable || len(v.Decisions) == 0 || retry <= 0 || (c.counting == domain.CountEvery && countsSome(req, v)) || keyBytes(req) > maxCachedKeyBytes {
 		if stale != nil {
 			sh.remove(stale) // the limiter no longer denies (a reset, a raised limit), or could not say
 		}
@@ -174,8 +174,6 @@ func (c *denyLimiter) Allow(ctx context.Context, req domain.Request) (domain.Ver
 	}
 	sh.put(&denial{
 		key:       k,
-		cost:      req.Cost,
-		costs:     slices.Clone(req.Costs),
 		limits:    append([]domain.Limit(nil), req.Limits...),
 		decisions: append([]domain.Decision(nil), v.Decisions...),
 		at:        now,
@@ -234,16 +232,17 @@ func (k denyKey) shard() int {
 // counts the cost it was asked for.
 func countsSome(req domain.Request, v domain.Verdict) bool {
 	for i, d := range v.Decisions {
-		if d.Allowed && req.CostOf(i) > 0 {
+		if d.Allowed && req.Limits[i].Cost > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// matches reports whether req is what d denied: the same costs and limits.
+// matches reports whether req is what d denied: the same limits, costs
+// included.
 func (d *denial) matches(req domain.Request) bool {
-	if req.Cost != d.cost || len(req.Limits) != len(d.limits) || !slices.Equal(req.Costs, d.costs) {
+	if len(req.Limits) != len(d.limits) {
 		return false
 	}
 	for i, l := range req.Limits {

@@ -27,7 +27,7 @@ type scripted struct {
 	calls  atomic.Int64
 }
 
-func (s *scripted) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
+func (s *scripted) Allow(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 	s.calls.Add(1)
 	s.mu.Lock()
 	a := s.answer
@@ -56,7 +56,7 @@ func admit(req domain.Request) (domain.Verdict, error) {
 func requestFor(tenant, route string) domain.Request {
 	r := request()
 	r.Tenant, r.Route = domain.TenantID(tenant), route
-	r.Limits = []domain.Limit{{Name: "default", Rule: domain.Rule{Limit: 1, Window: time.Minute}, Key: "rl:{" + tenant + "}:" + route}}
+	r.Limits = []domain.Limit{{Name: "default", Rule: domain.Rule{Limit: 1, Window: time.Minute}, Key: "rl:{" + tenant + "}:" + route, Cost: 1}}
 	return r
 }
 
@@ -68,18 +68,18 @@ func TestDenyCacheServesUntilRetryAfter(t *testing.T) {
 		l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{MaxAge: time.Hour, Now: clk.Now}).Layer())
 		req := request()
 
-		if v, _ := l.Allow(t.Context(), req); v.Outcome != first || store.calls.Load() != 1 {
+		if v, _ := l.Allow(t.Context(), req, nil); v.Outcome != first || store.calls.Load() != 1 {
 			t.Fatalf("%v: first denial: %+v, %d calls; want the limiter's own", first, v, store.calls.Load())
 		}
 		for _, step := range []time.Duration{0, 3 * time.Second, 6*time.Second + 999*time.Millisecond} {
 			clk.Advance(step)
-			v, err := l.Allow(t.Context(), req)
+			v, err := l.Allow(t.Context(), req, nil)
 			if err != nil || v.Allowed || v.Outcome != domain.OutcomeCachedDenied || len(v.Decisions) != 1 {
 				t.Fatalf("%v: cached answer: %+v, %v; want cached_denied with one decision", first, v, err)
 			}
 		}
 		// 9.999s after the denial: the waits are counted down.
-		v, _ := l.Allow(t.Context(), req)
+		v, _ := l.Allow(t.Context(), req, nil)
 		if d := v.Decisions[0]; d.RetryAfter != time.Millisecond || d.ResetAfter != 30*time.Second+time.Millisecond || d.Limit != 1 {
 			t.Errorf("%v: cached decision 9.999s on: %+v, want RetryAfter 1ms, ResetAfter 30.001s", first, d)
 		}
@@ -89,7 +89,7 @@ func TestDenyCacheServesUntilRetryAfter(t *testing.T) {
 		// At the Retry-After, the limiter decides again.
 		clk.Advance(time.Millisecond)
 		store.set(admit)
-		if v, _ := l.Allow(t.Context(), req); !v.Allowed || store.calls.Load() != 2 {
+		if v, _ := l.Allow(t.Context(), req, nil); !v.Allowed || store.calls.Load() != 2 {
 			t.Errorf("%v: at the Retry-After: %+v after %d calls, want the limiter's admission", first, v, store.calls.Load())
 		}
 	}
@@ -99,8 +99,10 @@ func TestDenyCacheNeverAdmitsNorCachesWhatIsNoDenial(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()
 	for name, answer := range map[string]func(domain.Request) (domain.Verdict, error){
-		"allowed":     admit,
-		"fail closed": func(domain.Request) (domain.Verdict, error) { return domain.Verdict{Outcome: domain.OutcomeError}, nil },
+		"allowed": admit,
+		"fail closed": func(domain.Request) (domain.Verdict, error) {
+			return domain.Verdict{Outcome: domain.OutcomeError, Unavailable: true}, nil
+		},
 		"fail open": func(domain.Request) (domain.Verdict, error) {
 			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}, nil
 		},
@@ -113,7 +115,7 @@ func TestDenyCacheNeverAdmitsNorCachesWhatIsNoDenial(t *testing.T) {
 		l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
 		for range 3 {
 			want, wantErr := answer(request())
-			v, err := l.Allow(t.Context(), request())
+			v, err := l.Allow(t.Context(), request(), nil)
 			if v.Allowed != want.Allowed || v.Outcome != want.Outcome || (err == nil) != (wantErr == nil) {
 				t.Errorf("%s: %+v, %v; want the limiter's %+v, %v", name, v, err, want, wantErr)
 			}
@@ -142,7 +144,7 @@ func TestDenyCacheSkipsLongKeys(t *testing.T) {
 		req.Route = fmt.Sprint("r", tt.keyLen)
 		req.Limits[0].Key = strings.Repeat("k", tt.keyLen)
 		for range 3 {
-			if v, err := l.Allow(t.Context(), req); err != nil || v.Allowed {
+			if v, err := l.Allow(t.Context(), req, nil); err != nil || v.Allowed {
 				t.Fatalf("keys of %d bytes: %+v, %v; want denied", tt.keyLen, v, err)
 			}
 		}
@@ -158,14 +160,14 @@ func TestDenyCacheKeysByTenantRouteCostAndLimits(t *testing.T) {
 	store := &scripted{answer: deny(domain.OutcomeDenied, time.Minute, time.Minute)}
 	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
 	base := requestFor("acme", "search")
-	l.Allow(t.Context(), base)
+	l.Allow(t.Context(), base, nil)
 
 	raised := requestFor("acme", "search")
 	raised.Limits[0].Rule.Limit = 1000 // a SIGHUP raised the budget
 	cost := requestFor("acme", "search")
-	cost.Cost = 2
+	cost.Limits[0].Cost = 2
 	more := requestFor("acme", "search")
-	more.Limits = append(more.Limits, domain.Limit{Name: "per-day", Rule: domain.Rule{Limit: 9, Window: time.Hour}, Key: "rl:{acme}:per-day"})
+	more.Limits = append(more.Limits, domain.Limit{Name: "per-day", Rule: domain.Rule{Limit: 9, Window: time.Hour}, Key: "rl:{acme}:per-day", Cost: 1})
 	for name, req := range map[string]domain.Request{
 		"another tenant": requestFor("globex", "search"),
 		"another route":  requestFor("acme", "export"),
@@ -174,15 +176,15 @@ func TestDenyCacheKeysByTenantRouteCostAndLimits(t *testing.T) {
 		"another limit":  more,
 	} {
 		before := store.calls.Load()
-		if v, _ := l.Allow(t.Context(), req); v.Outcome == domain.OutcomeCachedDenied || store.calls.Load() != before+1 {
+		if v, _ := l.Allow(t.Context(), req, nil); v.Outcome == domain.OutcomeCachedDenied || store.calls.Load() != before+1 {
 			t.Errorf("%s: answered %v from the cache of acme's denial on search, want the limiter", name, v.Outcome)
 		}
 	}
 	// The route and tenant concatenate without colliding.
 	a, b := requestFor("ab", "c"), requestFor("a", "bc")
 	b.Limits = a.Limits
-	l.Allow(t.Context(), a)
-	if v, _ := l.Allow(t.Context(), b); v.Outcome == domain.OutcomeCachedDenied {
+	l.Allow(t.Context(), a, nil)
+	if v, _ := l.Allow(t.Context(), b, nil); v.Outcome == domain.OutcomeCachedDenied {
 		t.Errorf(`tenant "a" on route "bc" was answered from the denial of "ab" on "c"`)
 	}
 }
@@ -197,19 +199,19 @@ func TestDenyCacheMaxAge(t *testing.T) {
 	store := &scripted{answer: deny(domain.OutcomeDenied, month, month)}
 	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
 	req := request()
-	l.Allow(t.Context(), req)
+	l.Allow(t.Context(), req, nil)
 	clk.Advance(layers.DefaultDenyCacheMaxAge - time.Millisecond)
-	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != 1 {
+	if v, _ := l.Allow(t.Context(), req, nil); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != 1 {
 		t.Fatalf("within MaxAge: %v after %d calls, want cached_denied after 1", v.Outcome, store.calls.Load())
 	}
 	if d := mustDecision(t, l, req); d.RetryAfter != month-layers.DefaultDenyCacheMaxAge+time.Millisecond {
 		t.Errorf("cached RetryAfter %v, want the month counted down", d.RetryAfter)
 	}
 	clk.Advance(time.Millisecond)
-	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeDenied || store.calls.Load() != 2 {
+	if v, _ := l.Allow(t.Context(), req, nil); v.Outcome != domain.OutcomeDenied || store.calls.Load() != 2 {
 		t.Fatalf("at MaxAge: %v after %d calls, want the limiter's denial after 2", v.Outcome, store.calls.Load())
 	}
-	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != 2 {
+	if v, _ := l.Allow(t.Context(), req, nil); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != 2 {
 		t.Errorf("after the second denial: %v after %d calls, want cached_denied", v.Outcome, store.calls.Load())
 	}
 }
@@ -224,7 +226,7 @@ func TestDenyCacheRefreshesOnce(t *testing.T) {
 	store := &scripted{answer: deny(domain.OutcomeDenied, hour, hour)}
 	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer())
 	req := request()
-	l.Allow(t.Context(), req)
+	l.Allow(t.Context(), req, nil)
 	clk.Advance(layers.DefaultDenyCacheMaxAge)
 
 	release := make(chan struct{})
@@ -234,14 +236,14 @@ func TestDenyCacheRefreshesOnce(t *testing.T) {
 	})
 	refreshed := make(chan domain.Verdict)
 	go func() {
-		v, _ := l.Allow(t.Context(), req)
+		v, _ := l.Allow(t.Context(), req, nil)
 		refreshed <- v
 	}()
 	for store.calls.Load() != 2 {
 		time.Sleep(time.Millisecond) // until the refresh is with the limiter
 	}
 	for range 20 {
-		if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied {
+		if v, _ := l.Allow(t.Context(), req, nil); v.Outcome != domain.OutcomeCachedDenied {
 			t.Fatalf("during the refresh: %v, want cached_denied", v.Outcome)
 		}
 	}
@@ -252,7 +254,7 @@ func TestDenyCacheRefreshesOnce(t *testing.T) {
 	if v := <-refreshed; !v.Allowed {
 		t.Fatalf("the refresh: %+v, want the limiter's admission", v)
 	}
-	if v, _ := l.Allow(t.Context(), req); !v.Allowed || store.calls.Load() != 3 {
+	if v, _ := l.Allow(t.Context(), req, nil); !v.Allowed || store.calls.Load() != 3 {
 		t.Errorf("after the limiter admitted: %v after %d calls, want the limiter's admission (the denial gone)", v.Outcome, store.calls.Load())
 	}
 }
@@ -270,12 +272,12 @@ func TestDenyCacheForget(t *testing.T) {
 		reqs = append(reqs, requestFor(fmt.Sprint("t", i), "a"))
 	}
 	for _, req := range reqs {
-		l.Allow(t.Context(), req)
+		l.Allow(t.Context(), req, nil)
 	}
 	cache.Forget("acme")
 	for _, req := range reqs {
 		before := store.calls.Load()
-		v, _ := l.Allow(t.Context(), req)
+		v, _ := l.Allow(t.Context(), req, nil)
 		asked := store.calls.Load() != before
 		if forgotten := req.Tenant == "acme"; asked != forgotten {
 			t.Errorf("%s on %s after Forget(acme): limiter asked %v, want %v (%v)", req.Tenant, req.Route, asked, forgotten, v.Outcome)
@@ -286,7 +288,7 @@ func TestDenyCacheForget(t *testing.T) {
 // mustDecision returns the one decision of l's verdict on req.
 func mustDecision(t *testing.T, l ports.Limiter, req domain.Request) domain.Decision {
 	t.Helper()
-	v, err := l.Allow(t.Context(), req)
+	v, err := l.Allow(t.Context(), req, nil)
 	if err != nil || len(v.Decisions) != 1 {
 		t.Fatalf("Allow: %+v, %v; want one decision", v, err)
 	}
@@ -302,21 +304,21 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	const capacity = 64
 	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{Capacity: capacity, MaxAge: 2 * time.Hour, Now: clk.Now}).Layer())
 	long := requestFor("long", "default")
-	l.Allow(t.Context(), long) // ends in an hour; the flood's end sooner
+	l.Allow(t.Context(), long, nil) // ends in an hour; the flood's end sooner
 	store.set(deny(domain.OutcomeDenied, time.Minute, time.Minute))
 	const flood = 5000
 	for i := range flood {
-		l.Allow(t.Context(), requestFor(fmt.Sprint("t", i), "default"))
+		l.Allow(t.Context(), requestFor(fmt.Sprint("t", i), "default"), nil)
 	}
 	before := store.calls.Load()
 	for i := range flood {
-		l.Allow(t.Context(), requestFor(fmt.Sprint("t", i), "default"))
+		l.Allow(t.Context(), requestFor(fmt.Sprint("t", i), "default"), nil)
 	}
 	if cached := flood - (store.calls.Load() - before); cached > capacity {
 		t.Errorf("%d of %d flooding tenants answered from the cache, want at most the capacity %d", cached, flood, capacity)
 	}
 	before = store.calls.Load()
-	if v, _ := l.Allow(t.Context(), long); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != before {
+	if v, _ := l.Allow(t.Context(), long, nil); v.Outcome != domain.OutcomeCachedDenied || store.calls.Load() != before {
 		t.Errorf("the denial ending last was evicted by denials ending sooner: %v", v.Outcome)
 	}
 }
@@ -335,7 +337,7 @@ func TestDenyCacheConcurrent(t *testing.T) {
 				if g == 0 && i%100 == 0 {
 					clk.Advance(300 * time.Millisecond)
 				}
-				if v, err := l.Allow(context.Background(), requestFor(fmt.Sprint("t", (g*7+i)%100), "default")); err != nil || v.Allowed {
+				if v, err := l.Allow(context.Background(), requestFor(fmt.Sprint("t", (g*7+i)%100), "default"), nil); err != nil || v.Allowed {
 					t.Errorf("an admission or error from a limiter that only denies: %+v, %v", v, err)
 					return
 				}
@@ -366,14 +368,14 @@ func BenchmarkDenyCache(b *testing.B) {
 					l = ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{}).Layer())
 				}
 				for _, r := range reqs { // spend every budget of 1
-					l.Allow(context.Background(), r)
+					l.Allow(context.Background(), r, nil)
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					i := 0
 					for pb.Next() {
-						if v, _ := l.Allow(context.Background(), reqs[i%tenants]); v.Allowed {
+						if v, _ := l.Allow(context.Background(), reqs[i%tenants], nil); v.Allowed {
 							b.Error("admitted over the budget")
 							return
 						}
@@ -399,9 +401,9 @@ func TestDenyCacheSlots(t *testing.T) {
 	l := ports.Chain(store, layers.NewDenyCache(layers.DenyCacheOptions{MaxAge: time.Hour, Now: clk.Now}).Layer())
 	req := requestFor("acme", "default")
 	req.Limits = append(req.Limits, domain.Limit{Name: "inflight", Rule: domain.Rule{Limit: 1, Window: domain.ConcurrencyWindow},
-		Key: "rl:{acme}:in_flight:inflight", Concurrency: true})
+		Key: "rl:{acme}:in_flight:inflight", Cost: 1, Concurrency: true})
 	for i := range 3 {
-		if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeDenied {
+		if v, _ := l.Allow(t.Context(), req, nil); v.Outcome != domain.OutcomeDenied {
 			t.Fatalf("denial %d for want of a slot: %+v, want the store's (never cached)", i+1, v)
 		}
 	}
@@ -413,13 +415,13 @@ func TestDenyCacheSlots(t *testing.T) {
 	store.set(func(domain.Request) (domain.Verdict, error) {
 		return domain.Verdict{Outcome: domain.OutcomeDenied, Decisions: []domain.Decision{rate, slot}}, nil
 	})
-	l.Allow(t.Context(), req)
+	l.Allow(t.Context(), req, nil)
 	clk.Advance(30 * time.Second)
-	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeCachedDenied {
+	if v, _ := l.Allow(t.Context(), req, nil); v.Outcome != domain.OutcomeCachedDenied {
 		t.Errorf("30s into a rate limit's minute: %+v, want cached_denied", v)
 	}
 	clk.Advance(30 * time.Second)
-	if v, _ := l.Allow(t.Context(), req); v.Outcome != domain.OutcomeDenied {
+	if v, _ := l.Allow(t.Context(), req, nil); v.Outcome != domain.OutcomeDenied {
 		t.Errorf("after the rate limit's minute: %+v, want the store's", v)
 	}
 }

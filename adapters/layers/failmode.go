@@ -24,14 +24,15 @@ func FailOpen(onError func(error)) ports.Layer {
 }
 
 // FailClosed is [FailOpen] for the closed fail mode: a failed decision
-// denies, without decisions; the gateway answers 503.
+// denies, without decisions, as [domain.Verdict].Unavailable; the
+// gateway answers 503.
 func FailClosed(onError func(error)) ports.Layer {
 	return failMode(false, onError)
 }
 
 func failMode(admit bool, onError func(error)) ports.Layer {
-	return fallback(onError, func(context.Context, domain.Request) (domain.Verdict, error) {
-		return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError}, nil
+	return fallback(onError, func(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error) {
+		return domain.Verdict{Allowed: admit, Outcome: domain.OutcomeError, Unavailable: !admit}, nil
 	})
 }
 
@@ -42,10 +43,10 @@ func failMode(admit bool, onError func(error)) ports.Layer {
 // refused ([ports.ErrStoreFull]): the store answered, and the engine
 // decides it again as the unknown tenant. decide's own error is returned
 // as it is (the local fail mode's full memory: [ports.ErrStoreFull]).
-func fallback(onError func(error), decide func(context.Context, domain.Request) (domain.Verdict, error)) ports.Layer {
+func fallback(onError func(error), decide func(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error)) ports.Layer {
 	return func(next ports.Limiter) ports.Limiter {
-		return ports.LimiterFunc(func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
-			v, err := next.Allow(ctx, req)
+		return ports.LimiterFunc(func(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+			v, err := next.Allow(ctx, req, dst)
 			if err == nil {
 				return v, nil
 			}
@@ -55,7 +56,7 @@ func fallback(onError func(error), decide func(context.Context, domain.Request) 
 			if onError != nil {
 				onError(err)
 			}
-			return decide(ctx, req)
+			return decide(ctx, req, dst)
 		})
 	}
 }

@@ -40,12 +40,12 @@ func FailLocal(opts LocalOptions) ports.Layer {
 	if opts.Limiter == nil {
 		panic("layers: FailLocal needs a Limiter")
 	}
-	return fallback(opts.OnError, func(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	return fallback(opts.OnError, func(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 		n := 1
 		if opts.Replicas != nil {
 			n = max(opts.Replicas(), 1)
 		}
-		v, err := opts.Limiter.Allow(ctx, divide(req, n))
+		v, err := opts.Limiter.Allow(ctx, divide(req, n), dst)
 		if errors.Is(err, ports.ErrStoreFull) {
 			return domain.Verdict{}, err
 		}
@@ -78,7 +78,7 @@ func divide(req domain.Request, n int) domain.Request {
 	for i, l := range req.Limits {
 		share := (l.Rule.Limit + int64(n) - 1) / int64(n)
 		if !l.Concurrency { // a slot is one request, whatever its cost
-			share = max(share, min(req.CostOf(i), l.Rule.Limit))
+			share = max(share, min(l.Cost, l.Rule.Limit))
 		}
 		l.Rule.Limit = share
 		limits[i] = l

@@ -16,7 +16,7 @@ import (
 
 func limitRequest(limit int64) domain.Request {
 	r := request()
-	r.Limits = []domain.Limit{{Name: "default", Rule: domain.Rule{Limit: limit, Window: time.Minute}, Key: "rl:{acme}"}}
+	r.Limits = []domain.Limit{{Name: "default", Rule: domain.Rule{Limit: limit, Window: time.Minute}, Key: "rl:{acme}", Cost: 1}}
 	return r
 }
 
@@ -45,7 +45,7 @@ func TestFailLocalDividesTheBudget(t *testing.T) {
 		}))
 		req := limitRequest(tt.limit)
 		for i := range tt.wantLocal + 2 {
-			v, err := l.Allow(t.Context(), req)
+			v, err := l.Allow(t.Context(), req, nil)
 			wantAllowed := i < tt.wantLocal
 			wantOutcome := domain.OutcomeLocalAllowed
 			if !wantAllowed {
@@ -63,7 +63,7 @@ func TestFailLocalDividesTheBudget(t *testing.T) {
 			t.Errorf("OnError told of %d failures, want %d", errs.Load(), tt.wantLocal+2)
 		}
 		store.down.Store(false)
-		if v, err := l.Allow(t.Context(), req); err != nil || v.Outcome != domain.OutcomeAllowed {
+		if v, err := l.Allow(t.Context(), req, nil); err != nil || v.Outcome != domain.OutcomeAllowed {
 			t.Errorf("store back: %+v, %v; want the store's decision", v, err)
 		}
 	}
@@ -78,20 +78,20 @@ func TestFailLocalSlots(t *testing.T) {
 	l := ports.Chain(failing(errStore), layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: func() int { return 2 }}))
 	req := request()
 	req.Limits = []domain.Limit{{Name: "inflight", Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow},
-		Key: "rl:{acme}:in_flight:inflight", Concurrency: true}}
+		Key: "rl:{acme}:in_flight:inflight", Cost: 1, Concurrency: true}}
 	var held []domain.Verdict
 	for i := range 3 {
-		v, err := l.Allow(t.Context(), req)
+		v, err := l.Allow(t.Context(), req, nil)
 		if err != nil || !v.Allowed || v.Outcome != domain.OutcomeLocalAllowed || v.Release == nil || v.Decisions[0].Limit != 3 {
 			t.Fatalf("request %d of concurrency 5 over 2 replicas: %+v, %v; want local_allowed of 3, holding a slot", i+1, v, err)
 		}
 		held = append(held, v)
 	}
-	if v, _ := l.Allow(t.Context(), req); v.Allowed || v.Outcome != domain.OutcomeLocalDenied {
+	if v, _ := l.Allow(t.Context(), req, nil); v.Allowed || v.Outcome != domain.OutcomeLocalDenied {
 		t.Fatalf("a fourth slot: %+v, want local_denied", v)
 	}
 	held[0].Release()
-	if v, _ := l.Allow(t.Context(), req); !v.Allowed {
+	if v, _ := l.Allow(t.Context(), req, nil); !v.Allowed {
 		t.Errorf("after a local request ended: %+v, want its slot", v)
 	}
 }
@@ -104,12 +104,12 @@ func TestFailLocalCanceledCaller(t *testing.T) {
 	l := ports.Chain(failing(errStore), layers.FailLocal(layers.LocalOptions{Limiter: local, OnError: func(error) { called = true }}))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := l.Allow(ctx, request()); err == nil || called {
+	if _, err := l.Allow(ctx, request(), nil); err == nil || called {
 		t.Errorf("canceled caller: err %v, OnError called %v; want the error back and no call", err, called)
 	}
 	// A local limiter that fails too admits, as fail open does.
 	broken := ports.Chain(failing(errStore), layers.FailLocal(layers.LocalOptions{Limiter: failing(errors.New("local"))}))
-	if v, err := broken.Allow(t.Context(), request()); err != nil || !v.Allowed || v.Outcome != domain.OutcomeError {
+	if v, err := broken.Allow(t.Context(), request(), nil); err != nil || !v.Allowed || v.Outcome != domain.OutcomeError {
 		t.Errorf("local limiter failing: %+v, %v; want admitted with outcome error", v, err)
 	}
 }
@@ -135,20 +135,29 @@ func TestStackContract(t *testing.T) {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()
 			clk := newFakeClock()
+			stack := func(t *testing.T, v portstest.View) (ports.Limiter, error) {
+				view := memory.View{Counting: v.Counting, Windows: v.Windows}
+				store, err := memory.New(a.Name, memory.Options{Now: clk.Now, SweepInterval: -1, View: view})
+				if err != nil {
+					return nil, err
+				}
+				local, _ := memory.New(a.Name, memory.Options{Now: clk.Now, SweepInterval: -1, View: view})
+				b := layers.NewBreaker(layers.BreakerOptions{Probe: upPinger{}})
+				t.Cleanup(func() { b.Close(); store.Close(); local.Close() })
+				return ports.Chain(store,
+					layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now, Counting: v.Counting}).Layer(),
+					layers.FailLocal(layers.LocalOptions{Limiter: local}),
+					b.Layer()), nil
+			}
 			portstest.TestLimiter(t, portstest.LimiterHarness{
 				New: func(t *testing.T) ports.Limiter {
-					store, err := memory.New(a.Name, memory.Options{Now: clk.Now, SweepInterval: -1})
+					l, err := stack(t, portstest.View{})
 					if err != nil {
 						t.Fatal(err)
 					}
-					local, _ := memory.New(a.Name, memory.Options{Now: clk.Now, SweepInterval: -1})
-					b := layers.NewBreaker(layers.BreakerOptions{Probe: upPinger{}})
-					t.Cleanup(func() { b.Close(); store.Close(); local.Close() })
-					return ports.Chain(store,
-						layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer(),
-						layers.FailLocal(layers.LocalOptions{Limiter: local}),
-						b.Layer())
+					return l
 				},
+				NewView:   stack,
 				Now:       clk.Now,
 				Clock:     clk,
 				Window:    time.Minute,
@@ -174,18 +183,17 @@ func TestFailLocalShareNotBelowCost(t *testing.T) {
 	store.down.Store(true)
 	l := ports.Chain(store, layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: func() int { return 3 }}))
 	req := limitRequest(10)
-	req.Cost = 5
+	req.Limits[0].Cost = 5
 	for i, want := range []bool{true, false} {
-		v, err := l.Allow(t.Context(), req)
+		v, err := l.Allow(t.Context(), req, nil)
 		if err != nil || v.Allowed != want || v.Decisions[0].Limit != 5 {
 			t.Fatalf("cost 5 of 10 over 3 replicas, request %d: %+v, %v; want allowed=%v against a local limit of 5", i+1, v, err, want)
 		}
 	}
 	req = limitRequest(9)
 	req.Limits[0].Key = "rl:{globex}"
-	req.Limits = append(req.Limits, domain.Limit{Name: "other", Rule: domain.Rule{Limit: 9, Window: time.Minute}, Key: "rl:{globex}:other"})
-	req.Costs = []int64{1, 7}
-	v, err := l.Allow(t.Context(), req)
+	req.Limits = append(req.Limits, domain.Limit{Name: "other", Rule: domain.Rule{Limit: 9, Window: time.Minute}, Key: "rl:{globex}:other", Cost: 7})
+	v, err := l.Allow(t.Context(), req, nil)
 	if err != nil || !v.Allowed || v.Decisions[0].Limit != 3 || v.Decisions[1].Limit != 7 {
 		t.Errorf("costs 1 and 7 of 9 over 3 replicas: %+v, %v; want admitted against local limits of 3 and 7", v, err)
 	}

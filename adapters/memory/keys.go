@@ -9,8 +9,8 @@ import (
 
 // entry returns limit i of req's entry, creating it, unless that would
 // take the store past its bound, except for the shared [domain.Unknown]
-// tenant and for a request of a policy's keys ([domain.Request].PolicyKeys)
-// that holds one of them: clients who invent tenants (or Envoy
+// tenant and, on a view of a policy's keys ([View].PolicyKeys), for a
+// request that holds one of them: clients who invent tenants (or Envoy
 // descriptor values) cannot grow the store, while a tenant already held
 // keeps its own budgets on a route it had not used yet (at most one key
 // per limit of the policy more).
@@ -19,7 +19,7 @@ func (l *limiter[S, P]) entry(req *domain.Request, i int) (*limiterEntry[S], err
 	if v, ok := l.keys.Load(lim.Key); ok {
 		return v.(*limiterEntry[S]), nil
 	}
-	if l.maxKeys >= 0 && l.n.Load() >= l.maxKeys && req.Tenant != domain.Unknown && !(req.PolicyKeys && l.holdsAny(req)) {
+	if l.maxKeys >= 0 && l.n.Load() >= l.maxKeys && req.Tenant != domain.Unknown && !(l.PolicyKeys && l.holdsAny(req)) {
 		return nil, ErrFull
 	}
 	l.sweeper.saw(lim.Rule.Window)
@@ -41,16 +41,16 @@ func (l *limiter[S, P]) holdsAny(req *domain.Request) bool {
 }
 
 // Len returns the number of keys held, idle ones not yet swept included.
-func (l *limiter[S, P]) Len() int { return int(l.n.Load()) }
+func (l *keyspace[S]) Len() int { return int(l.n.Load()) }
 
 // Close stops the sweeper and waits for it. It is idempotent.
-func (l *limiter[S, P]) Close() error {
+func (l *keyspace[S]) Close() error {
 	l.sweeper.close()
 	return nil
 }
 
 // sweep drops every key whose budget is whole again.
-func (l *limiter[S, P]) sweep() {
+func (l *keyspace[S]) sweep() {
 	_, now := l.clock.read()
 	l.keys.Range(func(k, v any) bool {
 		e := v.(*limiterEntry[S])

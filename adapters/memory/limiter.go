@@ -33,11 +33,35 @@ type Options struct {
 	// key to a full store, and holds none of its keys yet, fails with
 	// [ErrFull], except the shared [domain.Unknown] tenant's, which is
 	// always decided: the caller decides a refused request as that
-	// tenant. (A request of a policy's keys, [domain.Request].PolicyKeys,
-	// that holds one of them adds the others: a tenant held keeps its own
-	// budgets on a route new to it.) Zero means DefaultMaxKeys; negative,
-	// no bound.
+	// tenant (see also [View].PolicyKeys). Zero means DefaultMaxKeys;
+	// negative, no bound.
 	MaxKeys int
+	// View is how the Limiter [New] returns counts; [Limiter.View] gives
+	// others on the same store.
+	View
+}
+
+// View is how one limiter of a store decides: its options, set where it
+// is built. Views of one store share its keys, its bound and its
+// sweeper. The zero value counts all or nothing, in windows that start
+// with their first request, with no key of a full store added.
+type View struct {
+	// Counting is which limits spend ([domain.Counting]).
+	// [domain.CountEvery] is the fixed window's alone: another algorithm
+	// refuses it.
+	Counting domain.Counting
+	// Windows is where the fixed window's windows start
+	// ([domain.WindowsEpoch]: aligned to the epoch). The sliding window
+	// is aligned either way; the sliding log and the token bucket have
+	// no windows.
+	Windows domain.Windows
+	// PolicyKeys says the requests' keys are a policy's, for one tenant:
+	// a tenant has at most one key per limit of the policy, so a full
+	// store that already holds one of a request's keys may add the
+	// others (a tenant held keeps its own budgets on a route new to it).
+	// Without it (keys named by the client, as Envoy's descriptors are)
+	// a full store adds none.
+	PolicyKeys bool
 }
 
 // ErrFull is a request that needs a new key while the store holds
@@ -64,11 +88,12 @@ var (
 //
 // Limiter is safe for concurrent use by multiple goroutines. Allow of
 // keys it already holds allocates nothing but the verdict's decisions
-// when the request has no room for them. Len counts the keys held; Close
-// stops the sweeper, which drops keys whose budget is whole again
-// (dropping them changes no decision).
+// when dst has no room for them. Len counts the keys held (by every view
+// of the store); Close stops the sweeper, which drops keys whose budget
+// is whole again (dropping them changes no decision), for every view.
 type Limiter struct {
 	store
+	algorithm string
 }
 
 // store is what a Limiter runs: a limiter of one algorithm's state.
@@ -77,37 +102,56 @@ type store interface {
 	ports.Usage
 	Len() int
 	Close() error
+	view(View) store
 }
 
 // algorithms builds each algorithm's limiter, by TOLLGATE_ALGORITHM name.
 var algorithms = map[string]func(Options) store{
-	domain.AlgorithmFixedWindow: func(o Options) store {
-		l := newLimiter[domain.FixedWindow](o)
-		l.countsDenied = true
-		return l
-	},
+	domain.AlgorithmFixedWindow:   func(o Options) store { return newLimiter[domain.FixedWindow](o) },
 	domain.AlgorithmSlidingLog:    func(o Options) store { return newLimiter[byRule[domain.SlidingLog, *domain.SlidingLog]](o) },
 	domain.AlgorithmSlidingWindow: func(o Options) store { return newLimiter[byRule[domain.SlidingWindow, *domain.SlidingWindow]](o) },
 	domain.AlgorithmTokenBucket:   func(o Options) store { return newLimiter[byRule[domain.TokenBucket, *domain.TokenBucket]](o) },
 }
 
-// New returns the limiter of algorithm ([domain.Algorithms]) and starts
-// its sweeper. The error names an algorithm this store lacks.
+// New returns the limiter of algorithm ([domain.Algorithms]), deciding
+// by opts.View, and starts its sweeper. The error names an algorithm
+// this store lacks, or a counting mode the algorithm cannot honour.
 func New(algorithm string, opts Options) (*Limiter, error) {
 	build, ok := algorithms[algorithm]
 	if !ok {
 		return nil, fmt.Errorf("memory: no algorithm %q", algorithm)
 	}
-	return &Limiter{build(opts)}, nil
+	if err := honours(algorithm, opts.View); err != nil {
+		return nil, err
+	}
+	return &Limiter{build(opts), algorithm}, nil
 }
 
-// state is one key's state under a domain policy, deciding the limit
-// the limiter passes it: *domain.FixedWindow, or *byRule of
-// domain.SlidingLog, domain.SlidingWindow or domain.TokenBucket.
+// View returns a limiter of the same store deciding by v: the same keys,
+// bound and sweeper. The error names a counting mode the store's
+// algorithm cannot honour.
+func (l *Limiter) View(v View) (*Limiter, error) {
+	if err := honours(l.algorithm, v); err != nil {
+		return nil, err
+	}
+	return &Limiter{l.store.view(v), l.algorithm}, nil
+}
+
+// honours checks that algorithm can decide by v.
+func honours(algorithm string, v View) error {
+	if !v.Counting.HonouredBy(algorithm) {
+		return fmt.Errorf("memory: %s cannot count %s (only %s can)", algorithm, v.Counting, domain.AlgorithmFixedWindow)
+	}
+	return nil
+}
+
+// state is one key's state under a domain policy, deciding by a rule in
+// windows w: *domain.FixedWindow, or *byRule of domain.SlidingLog,
+// domain.SlidingWindow or domain.TokenBucket.
 type state[S any] interface {
 	*S
-	Decide(now time.Time, lim domain.Limit, cost int64) domain.Decision
-	Spend(now time.Time, lim domain.Limit, cost int64)
+	Decide(now time.Time, rule domain.Rule, w domain.Windows, cost int64) domain.Decision
+	Spend(now time.Time, rule domain.Rule, w domain.Windows, cost int64)
 }
 
 // ruleState is a domain policy that decides by a limit's rule alone.
@@ -117,16 +161,16 @@ type ruleState[S any] interface {
 	Spend(now time.Time, rule domain.Rule, cost int64)
 }
 
-// byRule is the state of a policy that reads nothing of a limit but its
-// rule (the fixed window alone reads more: [domain.Limit].Epoch).
+// byRule is the state of a policy that reads nothing but the rule (the
+// fixed window alone reads where its windows start).
 type byRule[S any, P ruleState[S]] struct{ s S }
 
-func (b *byRule[S, P]) Decide(now time.Time, lim domain.Limit, cost int64) domain.Decision {
-	return P(&b.s).Decide(now, lim.Rule, cost)
+func (b *byRule[S, P]) Decide(now time.Time, rule domain.Rule, _ domain.Windows, cost int64) domain.Decision {
+	return P(&b.s).Decide(now, rule, cost)
 }
 
-func (b *byRule[S, P]) Spend(now time.Time, lim domain.Limit, cost int64) {
-	P(&b.s).Spend(now, lim.Rule, cost)
+func (b *byRule[S, P]) Spend(now time.Time, rule domain.Rule, _ domain.Windows, cost int64) {
+	P(&b.s).Spend(now, rule, cost)
 }
 
 // maxLimits is how many limits a request may carry here: a policy has a
@@ -138,15 +182,21 @@ const maxLimits = 64
 // bug, reported rather than deciding part of it.
 var errTooManyLimits = fmt.Errorf("memory: more than %d limits in one request", maxLimits)
 
-// limiter is the Limiter of one algorithm: a map of keys, each a domain
-// policy's state under its own mutex, and a sweeper.
+// limiter is one view of the store of one algorithm: the keyspace every
+// view shares, and the view's options.
 type limiter[S any, P state[S]] struct {
-	clock        clock
-	keys         sync.Map // string → *limiterEntry[S]
-	n            atomic.Int64
-	maxKeys      int64 // < 0: no bound
-	countsDenied bool  // honours Request.CountDenied (the fixed window)
-	sweeper      *sweeper
+	*keyspace[S]
+	View
+}
+
+// keyspace is a store's keys: a map of keys, each a domain policy's state
+// under its own mutex, and a sweeper.
+type keyspace[S any] struct {
+	clock   clock
+	keys    sync.Map // string → *limiterEntry[S]
+	n       atomic.Int64
+	maxKeys int64 // < 0: no bound
+	sweeper *sweeper
 }
 
 // limiterEntry is one key: the algorithm's state, a calendar limit's
@@ -166,34 +216,34 @@ type limiterEntry[S any] struct {
 const neverIdle = math.MaxInt64
 
 // decide is lim's decision at cost on e, without spending.
-func (*limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
+func (l *limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
 	if lim.Concurrency {
 		return e.slots.Decide(lim.Rule.Limit, cost)
 	}
 	if cal := lim.Calendar; cal != nil {
 		return e.period.Decide(now, *cal, lim.Rule.Limit, cost)
 	}
-	return P(&e.state).Decide(now, lim, cost)
+	return P(&e.state).Decide(now, lim.Rule, l.Windows, cost)
 }
 
 func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
-	l := &limiter[S, P]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys)}
-	if l.maxKeys == 0 {
-		l.maxKeys = DefaultMaxKeys
+	ks := &keyspace[S]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys)}
+	if ks.maxKeys == 0 {
+		ks.maxKeys = DefaultMaxKeys
 	}
-	l.sweeper = startSweeper(opts.SweepInterval, l.sweep)
-	return l
+	ks.sweeper = startSweeper(opts.SweepInterval, ks.sweep)
+	return &limiter[S, P]{keyspace: ks, View: opts.View}
 }
+
+// view returns the limiter of v on l's keys.
+func (l *limiter[S, P]) view(v View) store { return &limiter[S, P]{keyspace: l.keyspace, View: v} }
 
 // Allow implements [ports.Limiter]. It fails only on a malformed request
 // (more than 64 limits) and with [ErrFull].
-func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
+func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 	n := len(req.Limits)
 	if n > maxLimits {
 		return domain.Verdict{}, errTooManyLimits
-	}
-	if !l.countsDenied {
-		req.CountDenied = false
 	}
 	var (
 		entries [maxLimits]*limiterEntry[S]
@@ -244,15 +294,15 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 		// The clock is read under the locks, so one key's decisions see
 		// time in the order they are made.
 		now, nanos := l.clock.read()
-		v := domain.Settle(req, func(i int, cost int64) domain.Decision {
+		v := domain.Settle(req, l.Counting, dst, func(i int, cost int64) domain.Decision {
 			return l.decide(entries[i], now, req.Limits[i], cost)
 		})
 		var r *release[S]
 		for i := range n {
 			e := entries[i]
-			c := req.CostOf(i)
+			c := req.Limits[i].Cost
 			switch {
-			case c == 0 || !domain.Spends(req, v, i):
+			case c == 0 || !domain.Spends(req, l.Counting, v, i):
 			case req.Limits[i].Concurrency:
 				e.slots.Acquire()
 				if r == nil {
@@ -262,7 +312,7 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request) (domain.Ver
 			case req.Limits[i].Calendar != nil:
 				e.period.Spend(now, *req.Limits[i].Calendar, c)
 			default:
-				P(&e.state).Spend(now, req.Limits[i], c)
+				P(&e.state).Spend(now, req.Limits[i].Rule, l.Windows, c)
 			}
 			e.idleAt = nanos + int64(max(v.Decisions[i].ResetAfter, v.Decisions[i].RetryAfter))
 			if e.slots.Held() > 0 {

@@ -61,8 +61,8 @@ func TestEveryAlgorithm(t *testing.T) {
 
 // one is a request of cost 1 against one limit, stored under key.
 func one(key string, rule domain.Rule) domain.Request {
-	return domain.Request{Tenant: "acme", Route: "default", Cost: 1,
-		Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key}}}
+	return domain.Request{Tenant: "acme", Route: "default",
+		Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key, Cost: 1}}}
 }
 
 // The Limiter contract and the boundary burst run over every algorithm
@@ -156,16 +156,16 @@ func TestLimiterAllowDoesNotAllocate(t *testing.T) {
 		}
 		ctx := context.Background()
 		req := one("rl:acme", rule)
-		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, req) }); n > 1 {
+		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, req, nil) }); n > 1 {
 			t.Errorf("%s: Allow of a held tenant allocates %v times, want 1 (the verdict's decision)", a.name, n)
 		}
-		// With room for the decision in the request, nothing.
-		req.Decisions = make([]domain.Decision, 0, 1)
-		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, req) }); n > 0 {
-			t.Errorf("%s: Allow of a held tenant with Request.Decisions allocates %v times, want 0", a.name, n)
+		// With room for the decision in dst, nothing.
+		dst := make([]domain.Decision, 0, 1)
+		if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, req, dst) }); n > 0 {
+			t.Errorf("%s: Allow of a held tenant with room in dst allocates %v times, want 0", a.name, n)
 		}
-		if v := portstest.MustAllow(t, l, req); &v.Decisions[0] != &req.Decisions[:1][0] {
-			t.Errorf("%s: the verdict's decisions are not in Request.Decisions", a.name)
+		if v, _ := l.Allow(ctx, req, dst); &v.Decisions[0] != &dst[:1][0] {
+			t.Errorf("%s: the verdict's decisions are not in dst", a.name)
 		}
 		l.Close()
 	}
@@ -204,7 +204,7 @@ func TestMaxKeys(t *testing.T) {
 			for i := range 3 {
 				portstest.MustDecide(t, l, one("rl:{t"+strconv.Itoa(i)+"}", rule))
 			}
-			_, err := l.Allow(t.Context(), one("rl:{t9}", rule))
+			_, err := l.Allow(t.Context(), one("rl:{t9}", rule), nil)
 			if !errors.Is(err, ports.ErrStoreFull) {
 				t.Fatalf("%s: a fourth key: err %v, want ErrStoreFull", a.name, err)
 			}
@@ -222,13 +222,17 @@ func TestMaxKeys(t *testing.T) {
 			// t0's budget is spent; with a limit of a route new to it, it
 			// is still denied by its own.
 			both := one("rl:{t0}", rule)
-			both.Limits = append(both.Limits, domain.Limit{Name: "route", Rule: rule, Key: "rl:{t0}:route"})
+			both.Limits = append(both.Limits, domain.Limit{Name: "route", Rule: rule, Key: "rl:{t0}:route", Cost: 1})
 			// Not a policy's keys (Envoy's descriptors): none added.
-			if _, err := l.Allow(t.Context(), both); !errors.Is(err, ports.ErrStoreFull) {
+			if _, err := l.Allow(t.Context(), both, nil); !errors.Is(err, ports.ErrStoreFull) {
 				t.Errorf("%s: keys not a policy's, one held, when full: err %v, want ErrStoreFull", a.name, err)
 			}
-			both.PolicyKeys = true
-			v, err := l.Allow(t.Context(), both)
+			// The view of a policy's keys, on the same store, adds it.
+			policy, err := l.View(memory.View{PolicyKeys: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := policy.Allow(t.Context(), both, nil)
 			if err != nil || v.Allowed || v.Decisions[0].Allowed || !v.Decisions[1].Allowed || l.Len() != 5 {
 				t.Errorf("%s: a held tenant's new key when full: %+v, %v, %d keys; want denied by its own spent limit, the new key added", a.name, v, err, l.Len())
 			}
@@ -265,7 +269,7 @@ func BenchmarkLimiter(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				l.Allow(ctx, reqs[i%len(reqs)])
+				l.Allow(ctx, reqs[i%len(reqs)], nil)
 				i++
 			}
 		})
@@ -279,7 +283,7 @@ func BenchmarkLimiter(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(seq.Add(7919))
 				for pb.Next() {
-					l.Allow(ctx, reqs[i%len(reqs)])
+					l.Allow(ctx, reqs[i%len(reqs)], nil)
 					i++
 				}
 			})
@@ -293,9 +297,9 @@ func ExampleNew() {
 	rule := domain.Rule{Limit: 2, Window: time.Minute}
 	for range 3 {
 		v, _ := l.Allow(context.Background(), domain.Request{
-			Tenant: "acme", Route: "default", Cost: 1,
-			Limits: []domain.Limit{{Name: "default", Rule: rule, Key: "rl:{acme}:sliding_log"}},
-		})
+			Tenant: "acme", Route: "default",
+			Limits: []domain.Limit{{Name: "default", Rule: rule, Key: "rl:{acme}:sliding_log", Cost: 1}},
+		}, nil)
 		d := v.Decisions[0]
 		fmt.Println(v.Allowed, d.Remaining, d.RetryAfter > 59*time.Second)
 	}
@@ -322,10 +326,10 @@ func TestSweepFollowsTheWindow(t *testing.T) {
 		const tenants = 200_000
 		rule := domain.Rule{Limit: 10, Window: 2 * time.Second}
 		req := one("", rule)
-		req.Decisions = make([]domain.Decision, 0, 1)
+		dst := make([]domain.Decision, 0, 1)
 		for i := range tenants {
 			req.Limits[0].Key = "rl:{flood-" + strconv.Itoa(i) + "}"
-			l.Allow(t.Context(), req)
+			l.Allow(t.Context(), req, dst)
 		}
 		flooded := heap()
 		if l.Len() != tenants {
@@ -352,6 +356,11 @@ func memoryHarness(a algorithm) portstest.LimiterHarness {
 			l := a.new(memory.Options{Now: clk.Now, SweepInterval: -1})
 			t.Cleanup(func() { l.Close() })
 			return l
+		},
+		NewView: func(t *testing.T, v portstest.View) (ports.Limiter, error) {
+			l := a.new(memory.Options{Now: clk.Now, SweepInterval: -1})
+			t.Cleanup(func() { l.Close() })
+			return l.View(memory.View{Counting: v.Counting, Windows: v.Windows})
 		},
 		Clock:     clk,
 		Now:       clk.Now,
@@ -393,8 +402,8 @@ func TestBoundaryBurst(t *testing.T) {
 // slotsOf is a request of cost 1 against one concurrency limit of n,
 // stored under key.
 func slotsOf(key string, n int64) domain.Request {
-	return domain.Request{Tenant: "acme", Route: "default", Cost: 1, Limits: []domain.Limit{{
-		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow}, Key: key, Concurrency: true}}}
+	return domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{{
+		Name: "inflight", Rule: domain.Rule{Limit: n, Window: domain.ConcurrencyWindow}, Key: key, Cost: 1, Concurrency: true}}}
 }
 
 // TestConcurrencySlotsOutliveSweeps: a key whose slots are held is never
@@ -487,9 +496,9 @@ func TestUsageHoldsNoKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	req := domain.Request{Tenant: "acme", Route: "default", Cost: 1, Limits: []domain.Limit{
-		{Name: "a", Key: "k:{acme}a", Rule: domain.Rule{Limit: 3, Window: time.Minute}},
-		{Name: "b", Key: "k:{acme}b", Rule: domain.Rule{Limit: 3, Window: time.Minute}},
+	req := domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{
+		{Name: "a", Key: "k:{acme}a", Rule: domain.Rule{Limit: 3, Window: time.Minute}, Cost: 1},
+		{Name: "b", Key: "k:{acme}b", Rule: domain.Rule{Limit: 3, Window: time.Minute}, Cost: 1},
 	}}
 	ctx := context.Background()
 	if _, err := l.Peek(ctx, req); err != nil || l.Len() != 0 {

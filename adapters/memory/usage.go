@@ -13,7 +13,6 @@ func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verd
 	if len(req.Limits) > maxLimits {
 		return domain.Verdict{}, errTooManyLimits
 	}
-	req.Cost, req.CountDenied = 0, false
 	decide := func(i int, _ int64) domain.Decision {
 		lim := req.Limits[i]
 		now, _ := l.clock.read()
@@ -31,7 +30,7 @@ func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verd
 		}
 		return l.decide(e, now, lim, 0)
 	}
-	return domain.Settle(req, decide), nil
+	return domain.Settle(req, domain.CountAdmitted, nil, decide), nil
 }
 
 // Reset implements [ports.Usage]: every limit's key is dropped, so that

@@ -95,21 +95,31 @@ func (b *args) rawFrom(start int) {
 	b.a = append(b.a, &b.bytes[len(b.bytes)-1])
 }
 
-// cost appends the scripts' ARGV[1]: the request's cost, or with
-// per-limit costs each limit's, comma-separated.
+// cost appends the scripts' ARGV[1]: the cost every limit of the
+// request spends, or when they differ each limit's, comma-separated.
 func (b *args) cost(req domain.Request) {
-	if req.Costs == nil {
-		b.int(req.Cost)
+	if uniformCost(req.Limits) {
+		b.int(req.Limits[0].Cost)
 		return
 	}
 	start := len(b.buf)
-	for i, c := range req.Costs {
+	for i, l := range req.Limits {
 		if i > 0 {
 			b.buf = append(b.buf, ',')
 		}
-		b.buf = strconv.AppendInt(b.buf, c, 10)
+		b.buf = strconv.AppendInt(b.buf, l.Cost, 10)
 	}
 	b.rawFrom(start)
+}
+
+// uniformCost reports whether every limit spends the same cost.
+func uniformCost(limits []domain.Limit) bool {
+	for _, l := range limits[1:] {
+		if l.Cost != limits[0].Cost {
+			return false
+		}
+	}
+	return true
 }
 
 // replyInts returns the integers of reply, a script's array reply, in

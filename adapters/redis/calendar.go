@@ -2,11 +2,10 @@ package redis
 
 import (
 	"hash/maphash"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -19,9 +18,6 @@ type periods struct {
 	// args are the previous, current and next periods' starts and the
 	// next one's end in ms, boxed once for every decision in the period.
 	args [4]any
-	// starts are the three periods' starts in Unix seconds, as
-	// domain.PeriodKey spells them.
-	starts [3]string
 }
 
 // periodCache holds the periods of recent calendars: computing them
@@ -71,24 +67,19 @@ func newPeriods(cal domain.Calendar, now time.Time) *periods {
 	for i, ms := range [...]int64{s0.UnixMilli(), s1.UnixMilli(), e1.UnixMilli(), e2.UnixMilli()} {
 		p.args[i] = ms
 	}
-	for i, b := range p.bounds {
-		p.starts[i] = strconv.FormatInt(b[0].Unix(), 10)
-	}
 	return p
 }
 
 // keys returns the previous, current and next periods' keys of a limit
-// whose key is base (domain.PeriodKey), in one allocation.
+// whose key is base ([keys.PeriodKey]), in one allocation.
 func (p *periods) keys(base string) (prev, cur, next string) {
-	var sb strings.Builder
-	sb.Grow(3*(len(base)+1) + len(p.starts[0]) + len(p.starts[1]) + len(p.starts[2]))
+	var room [256]byte
+	b := room[:0]
 	var ends [3]int
-	for i, s := range p.starts {
-		sb.WriteString(base)
-		sb.WriteByte('@')
-		sb.WriteString(s)
-		ends[i] = sb.Len()
+	for i, bound := range p.bounds {
+		b = keys.AppendPeriodKey(b, base, bound[0])
+		ends[i] = len(b)
 	}
-	all := sb.String()
+	all := string(b)
 	return all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:]
 }

@@ -4,12 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 )
 
 // TestPeriodsAround: the cached periods are the calendar's own around
 // every instant (across boundaries, for calendars sharing a slot), and
-// their keys are domain.PeriodKey's.
+// their keys are keys.PeriodKey's.
 func TestPeriodsAround(t *testing.T) {
 	t.Parallel()
 	paris, err := time.LoadLocation("Europe/Paris")
@@ -40,7 +41,7 @@ func TestPeriodsAround(t *testing.T) {
 				}
 			}
 			prev, cur, next := p.keys("rl:{acme}fixed_window:monthly")
-			if prev != domain.PeriodKey("rl:{acme}fixed_window:monthly", s0) || cur != domain.PeriodKey("rl:{acme}fixed_window:monthly", s1) || next != domain.PeriodKey("rl:{acme}fixed_window:monthly", e1) {
+			if prev != keys.PeriodKey("rl:{acme}fixed_window:monthly", s0) || cur != keys.PeriodKey("rl:{acme}fixed_window:monthly", s1) || next != keys.PeriodKey("rl:{acme}fixed_window:monthly", e1) {
 				t.Fatalf("%v at %v: keys %q %q %q", cal, now, prev, cur, next)
 			}
 		}

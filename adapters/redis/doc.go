@@ -9,7 +9,7 @@
 // decisions share round trips (the Client's coalescer). Every key it
 // writes has a TTL, and windows run on Redis's clock, never a replica's.
 //
-// Keys are built by domain.Key; for tenant acme under the prefix rl:
+// Keys are built by keys.Key; for tenant acme under the prefix rl:
 //
 //	fixed window     rl:{acme}                  string counter, TTL its window
 //	sliding log      rl:{acme}:sliding_log      sorted set, a member per request, TTL one window
@@ -17,7 +17,7 @@
 //	token bucket     rl:{acme}:token_bucket     string TAT (µs), TTL ≤ one window
 //
 // Other limits and routes append their names after these (see
-// domain.Key), so no two shapes ever share a key: no WRONGTYPE when the
+// keys.Key), so no two shapes ever share a key: no WRONGTYPE when the
 // algorithm changes on a live Redis.
 //
 // It runs on Redis 7 and on Valkey 8 alike (both tested).

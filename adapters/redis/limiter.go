@@ -25,6 +25,15 @@ type Options struct {
 	// decision sends (Redis's clock picks among them). Nil means
 	// time.Now; tests skew it.
 	Clock func() time.Time
+	// Counting is which limits spend ([domain.Counting]);
+	// [domain.CountEvery] is the fixed window's alone: New refuses it
+	// for another algorithm.
+	Counting domain.Counting
+	// Windows is where the fixed window's windows start
+	// ([domain.WindowsEpoch]: aligned to the epoch). The sliding window
+	// is aligned either way; the sliding log and the token bucket have
+	// no windows.
+	Windows domain.Windows
 }
 
 // errNoLeases is a concurrency limit on a Limiter without Options.Leases:
@@ -49,6 +58,7 @@ type Limiter struct {
 	client *Client
 	spec   *spec
 	opts   Options
+	mode   any // the scripts' counting mode (countingArgs)
 }
 
 // spec is one algorithm on Redis: its script and the arguments each limit
@@ -57,25 +67,23 @@ type spec struct {
 	script *script
 	// stride is how many arguments a limit gives; args appends them.
 	stride int
-	args   func(b *args, lim domain.Limit)
-	// countsDenied: the script honours Request.CountDenied.
-	countsDenied bool
+	args   func(b *args, lim domain.Limit, w domain.Windows)
 }
 
 // specs are the algorithms on Redis, by TOLLGATE_ALGORITHM name. Every
 // row of domain.Algorithms has one (TestEveryAlgorithm).
 var specs = map[string]*spec{
 	domain.AlgorithmFixedWindow: {
-		script: newScript(domain.AlgorithmFixedWindow, true), stride: 3, countsDenied: true,
-		args: func(b *args, l domain.Limit) {
+		script: newScript(domain.AlgorithmFixedWindow, true), stride: 3,
+		args: func(b *args, l domain.Limit, w domain.Windows) {
 			b.int(l.Rule.Limit)
 			b.int(windowMillis(l.Rule.Window))
-			b.a = append(b.a, epochArgs[b2i(l.Epoch)])
+			b.a = append(b.a, epochArgs[b2i(w == domain.WindowsEpoch)])
 		},
 	},
 	domain.AlgorithmSlidingLog: {
 		script: newScript(domain.AlgorithmSlidingLog, true), stride: 3,
-		args: func(b *args, l domain.Limit) {
+		args: func(b *args, l domain.Limit, _ domain.Windows) {
 			b.int(l.Rule.Limit)
 			b.int(micros(l.Rule.Window))
 			b.int(windowMillis(l.Rule.Window))
@@ -83,14 +91,14 @@ var specs = map[string]*spec{
 	},
 	domain.AlgorithmSlidingWindow: {
 		script: newScript(domain.AlgorithmSlidingWindow, true), stride: 2,
-		args: func(b *args, l domain.Limit) {
+		args: func(b *args, l domain.Limit, _ domain.Windows) {
 			b.int(l.Rule.Limit)
 			b.int(micros(l.Rule.Window))
 		},
 	},
 	domain.AlgorithmTokenBucket: {
 		script: newScript(domain.AlgorithmTokenBucket, true), stride: 3,
-		args: func(b *args, l domain.Limit) {
+		args: func(b *args, l domain.Limit, _ domain.Windows) {
 			b.int(l.Rule.Limit)
 			b.int(int64(domain.TokenInterval(l.Rule)))
 			b.int(micros(l.Rule.Window))
@@ -99,13 +107,18 @@ var specs = map[string]*spec{
 }
 
 // New returns algorithm ([domain.Algorithms]) on c. It does no I/O. The
-// error names an algorithm this store lacks.
+// error names an algorithm this store lacks, or a counting mode the
+// algorithm cannot honour.
 func New(c *Client, algorithm string, opts Options) (*Limiter, error) {
 	sp, ok := specs[algorithm]
 	if !ok {
 		return nil, fmt.Errorf("redis: no algorithm %q", algorithm)
 	}
-	return &Limiter{client: c, spec: sp, opts: opts}, nil
+	if !opts.Counting.HonouredBy(algorithm) {
+		return nil, fmt.Errorf("redis: %s cannot count %s (only %s can)", algorithm, opts.Counting, domain.AlgorithmFixedWindow)
+	}
+	mode := countingArgs[b2i(opts.Counting == domain.CountEvery)+2*b2i(opts.Counting != domain.CountAdmitted)]
+	return &Limiter{client: c, spec: sp, opts: opts, mode: mode}, nil
 }
 
 // replyStride is how many values a script replies per limit: ok,
@@ -133,8 +146,8 @@ var _ ports.Usage = (*Limiter)(nil)
 // concurrency limit ([domain.Limit.Concurrency]) takes a slot as a lease
 // ([Leases]) in the same script: an admitted verdict's Release gives the
 // request's slots back.
-func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
-	return l.run(ctx, req, countingArgs[b2i(req.CountDenied && l.spec.countsDenied)+2*b2i(req.CountOver)])
+func (l *Limiter) Allow(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+	return l.run(ctx, req, dst, l.mode)
 }
 
 // countingArgs are the scripts' ARGV[3] for a decision, by counting
@@ -147,8 +160,9 @@ var countingArgs = [4]any{"0", "1", "2", "3"} // boxed once
 var epochArgs = [2]any{int64(0), int64(1)}
 
 // run runs the algorithm's script on req in mode (ARGV[3]: "0" to "3",
-// the counting mode, or "p" to peek), within the per-decision timeout.
-func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain.Verdict, error) {
+// the counting mode, or "p" to peek), within the per-decision timeout,
+// writing the decisions into dst when it has room.
+func (l *Limiter) run(ctx context.Context, req domain.Request, dst []domain.Decision, mode any) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
@@ -241,7 +255,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 			b.int(lim.Rule.Limit)
 			b.a = append(b.a, p.args[0], p.args[1], p.args[2], p.args[3])
 		default:
-			sp.args(b, lim)
+			sp.args(b, lim, l.opts.Windows)
 		}
 		for len(b.a)-start < stride {
 			b.a = append(b.a, 0)
@@ -260,14 +274,14 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 		}
 		return domain.Verdict{}, err
 	}
-	v, err := verdict(req, r)
+	v, err := verdict(req, dst, r)
 	putArgs(b) // r is read
 	switch {
 	case !takes:
 	case err != nil:
 		l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
 	case v.Allowed:
-		if keys := slotKeys(req, func(i int) bool { return domain.Spends(req, v, i) }); len(keys) > 0 {
+		if keys := slotKeys(req, func(i int) bool { return domain.Spends(req, l.opts.Counting, v, i) }); len(keys) > 0 {
 			h := &holding{leases: l.opts.Leases, keys: keys, holder: holder}
 			h.leases.hold(keys, holder)
 			v.Release = h.release

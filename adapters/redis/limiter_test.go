@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -106,13 +107,20 @@ func TestEveryAlgorithm(t *testing.T) {
 	if _, err := redis.New(redis.NewClient(&fakeRedis{}), "leaky_bucket", redis.Options{}); err == nil {
 		t.Error(`New("leaky_bucket") succeeded`)
 	}
+	// Counting every request is the fixed window's alone: refused elsewhere.
+	for _, a := range domain.Algorithms {
+		_, err := redis.New(redis.NewClient(&fakeRedis{}), a.Name, redis.Options{Counting: domain.CountEvery})
+		if (err == nil) != (a.Name == domain.AlgorithmFixedWindow) {
+			t.Errorf("New(%q, CountEvery): %v", a.Name, err)
+		}
+	}
 }
 
 func request(cost int64, rules ...domain.Rule) domain.Request {
-	req := domain.Request{Tenant: "acme", Route: "default", Cost: cost}
+	req := domain.Request{Tenant: "acme", Route: "default"}
 	for i, r := range rules {
 		name := []string{"default", "per-day", "third"}[i]
-		req.Limits = append(req.Limits, domain.Limit{Name: name, Rule: r, Key: domain.Key("rl:", "acme", "x", "", name)})
+		req.Limits = append(req.Limits, domain.Limit{Name: name, Rule: r, Key: keylayout.Key("rl:", "acme", "x", "", name), Cost: cost})
 	}
 	return req
 }
@@ -128,8 +136,8 @@ func reply(admitted int64, limits ...[4]int64) []any {
 }
 
 // TestLimiterArgs checks what each algorithm sends: the keys, then the
-// cost, the shadow flags, whether denials count, and each limit's own
-// arguments.
+// cost, the shadow flags, the counting mode (every request on the fixed
+// window, all or nothing elsewhere), and each limit's own arguments.
 func TestLimiterArgs(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 10, Window: time.Minute}
@@ -138,7 +146,7 @@ func TestLimiterArgs(t *testing.T) {
 		algo string
 		want []any
 	}{
-		{"fixed_window", []any{int64(3), "01", "1", "rr", 3, int64(10), int64(60e3), int64(0), int64(100), int64(3600e3), int64(0)}},
+		{"fixed_window", []any{int64(3), "01", "3", "rr", 3, int64(10), int64(60e3), int64(0), int64(100), int64(3600e3), int64(0)}},
 		{"sliding_log", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(60e6), int64(60e3), int64(100), int64(3600e6), int64(3600e3)}},
 		{"sliding_window", []any{int64(3), "01", "0", "rr", 2, int64(10), int64(60e6), int64(100), int64(3600e6)}},
 		{"token_bucket", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(6e9), int64(60e6), int64(100), int64(36e9), int64(3600e6)}},
@@ -147,8 +155,11 @@ func TestLimiterArgs(t *testing.T) {
 		f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0})}
 		req := request(3, rule, hour)
 		req.Limits[1].Shadow = true
-		req.CountDenied = true // only the fixed window honours it
-		if _, err := newLimiter(t, tt.algo, f, redis.Options{}).Allow(t.Context(), req); err != nil {
+		opts := redis.Options{}
+		if tt.algo == domain.AlgorithmFixedWindow {
+			opts.Counting = domain.CountEvery // the fixed window's alone
+		}
+		if _, err := newLimiter(t, tt.algo, f, opts).Allow(t.Context(), req, nil); err != nil {
 			t.Fatalf("%s: %v", tt.algo, err)
 		}
 		if len(f.keys) != 2 || f.keys[0] != req.Limits[0].Key || f.keys[1] != req.Limits[1].Key {
@@ -162,20 +173,21 @@ func TestLimiterArgs(t *testing.T) {
 
 // TestLimiterArgsEnvoy checks what a request of Envoy's rate limit
 // service adds: each limit's cost, the quota flags, counting an admitted
-// request's every limit, and the fixed window's alignment to the epoch.
+// request's every limit (CountHits), and the fixed window's alignment to
+// the epoch (WindowsEpoch).
 func TestLimiterArgsEnvoy(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 10, Window: time.Minute}
 	f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0}, [4]int64{1, 9, 60e6, 0})}
 	req := request(1, rule, rule, rule)
-	req.Limits[0].Quota, req.Limits[0].Epoch = true, true
+	req.Limits[0].Quota = true
 	req.Limits[1].Quota, req.Limits[1].Shadow = true, true
-	req.Costs = []int64{3, 0, 12}
-	req.CountOver = true
-	if _, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), req); err != nil {
+	req.Limits[0].Cost, req.Limits[1].Cost, req.Limits[2].Cost = 3, 0, 12
+	opts := redis.Options{Counting: domain.CountHits, Windows: domain.WindowsEpoch}
+	if _, err := newLimiter(t, "fixed_window", f, opts).Allow(t.Context(), req, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := []any{"3,0,12", "230", "2", "rrr", 3, int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(0), int64(10), int64(60e3), int64(0)}
+	want := []any{"3,0,12", "230", "2", "rrr", 3, int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(1)}
 	if !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)
 	}
@@ -214,7 +226,7 @@ func TestLimiterVerdict(t *testing.T) {
 		f := &fakeRedis{reply: tt.reply}
 		req := request(1, small, big)
 		req.Limits[0].Shadow = tt.shadow
-		v, err := newLimiter(t, "sliding_window", f, redis.Options{}).Allow(t.Context(), req)
+		v, err := newLimiter(t, "sliding_window", f, redis.Options{}).Allow(t.Context(), req, nil)
 		if (err != nil) != tt.wantErr {
 			t.Errorf("%s: err %v, want error %v", tt.name, err, tt.wantErr)
 			continue
@@ -229,13 +241,13 @@ func TestLimiterVerdict(t *testing.T) {
 			}
 		}
 	}
-	// With room in req.Decisions, the verdict's decisions are written there.
+	// With room in dst, the verdict's decisions are written there.
 	f := &fakeRedis{reply: reply(1, [4]int64{1, 2, 60e6, 0})}
 	req := request(1, small)
-	req.Decisions = make([]domain.Decision, 0, 1)
-	v, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), req)
-	if err != nil || &v.Decisions[0] != &req.Decisions[:1][0] {
-		t.Errorf("verdict %+v, %v: want its decision in req.Decisions", v, err)
+	dst := make([]domain.Decision, 0, 1)
+	v, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), req, dst)
+	if err != nil || &v.Decisions[0] != &dst[:1][0] {
+		t.Errorf("verdict %+v, %v: want its decision in dst", v, err)
 	}
 }
 
@@ -258,7 +270,7 @@ func TestLimiterWrapsErrors(t *testing.T) {
 	rule := domain.Rule{Limit: 1, Window: time.Second}
 	for _, a := range domain.Algorithms {
 		f := &fakeRedis{err: context.DeadlineExceeded}
-		v, err := newLimiter(t, a.Name, f, redis.Options{Timeout: time.Second}).Allow(t.Context(), request(1, rule))
+		v, err := newLimiter(t, a.Name, f, redis.Options{Timeout: time.Second}).Allow(t.Context(), request(1, rule), nil)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s: error %v, want one wrapping context.DeadlineExceeded", a.Name, err)
 		}
@@ -281,17 +293,17 @@ func TestLimiterWrapsErrors(t *testing.T) {
 func TestLimiterCalendarArgs(t *testing.T) {
 	t.Parallel()
 	cal := domain.Calendar{Unit: domain.PeriodDay}
-	daily := domain.Limit{Name: "daily", Rule: domain.Rule{Limit: 1000, Window: domain.NominalWindow(domain.PeriodDay)},
+	daily := domain.Limit{Name: "daily", Cost: 1, Rule: domain.Rule{Limit: 1000, Window: domain.NominalWindow(domain.PeriodDay)},
 		Key: "rl:{acme}:daily", Calendar: &cal}
 	req := request(1, domain.Rule{Limit: 10, Window: time.Minute})
 	req.Limits = append(req.Limits, daily)
 	f := &fakeRedis{reply: append(reply(1, [4]int64{1, 9, 60e6, 0}), int64(1), int64(999), int64(3600e6), int64(0), int64(86400e6))}
-	v, err := newLimiter(t, "token_bucket", f, redis.Options{}).Allow(t.Context(), req)
+	v, err := newLimiter(t, "token_bucket", f, redis.Options{}).Allow(t.Context(), req, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now().UTC().Truncate(24 * time.Hour)
-	day := func(n int) string { return domain.PeriodKey(daily.Key, start.AddDate(0, 0, n)) }
+	day := func(n int) string { return keylayout.PeriodKey(daily.Key, start.AddDate(0, 0, n)) }
 	if want := []string{req.Limits[0].Key, day(0), day(-1), day(1)}; !slices.Equal(f.keys, want) {
 		t.Errorf("keys %q, want %q", f.keys, want)
 	}
@@ -332,7 +344,7 @@ func (f slotsRedis) Process(ctx context.Context, c goredis.Cmder) error {
 // on the key removes the holder first; without leases the request fails.
 func TestLimiterSlotArgs(t *testing.T) {
 	t.Parallel()
-	inflight := domain.Limit{Name: "inflight", Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow},
+	inflight := domain.Limit{Name: "inflight", Cost: 3, Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow},
 		Key: "rl:{acme}:in_flight:inflight", Concurrency: true}
 	req := request(3, domain.Rule{Limit: 10, Window: time.Minute})
 	req.Limits = append(req.Limits, inflight)
@@ -344,7 +356,7 @@ func TestLimiterSlotArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := l.Allow(t.Context(), req)
+	v, err := l.Allow(t.Context(), req, nil)
 	if err != nil || !v.Allowed || v.Release == nil || v.Decisions[1].Remaining != 4 {
 		t.Fatalf("Allow: %+v, %v; want admitted, 4 slots free, a Release", v, err)
 	}
@@ -374,7 +386,7 @@ func TestLimiterSlotArgs(t *testing.T) {
 	}
 	// Redis has not confirmed the removal yet: the next decision on the
 	// key removes the holder first.
-	if _, err := l.Allow(t.Context(), req); err != nil {
+	if _, err := l.Allow(t.Context(), req, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(f.args); n != 16 || !equalArgs(f.args[13:], []any{16, 1, holder}) {
@@ -389,7 +401,7 @@ func TestLimiterSlotArgs(t *testing.T) {
 	// Confirmed: nothing to remove first; another request, another
 	// holder.
 	f.reply = reply(1, [4]int64{1, 6, 60e6, 0}, [4]int64{1, 4, 0, 0})
-	if _, err := l.Allow(t.Context(), req); err != nil {
+	if _, err := l.Allow(t.Context(), req, nil); err != nil {
 		t.Fatal(err)
 	}
 	if other := f.args[12]; other == holder || len(f.args) != 15 {
@@ -397,10 +409,10 @@ func TestLimiterSlotArgs(t *testing.T) {
 	}
 	// A denied request holds nothing.
 	f.reply = reply(0, [4]int64{1, 6, 60e6, 0}, [4]int64{0, 0, 1e6, 1e6})
-	if v, err := l.Allow(t.Context(), req); err != nil || v.Allowed || v.Release != nil {
+	if v, err := l.Allow(t.Context(), req, nil); err != nil || v.Allowed || v.Release != nil {
 		t.Errorf("denied for want of a slot: %+v, %v; want no Release", v, err)
 	}
-	if _, err := newLimiter(t, domain.AlgorithmFixedWindow, f.fakeRedis, redis.Options{}).Allow(t.Context(), req); err == nil {
+	if _, err := newLimiter(t, domain.AlgorithmFixedWindow, f.fakeRedis, redis.Options{}).Allow(t.Context(), req, nil); err == nil {
 		t.Error("a concurrency limit without leases: no error")
 	}
 }

@@ -10,10 +10,10 @@ import (
 // verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
 // request was admitted, then per limit ok, remaining, reset and retry
 // (µs), and the window (µs; for a concurrency limit, the slots held). A reply whose verdict disagrees with its own decisions is a
-// defect, reported rather than guessed at.
-func verdict(req domain.Request, r []int64) (domain.Verdict, error) {
+// defect, reported rather than guessed at. The decisions are written
+// into dst[:0] when it has room for them.
+func verdict(req domain.Request, dst []domain.Decision, r []int64) (domain.Verdict, error) {
 	n := len(req.Limits)
-	dst := req.Decisions
 	if cap(dst) < n {
 		dst = make([]domain.Decision, 0, n)
 	}

@@ -16,7 +16,7 @@ import (
 // deny cache, its local fail mode's counts) at once: a pub/sub channel,
 // <prefix>resets, whose messages are a tenant id, then a line for each
 // key reset, less the start every key of the tenant shares
-// ([domain.TenantKeys]). Classic pub/sub reaches every node of a Redis
+// (keys.TenantKeys). Classic pub/sub reaches every node of a Redis
 // Cluster.
 //
 // Delivery is at most once: a replica whose subscription is down while
@@ -88,7 +88,7 @@ func (r *Resets) Channel() string { return r.channel }
 
 // Announce tells every replica listening that tenant's budgets were
 // reset, and which: keys are the keys reset less the start every key of
-// the tenant shares ([domain.TenantKeys]; "" for a key that is just
+// the tenant shares (keys.TenantKeys; "" for a key that is just
 // that). One PUBLISH for every 256 keys.
 func (r *Resets) Announce(ctx context.Context, tenant domain.TenantID, keys []string) error {
 	for first := true; first || len(keys) > 0; first = false {

@@ -10,8 +10,7 @@ import (
 // Peek implements [ports.Usage]: the script in peek mode, one round trip
 // that decides every limit at cost 0 and writes nothing.
 func (l *Limiter) Peek(ctx context.Context, req domain.Request) (domain.Verdict, error) {
-	req.CountDenied = false
-	return l.run(ctx, req, modePeek)
+	return l.run(ctx, req, nil, modePeek)
 }
 
 // Reset implements [ports.Usage]: one DEL of every limit's key (a

@@ -9,6 +9,7 @@ import (
 	"time"
 	_ "time/tzdata" // the zones below, on a machine without zoneinfo
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -66,7 +67,7 @@ func TestUsageCalendarSecondsMatchHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Usage: store, Algorithm: domain.AlgorithmFixedWindow, KeyPrefix: "rl:"})
+		eng := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Usage: store, Keys: keys.Layout{Prefix: "rl:", Algorithm: domain.AlgorithmFixedWindow}, Algorithm: domain.AlgorithmFixedWindow})
 		var res engine.Result
 		for range tt.requests {
 			res, err = eng.Decide(t.Context(), engine.Described{Method: "GET", Path: "/", Credentials: engine.Credentials{Header: "globex"}})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -51,7 +52,7 @@ func newFixture(t *testing.T, tenants *engine.Directory, usage func(*memory.Limi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	opts := engine.Options{Limiter: store, Usage: store, Algorithm: domain.AlgorithmTokenBucket, KeyPrefix: "rl:"}
+	opts := engine.Options{Limiter: store, Usage: store, Keys: keys.Layout{Prefix: "rl:", Algorithm: domain.AlgorithmTokenBucket}, Algorithm: domain.AlgorithmTokenBucket}
 	if usage != nil {
 		opts = usage(store)
 	}
@@ -263,7 +264,7 @@ func (failing) Reset(context.Context, domain.Request) error { return errors.New(
 func TestUsageStoreFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, func(m *memory.Limiter) engine.Options {
-		return engine.Options{Limiter: m, Usage: failing{m}}
+		return engine.Options{Keys: keys.Layout{}, Limiter: m, Usage: failing{m}}
 	})
 	for _, call := range [][2]string{{"GET", "/v1/tenants/acme/usage"}, {"POST", "/v1/tenants/acme/reset"}} {
 		w := f.call(t, call[0], call[1], "Bearer "+token)
@@ -284,7 +285,7 @@ func TestUsageStoreFails(t *testing.T) {
 func TestUsageStoreFailsLogsOnceASecond(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, func(m *memory.Limiter) engine.Options {
-		return engine.Options{Limiter: m, Usage: failing{m}}
+		return engine.Options{Keys: keys.Layout{}, Limiter: m, Usage: failing{m}}
 	})
 	const calls = 50
 	for range calls {
@@ -316,7 +317,7 @@ func (readFails) Peek(context.Context, domain.Request) (domain.Verdict, error) {
 func TestUsageResetMadeReadFailed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, func(m *memory.Limiter) engine.Options {
-		return engine.Options{Limiter: m, Usage: readFails{m}}
+		return engine.Options{Keys: keys.Layout{}, Limiter: m, Usage: readFails{m}}
 	})
 	w := f.call(t, "POST", "/v1/tenants/acme/reset", "Bearer "+token)
 	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "the reset was made") {
@@ -345,7 +346,7 @@ func TestUsageInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	eng := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Usage: store, KeyPrefix: "rl:"})
+	eng := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Usage: store, Keys: keys.Layout{Prefix: "rl:"}})
 	h := admin.WithUsage(http.NotFoundHandler(), admin.UsageOptions{Engine: eng, Token: token, Log: slog.New(slog.DiscardHandler), Count: func(string) {}})
 	for range 2 {
 		res, err := eng.Decide(t.Context(), engine.Described{Method: "GET", Path: "/", Credentials: engine.Credentials{Header: "acme"}})

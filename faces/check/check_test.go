@@ -174,7 +174,7 @@ func TestCheckFailModesAndOutcomes(t *testing.T) {
 	t.Parallel()
 	decided := func(outcome domain.Outcome, allowed bool) func(domain.Request) domain.Verdict {
 		return func(req domain.Request) domain.Verdict {
-			v := domain.Settle(req, func(i int, _ int64) domain.Decision {
+			v := domain.Settle(req, domain.CountAdmitted, nil, func(i int, _ int64) domain.Decision {
 				d := domain.Decision{Allowed: allowed, Limit: 4, Remaining: 1, ResetAfter: 10 * time.Second}
 				if !allowed {
 					d.Remaining, d.RetryAfter = 0, 7*time.Second
@@ -196,7 +196,9 @@ func TestCheckFailModesAndOutcomes(t *testing.T) {
 		{"fail open", func(domain.Request) domain.Verdict {
 			return domain.Verdict{Allowed: true, Outcome: domain.OutcomeError}
 		}, 200, false, "", true},
-		{"fail closed", func(domain.Request) domain.Verdict { return domain.Verdict{Outcome: domain.OutcomeError} }, 503, false, "1", false},
+		{"fail closed", func(domain.Request) domain.Verdict {
+			return domain.Verdict{Outcome: domain.OutcomeError, Unavailable: true}
+		}, 503, false, "1", false},
 		{"local allowed", decided(domain.OutcomeLocalAllowed, true), 200, true, "", true},
 		{"local denied", decided(domain.OutcomeLocalDenied, false), 429, true, "7", false},
 		{"cached denied", decided(domain.OutcomeCachedDenied, false), 429, true, "7", false},
@@ -314,7 +316,7 @@ func TestCheckAccessLog(t *testing.T) {
 // not answered (nobody reads it).
 func TestCheckCallerGone(t *testing.T) {
 	t.Parallel()
-	lim := ports.LimiterFunc(func(ctx context.Context, _ domain.Request) (domain.Verdict, error) {
+	lim := ports.LimiterFunc(func(ctx context.Context, _ domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 		return domain.Verdict{}, context.Canceled
 	})
 	h, _, _ := newCheck(t, setup{lim: lim})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/check"
@@ -29,7 +30,7 @@ type recorder struct {
 	verdict func(domain.Request) domain.Verdict
 }
 
-func (r *recorder) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
+func (r *recorder) Allow(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
@@ -39,10 +40,10 @@ func (r *recorder) Allow(_ context.Context, req domain.Request) (domain.Verdict,
 	if r.counts == nil {
 		r.counts = map[string]int64{}
 	}
-	v := domain.Settle(req, func(i int, cost int64) domain.Decision { return r.decide(req.Limits[i], cost) })
+	v := domain.Settle(req, domain.CountAdmitted, nil, func(i int, cost int64) domain.Decision { return r.decide(req.Limits[i], cost) })
 	for i, l := range req.Limits {
-		if domain.Spends(req, v, i) {
-			r.counts[l.Key] += req.Cost
+		if domain.Spends(req, domain.CountAdmitted, v, i) {
+			r.counts[l.Key] += l.Cost
 		}
 	}
 	return v, nil
@@ -115,7 +116,7 @@ func newCheck(t testing.TB, s setup) (http.Handler, ports.Limiter, *logtest.Buff
 	}
 	logs := &logtest.Buffer{}
 	e := engine.New(&engine.Snapshot{Policy: s.policy},
-		engine.Options{Limiter: s.lim, KeyPrefix: "rl:", Anonymous: s.anonymous})
+		engine.Options{Limiter: s.lim, Keys: keys.Layout{Prefix: "rl:"}, Anonymous: s.anonymous})
 	h := check.New(check.Options{
 		Engine:     e,
 		Describer:  httpface.Describer{Trusted: trusted},

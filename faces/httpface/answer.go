@@ -18,7 +18,8 @@ import (
 //     written, and the request admitted;
 //   - denied with decisions: the rate-limit headers, Retry-After and the
 //     denial's body, with status denyStatus (429 on the proxy);
-//   - denied without decisions (the fail mode closed): 503, Retry-After 1.
+//   - unavailable (the store failed, the fail mode closed): 503,
+//     Retry-After 1.
 //
 // For an admitted request the face then answers: the proxy forwards,
 // the check endpoint says 200. For the others Answer has written the
@@ -31,12 +32,12 @@ func Answer(w http.ResponseWriter, r *http.Request, res engine.Result, denyStatu
 	}
 	v := res.Verdict
 	SetOutcome(r.Context(), res.Tenant, res.Route.Name, v.Outcome.String())
-	if v.Decisions == nil {
-		if v.Allowed {
-			return 0, true
-		}
+	if v.Unavailable {
 		WriteUnavailable(w, r)
 		return http.StatusServiceUnavailable, false
+	}
+	if v.Allowed && len(v.Decisions) == 0 {
+		return 0, true // the fail mode admitted it: no budget to show
 	}
 	if now == nil {
 		now = time.Now

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -42,7 +43,7 @@ func newFakeStore() *fakeStore {
 	return &fakeStore{counts: map[string]int64{}, left: 30 * time.Second}
 }
 
-func (f *fakeStore) Allow(_ context.Context, req domain.Request) (domain.Verdict, error) {
+func (f *fakeStore) Allow(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	lim := req.Limits[0]
@@ -51,9 +52,9 @@ func (f *fakeStore) Allow(_ context.Context, req domain.Request) (domain.Verdict
 	if f.err != nil {
 		return domain.Verdict{}, f.err
 	}
-	f.counts[lim.Key] += req.Cost
+	f.counts[lim.Key] += lim.Cost
 	n := f.counts[lim.Key]
-	return domain.Settle(req, func(int, int64) domain.Decision {
+	return domain.Settle(req, domain.CountAdmitted, nil, func(int, int64) domain.Decision {
 		d := domain.Decision{Allowed: n <= lim.Rule.Limit, Limit: lim.Rule.Limit, Remaining: max(lim.Rule.Limit-n, 0), ResetAfter: f.left}
 		if !d.Allowed {
 			d.RetryAfter = max(f.left, time.Millisecond)
@@ -75,8 +76,8 @@ var (
 )
 
 func decideAll(allowed bool) ports.Limiter {
-	return ports.LimiterFunc(func(_ context.Context, req domain.Request) (domain.Verdict, error) {
-		return domain.Settle(req, func(i int, _ int64) domain.Decision {
+	return ports.LimiterFunc(func(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
+		return domain.Settle(req, domain.CountAdmitted, nil, func(i int, _ int64) domain.Decision {
 			d := domain.Decision{Allowed: allowed, Limit: req.Limits[i].Rule.Limit, ResetAfter: req.Limits[i].Rule.Window}
 			if !allowed {
 				d.RetryAfter = d.ResetAfter
@@ -91,7 +92,7 @@ func decideAll(allowed bool) ports.Limiter {
 // dir names them by API key.
 func newEngine(lim ports.Limiter, rule domain.Rule, dir *engine.Directory) *engine.Engine {
 	return engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(rule, false), Tenants: dir},
-		engine.Options{Limiter: lim, KeyPrefix: "rl:"})
+		engine.Options{Limiter: lim, Keys: keys.Layout{Prefix: "rl:"}})
 }
 
 // twoTenants is acme (keys k-acme-1 and k-acme-2, 1000 per 10s) and

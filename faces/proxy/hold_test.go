@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -66,7 +67,7 @@ func cappedGateway(t *testing.T, up string, capacity int64, opts proxy.UpstreamO
 	target, _ := url.Parse(up)
 	opts.Log = slog.New(slog.DiscardHandler)
 	gw := httptest.NewServer(proxy.New(proxy.Options{
-		Engine:   engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, KeyPrefix: "rl:"}),
+		Engine:   engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Keys: keys.Layout{Prefix: "rl:"}}),
 		Upstream: proxy.NewUpstream(target, opts),
 	}))
 	t.Cleanup(gw.Close)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/proxy"
@@ -51,9 +52,9 @@ func FuzzMatchThenForward(f *testing.F) {
 		f.Fatal(err)
 	}
 	var metered string // the route of the request being served; one at a time
-	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request) (domain.Verdict, error) {
+	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 		metered = req.Route
-		return domain.Settle(req, func(int, int64) domain.Decision {
+		return domain.Settle(req, domain.CountAdmitted, nil, func(int, int64) domain.Decision {
 			return domain.Decision{Allowed: true, Limit: 1 << 40, Remaining: 1 << 30}
 		}), nil
 	})
@@ -65,7 +66,7 @@ func FuzzMatchThenForward(f *testing.F) {
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Header: http.Header{}, Request: r}, nil
 		})})
 	h := proxy.New(proxy.Options{
-		Engine:   engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, KeyPrefix: "rl:"}),
+		Engine:   engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, Keys: keys.Layout{Prefix: "rl:"}}),
 		Upstream: upstream,
 	})
 

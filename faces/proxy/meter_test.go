@@ -267,7 +267,7 @@ func TestRateLimitClientGoneIsNoStoreError(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, "fixed_window")
 	var told atomic.Int64
-	lim := ports.Chain(ports.LimiterFunc(func(ctx context.Context, _ domain.Request) (domain.Verdict, error) {
+	lim := ports.Chain(ports.LimiterFunc(func(ctx context.Context, _ domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 		<-ctx.Done()
 		return domain.Verdict{}, ctx.Err()
 	}), layers.FailClosed(func(error) { told.Add(1); m.StoreError() }))
@@ -298,7 +298,7 @@ func TestRateLimitLocalDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer local.Close()
-	failing := ports.LimiterFunc(func(context.Context, domain.Request) (domain.Verdict, error) {
+	failing := ports.LimiterFunc(func(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error) {
 		return domain.Verdict{}, ports.ErrBreakerOpen
 	})
 	lim := ports.Chain(failing, layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: func() int { return 2 }}))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/proxy"
@@ -36,15 +37,15 @@ func TestMethodOverrideOnAnotherRouteIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var metered []string
-	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request) (domain.Verdict, error) {
+	lim := ports.LimiterFunc(func(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 		metered = append(metered, req.Route)
-		return domain.Settle(req, func(int, int64) domain.Decision {
+		return domain.Settle(req, domain.CountAdmitted, nil, func(int, int64) domain.Decision {
 			return domain.Decision{Allowed: true, Limit: 1000, Remaining: 999}
 		}), nil
 	})
 	var served int
 	h := proxy.New(proxy.Options{
-		Engine: engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, KeyPrefix: "rl:"}),
+		Engine: engine.New(&engine.Snapshot{Policy: policy}, engine.Options{Limiter: lim, Keys: keys.Layout{Prefix: "rl:"}}),
 		Upstream: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			served++
 		}),

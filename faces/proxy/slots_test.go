@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -95,7 +96,7 @@ func slotGateway(t *testing.T, up string, watch *slotWatch) *httptest.Server {
 	target, _ := url.Parse(up)
 	upstream := proxy.NewUpstream(target, proxy.UpstreamOptions{Timeout: 100 * time.Millisecond, DrainTimeout: slotDrain, Log: slog.New(slog.DiscardHandler)})
 	gw := httptest.NewServer(proxy.New(proxy.Options{
-		Engine: engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, KeyPrefix: "rl:", Observer: watch}),
+		Engine: engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Keys: keys.Layout{Prefix: "rl:"}, Observer: watch}),
 		Upstream: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/panic" {
 				panic("a handler's bug")

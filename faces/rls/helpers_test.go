@@ -12,6 +12,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -99,9 +100,12 @@ type face struct {
 type faceOptions struct {
 	algorithm string
 	opts      rls.Options
-	layers    []ports.Layer        // between the engine and the store's call count
-	store     ports.Limiter        // nil: the memory store
-	clock     *portstest.FakeClock // nil: a new one at t0
+	// countDenied builds the store counting every hit, denied ones too
+	// (TOLLGATE_RLS_COUNT_DENIED); else every hit of an admitted request.
+	countDenied bool
+	layers      []ports.Layer        // between the engine and the store's call count
+	store       ports.Limiter        // nil: the memory store
+	clock       *portstest.FakeClock // nil: a new one at t0
 }
 
 // newFace returns a face with yaml's configuration on a fixed-window
@@ -117,7 +121,7 @@ func newFaceWith(t testing.TB, yaml string, fo faceOptions) *face {
 	if clk == nil {
 		clk = portstest.NewFakeClock(t0)
 	}
-	store, err := memory.New(fo.algorithm, memory.Options{Now: clk.Now, SweepInterval: -1})
+	store, err := memory.New(fo.algorithm, memory.Options{Now: clk.Now, SweepInterval: -1, View: rlsView(fo.countDenied)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +131,25 @@ func newFaceWith(t testing.TB, yaml string, fo faceOptions) *face {
 		calls.next = fo.store
 	}
 	eng := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 1, Window: time.Minute}, false)},
-		engine.Options{Limiter: ports.Chain(calls, fo.layers...), Algorithm: fo.algorithm, KeyPrefix: "rl:"})
-	fo.opts.Engine = eng
-	return &face{Server: rls.New(parse(t, yaml), fo.opts), clock: clk, calls: calls, store: store}
+		engine.Options{Limiter: ports.Chain(calls, fo.layers...), Keys: keys.Layout{Prefix: "rl:", Algorithm: fo.algorithm}, Algorithm: fo.algorithm})
+	return &face{Server: rls.New(parse(t, yaml), withEngine(fo.opts, eng)), clock: clk, calls: calls, store: store}
+}
+
+// rlsView is how the gateway's store decides the rate limit service's
+// requests: every hit of an admitted request counted (every hit, denied
+// ones too, with countDenied), in windows aligned to the epoch.
+func rlsView(countDenied bool) memory.View {
+	v := memory.View{Counting: domain.CountHits, Windows: domain.WindowsEpoch}
+	if countDenied {
+		v.Counting = domain.CountEvery
+	}
+	return v
+}
+
+// withEngine returns opts deciding with eng.
+func withEngine(opts rls.Options, eng *engine.Engine) rls.Options {
+	opts.Engine = eng
+	return opts
 }
 
 // parse loads the YAML files given.
@@ -154,12 +174,12 @@ type counting struct {
 	last domain.Request
 }
 
-func (c *counting) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+func (c *counting) Allow(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 	c.mu.Lock()
 	c.n++
 	c.last = req
 	c.mu.Unlock()
-	return c.next.Allow(ctx, req)
+	return c.next.Allow(ctx, req, dst)
 }
 
 func (c *counting) count() int {

@@ -43,8 +43,6 @@ type plan struct {
 	counter     []byte // rlsconf.AppendCounterKey's output
 	key         []byte // a store key being built
 	limits      []domain.Limit
-	costs       []int64
-	uniform     bool // every limit costs costs[0]
 	domain      string
 	decisions   []domain.Decision
 }
@@ -60,7 +58,7 @@ func putPlan(p *plan) {
 	clear(p.replacing)
 	clear(p.limits)
 	*p = plan{descs: p.descs[:0], entries: p.entries[:0], replacing: p.replacing[:0], counter: p.counter[:0],
-		key: p.key[:0], limits: p.limits[:0], costs: p.costs[:0], decisions: p.decisions[:0]}
+		key: p.key[:0], limits: p.limits[:0], decisions: p.decisions[:0]}
 	plans.Put(p)
 }
 
@@ -120,7 +118,7 @@ func (p *plan) build(cfg *config, e *engine.Engine, req *pb.RateLimitRequest) er
 
 // addLimit adds desc's limit (rule, or its override when rule is nil) to
 // p: keyed as envoyproxy/ratelimit counts d, in windows of the unit
-// aligned to the epoch, spending cost. requests_per_unit 0 (every hit
+// (the planned limiter aligns them to the epoch), spending cost. requests_per_unit 0 (every hit
 // denied) is a limit of 1 that a hit costs one more than it spends
 // there, so that a hit is always over it, a check (cost 0) never, and a
 // check after counted hits (TOLLGATE_RLS_COUNT_DENIED) is over it, as a
@@ -141,16 +139,10 @@ func (p *plan) addLimit(e *engine.Engine, desc *descriptor, rule *rlsconf.Rule, 
 		Name:   desc.name,
 		Rule:   domain.Rule{Limit: limit, Window: window},
 		Key:    string(p.key),
+		Cost:   cost,
 		Shadow: desc.shadow,
 		Quota:  rule != nil && rule.QuotaMode,
-		Epoch:  true,
 	})
-	if len(p.costs) == 0 {
-		p.uniform = true
-	} else if cost != p.costs[0] {
-		p.uniform = false
-	}
-	p.costs = append(p.costs, cost)
 }
 
 // replace drops every limited rule that another matched rule replaces
@@ -161,47 +153,38 @@ func (p *plan) replace() {
 		return
 	}
 	kept := p.limits[:0]
-	costs := p.costs[:0]
 	for i := range p.descs {
 		d := &p.descs[i]
 		if d.state != limited {
 			continue
 		}
-		lim, cost := p.limits[d.limit], p.costs[d.limit]
+		lim := p.limits[d.limit]
 		if d.rule != nil && d.name != "" && slices.Contains(p.replacing, d.name) {
 			*d = descriptor{}
 			continue
 		}
 		d.limit = len(kept)
-		kept, costs = append(kept, lim), append(costs, cost)
+		kept = append(kept, lim)
 	}
 	clear(p.limits[len(kept):])
-	p.limits, p.costs = kept, costs
-	p.uniform = true
-	for _, c := range p.costs {
-		p.uniform = p.uniform && c == p.costs[0]
-	}
+	p.limits = kept
 }
 
-// request returns the engine's request for p's limits.
-func (p *plan) request(countDenied bool) domain.Request {
+// request returns the engine's request for p's limits, and room for its
+// verdict's decisions. The face meters a planned request as its first
+// limit's counter: its subject is that limit's key (the RLS domain and
+// the first descriptor's counter, in windows of its unit), which no
+// tenant id or client address is. Layers that remember decisions by
+// subject and route (Route is the RLS domain) tell the requests of two
+// counters apart.
+func (p *plan) request() (domain.Request, []domain.Decision) {
 	req := domain.Request{
-		// The deny cache knows a request by its first key and its domain.
-		Tenant:      domain.TenantID(p.limits[0].Key),
-		Route:       p.domain,
-		Limits:      p.limits,
-		CountDenied: countDenied,
-		NoCache:     countDenied, // every denied hit is counted in the store
-		CountOver:   true,
-		Decisions:   slices.Grow(p.decisions[:0], len(p.limits)),
+		Tenant: domain.TenantID(p.limits[0].Key),
+		Route:  p.domain,
+		Limits: p.limits,
 	}
-	if p.uniform {
-		req.Cost = p.costs[0]
-	} else {
-		req.Cost, req.Costs = 1, p.costs
-	}
-	p.decisions = req.Decisions
-	return req
+	p.decisions = slices.Grow(p.decisions[:0], len(p.limits))
+	return req, p.decisions
 }
 
 // response turns v, the engine's verdict on p's limits (the zero Verdict

@@ -74,10 +74,6 @@ type Options struct {
 	Ready ports.Pinger
 	// ReadyTimeout bounds Ready's check. Zero means one second.
 	ReadyTimeout time.Duration
-	// CountDenied counts every limited descriptor's hits whatever the
-	// verdict, as envoyproxy/ratelimit does (TOLLGATE_RLS_COUNT_DENIED; the
-	// fixed window only). Without it a denied request spends nothing.
-	CountDenied bool
 	// ResponseHeaders adds RateLimit-Limit, RateLimit-Remaining and
 	// RateLimit-Reset of the most constrained descriptor to every answer
 	// that has one (TOLLGATE_RLS_RESPONSE_HEADERS), as
@@ -207,12 +203,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	var v domain.Verdict
 	if len(p.limits) > 0 {
 		var err error
-		if v, err = s.opts.Engine.DecidePlanned(ctx, p.request(s.opts.CountDenied)); err != nil {
+		req, dst := p.request()
+		if v, err = s.opts.Engine.DecidePlanned(ctx, req, dst); err != nil {
 			err = decideError(ctx, err)
 			s.opts.Metrics.RLSRequest(p.domainLabel, codeName(status.Code(err)))
 			return nil, err
 		}
-		if v.Decisions == nil && !v.Allowed {
+		if v.Unavailable {
 			// The closed fail mode: Envoy's failure_mode_deny decides.
 			s.opts.Metrics.RLSRequest(p.domainLabel, codeName(codes.Unavailable))
 			return nil, errUnavailable

@@ -179,7 +179,7 @@ func TestUnlimited(t *testing.T) {
 func TestZeroRequestsPerUnit(t *testing.T) {
 	t.Parallel()
 	for _, countDenied := range []bool{false, true} {
-		f := newFaceWith(t, basicYAML, faceOptions{opts: rls.Options{CountDenied: countDenied}})
+		f := newFaceWith(t, basicYAML, faceOptions{countDenied: countDenied})
 		z := lim(0, minute, "")
 		check(t, "a hit", f.ask(t, rq("test-domain", 0, desc("zero=1"))), over, st{over, z, 0, 50})
 		check(t, "a check of another", f.ask(t, rq("test-domain", 0, withHits(desc("zero=2"), 0))), ok, st{ok, z, 0, 50})
@@ -245,7 +245,7 @@ func TestQuota(t *testing.T) {
 func TestAllOrNothing(t *testing.T) {
 	t.Parallel()
 	for _, countDenied := range []bool{false, true} {
-		f := newFaceWith(t, basicYAML, faceOptions{opts: rls.Options{CountDenied: countDenied}})
+		f := newFaceWith(t, basicYAML, faceOptions{countDenied: countDenied})
 		h1, r20 := lim(1, hourU, ""), lim(20, minute, "")
 		check(t, "within", f.ask(t, rq("test-domain", 0, desc("key3=m"), desc("key2=m"))), ok,
 			st{ok, h1, 0, 3600 - 10}, st{ok, r20, 19, 50})

@@ -31,7 +31,7 @@ import (
 )
 
 // failing is a store that always fails.
-var failing = ports.LimiterFunc(func(context.Context, domain.Request) (domain.Verdict, error) {
+var failing = ports.LimiterFunc(func(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error) {
 	return domain.Verdict{}, errors.New("store down")
 })
 
@@ -50,7 +50,7 @@ func TestFailModes(t *testing.T) {
 	}
 	check(t, "closed, nothing to decide", closed.ask(t, rq("test-domain", 0, desc("nothing=x"))), ok, none)
 
-	local, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{SweepInterval: -1})
+	local, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{SweepInterval: -1, View: rlsView(false)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,14 +93,14 @@ func TestDenyCache(t *testing.T) {
 	}
 }
 
-// TestDenyCacheCountDenied: with envoyproxy/ratelimit's counting every
-// denied hit is counted in the store, so the deny cache passes such
-// requests by: an override that shares the counter sees every hit.
-func TestDenyCacheCountDenied(t *testing.T) {
+// TestCountDeniedEveryHit: with envoyproxy/ratelimit's counting every
+// denied hit is counted in the store (the gateway builds that chain
+// without a deny cache): an override that shares the counter sees every
+// hit.
+func TestCountDeniedEveryHit(t *testing.T) {
 	t.Parallel()
 	clk := portstest.NewFakeClock(t0)
-	f := newFaceWith(t, basicYAML, faceOptions{clock: clk, opts: rls.Options{CountDenied: true},
-		layers: []ports.Layer{layers.NewDenyCache(layers.DenyCacheOptions{Now: clk.Now}).Layer()}})
+	f := newFaceWith(t, basicYAML, faceOptions{clock: clk, countDenied: true})
 	for range 25 {
 		f.ask(t, rq("test-domain", 0, desc("key2=flood"))) // 20 a minute: 5 denied, each counted
 	}
@@ -378,7 +378,9 @@ descriptors:
 // panicking is a limiter that panics.
 type panicking struct{}
 
-func (panicking) Allow(context.Context, domain.Request) (domain.Verdict, error) { panic("kaboom") }
+func (panicking) Allow(context.Context, domain.Request, []domain.Decision) (domain.Verdict, error) {
+	panic("kaboom")
+}
 
 // TestGRPCRecoversFromPanics: a call whose handler panics is answered
 // INTERNAL, without the panic's value, and logged once; the server and

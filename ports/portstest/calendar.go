@@ -3,9 +3,11 @@ package portstest
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -76,14 +78,14 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 	for attempt := 1; ; attempt++ {
 		boundary := h.Now().Add(300 * time.Millisecond).Truncate(time.Second).Add(time.Second)
 		tenant := Tenant()
-		req := domain.Request{Tenant: tenant, Route: "default", Cost: limit}
+		req := domain.Request{Tenant: tenant, Route: "default"}
 		type period struct{ start, end time.Time }
 		var before, after []period
 		for i, c := range cals(boundary) {
 			name := fmt.Sprintf("%s-%d", c.Unit, i)
-			req.Limits = append(req.Limits, domain.Limit{Name: name, Calendar: &c,
+			req.Limits = append(req.Limits, domain.Limit{Name: name, Calendar: &c, Cost: limit,
 				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(c.Unit)},
-				Key:  domain.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", name)})
+				Key:  keys.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", name)})
 			s0, e0 := c.Period(boundary.Add(-time.Millisecond))
 			s1, e1 := c.Period(boundary)
 			if !e0.Equal(boundary) || !s1.Equal(boundary) {
@@ -93,8 +95,8 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 		}
 		n := len(req.Limits)
 		if window {
-			req.Limits = append(req.Limits, domain.Limit{Name: "per-hour", Rule: domain.Rule{Limit: 100, Window: time.Hour},
-				Key: domain.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", "per-hour")})
+			req.Limits = append(req.Limits, domain.Limit{Name: "per-hour", Rule: domain.Rule{Limit: 100, Window: time.Hour}, Cost: limit,
+				Key: keys.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", "per-hour")})
 		}
 
 		// The whole budget of every period, spent a millisecond before
@@ -127,8 +129,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 			continue
 		}
 		if h.Slack == 0 {
-			one := req
-			one.Cost = 1
+			one := Costs(req, slices.Repeat([]int64{1}, len(req.Limits))...)
 			if v := MustAllow(t, l, one); v.Allowed {
 				t.Errorf("1 ms before the boundary, a spent period admitted one more: %+v", v)
 			}
@@ -152,7 +153,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 		}
 		for i, lim := range req.Limits[:n] {
 			for _, p := range []period{before[i], after[i]} {
-				key := domain.PeriodKey(lim.Key, p.start)
+				key := keys.PeriodKey(lim.Key, p.start)
 				if at, ok := h.ExpireAt(t, key); !ok || !at.Equal(p.end.Add(time.Minute)) {
 					t.Errorf("%s: key %s expires at %v (%v), want a minute after the period's end %v", lim.Name, key, at, ok, p.end)
 				}

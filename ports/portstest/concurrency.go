@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -98,7 +99,7 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 		for range 16 {
 			wg.Go(func() {
 				for range 8 {
-					v, err := l.Allow(t.Context(), req)
+					v, err := l.Allow(t.Context(), req, nil)
 					if err != nil {
 						t.Error(err)
 						return
@@ -284,7 +285,7 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 		defer v.Release()
 		w := MustAllow(t, l, h.Request(tenant, 1, slots(2)))
 		defer w.Release()
-		ttls := h.TTLs(t, KeyPrefix+"{"+string(tenant)+"}:"+domain.KeyInFlight)
+		ttls := h.TTLs(t, KeyPrefix+"{"+string(tenant)+"}:"+keylayout.KeyInFlight)
 		if len(ttls) != 1 {
 			t.Fatalf("keys of the concurrency limit: %v, want one", ttls)
 		}

@@ -21,15 +21,14 @@ func testEnvoy(t *testing.T, h LimiterHarness) {
 		tenant := Tenant()
 		a := NamedRule{Name: "a", Rule: domain.Rule{Limit: 5, Window: long}}
 		b := NamedRule{Name: "b", Rule: domain.Rule{Limit: 5, Window: long}}
-		req := h.Request(tenant, 1, a, b)
-		req.Costs = []int64{2, 0}
+		req := Costs(h.Request(tenant, 1, a, b), 2, 0)
 		v := MustAllow(t, l, req)
 		if !v.Allowed || v.Decisions[0].Remaining != 3 || v.Decisions[1].Remaining != 5 {
 			t.Fatalf("costs 2 and 0: %+v, want allowed, remaining 3 and 5", v)
 		}
 		// b was checked, not spent; a check past a's budget denies it and
 		// spends nothing from b.
-		req.Costs = []int64{4, 1}
+		req = Costs(req, 4, 1)
 		if v := MustAllow(t, l, req); v.Allowed || v.Decisions[0].Allowed || v.Decisions[1].Remaining != 5 {
 			t.Errorf("cost 4 with 3 left beside cost 1: %+v, want denied by a, b untouched (5)", v)
 		}
@@ -79,39 +78,37 @@ func testEnvoy(t *testing.T, h LimiterHarness) {
 		}
 	})
 
-	t.Run("CountOver spends an admitted request's every limit", func(t *testing.T) {
-		l := h.New(t)
+	t.Run("CountHits spends an admitted request's every limit", func(t *testing.T) {
+		hits := h.view(t, View{Counting: domain.CountHits})
 		tenant := Tenant()
 		s := NamedRule{Name: "s", Rule: domain.Rule{Limit: 2, Window: long}, Shadow: true}
 		e := NamedRule{Name: "e", Rule: domain.Rule{Limit: 10, Window: long}}
 		req := h.Request(tenant, 3, s, e)
-		req.CountOver = true
-		v := MustAllow(t, l, req)
+		v := MustAllow(t, hits, req)
 		if !v.Allowed || v.Outcome != domain.OutcomeShadowDenied || v.Decisions[0].Remaining != 0 || v.Decisions[1].Remaining != 7 {
 			t.Fatalf("cost 3, shadow limit of 2, counting every limit: %+v, want admitted, remaining 0 and 7", v)
 		}
 		// The shadow limit was spent although it denied: it is full.
 		enforced := NamedRule{Name: "s", Rule: s.Rule}
-		if d := MustDecide(t, l, h.Request(tenant, 1, enforced)); d.Allowed || d.Remaining != 0 {
-			t.Errorf("the shadow limit's key after CountOver: %+v, want denied, remaining 0", d)
+		if d := MustDecide(t, hits, h.Request(tenant, 1, enforced)); d.Allowed || d.Remaining != 0 {
+			t.Errorf("the shadow limit's key after CountHits: %+v, want denied, remaining 0", d)
 		}
-		// Without CountOver it keeps the state it had.
+		// Counting admitted requests, it keeps the state it had.
+		l := h.New(t)
 		other := Tenant()
 		req = h.Request(other, 3, s, e)
 		MustAllow(t, l, req)
 		if d := MustDecide(t, l, h.Request(other, 1, enforced)); !d.Allowed || d.Remaining != 1 {
-			t.Errorf("the shadow limit's key without CountOver: %+v, want allowed, remaining 1", d)
+			t.Errorf("the shadow limit's key under CountAdmitted: %+v, want allowed, remaining 1", d)
 		}
 	})
 
-	t.Run("Epoch: windows aligned to the epoch (fixed window; the others ignore it)", func(t *testing.T) {
-		l := h.New(t)
+	t.Run("WindowsEpoch: windows aligned to the epoch (fixed window; the others have no other)", func(t *testing.T) {
+		l := h.view(t, View{Windows: domain.WindowsEpoch})
 		w := h.Window
 		rule := domain.Rule{Limit: 3, Window: w}
 		epoch := func(tenant domain.TenantID, cost int64) domain.Request {
-			req := h.Request(tenant, cost, NamedRule{Name: "e", Rule: rule})
-			req.Limits[0].Epoch = true
-			return req
+			return h.Request(tenant, cost, NamedRule{Name: "e", Rule: rule})
 		}
 		// decide decides req and returns its decision and the time left
 		// in the aligned window before and after the call: a real store's
@@ -132,11 +129,11 @@ func testEnvoy(t *testing.T, h LimiterHarness) {
 		v, early, late := decide(epoch(tenant, 1))
 		d := v.Decisions[0]
 		if !fixed {
-			plain := MustDecide(t, l, h.Request(tenant, 1, NamedRule{Name: "p", Rule: rule}))
+			plain := MustDecide(t, h.New(t), h.Request(tenant, 1, NamedRule{Name: "p", Rule: rule}))
 			// The two decisions lie apart by at most the time they took.
 			apart := time.Since(first)
 			if d.Allowed != plain.Allowed || d.Remaining != plain.Remaining || !near(d.ResetAfter, plain.ResetAfter, h.Slack+apart) {
-				t.Errorf("%s with Epoch: %+v, without: %+v, want the same", h.Algorithm, d, plain)
+				t.Errorf("%s with WindowsEpoch: %+v, without: %+v, want the same", h.Algorithm, d, plain)
 			}
 			return
 		}

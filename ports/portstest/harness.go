@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -17,6 +18,12 @@ type LimiterHarness struct {
 	// subtest; the limiter must start empty of the keys TestLimiter uses
 	// (they are unique per run).
 	New func(t *testing.T) ports.Limiter
+	// NewView returns a limiter of the store under test deciding by v
+	// (New's decides by the zero View), or the error with which the
+	// store refuses to build it. TestLimiter runs the counting modes and
+	// the windows aligned to the epoch on it, and checks that a store
+	// refuses what its algorithm cannot honour.
+	NewView func(t *testing.T, v View) (ports.Limiter, error)
 	// Clock moves the limiter's time.
 	Clock Clock
 	// Window is the window of the rules the tests use. A fake clock can
@@ -27,7 +34,7 @@ type LimiterHarness struct {
 	// which makes the checks exact.
 	Slack time.Duration
 	// Algorithm names the algorithm, for the shape of the keys the tests
-	// build ([domain.Key]). Empty means fixed window.
+	// build ([keys.Key]). Empty means fixed window.
 	Algorithm string
 	// Now, if set, reads the limiter's clock: the fake clock's Now. Nil
 	// means time.Now (a real store on this host's clock). The tests of
@@ -43,6 +50,37 @@ type LimiterHarness struct {
 	// without leases (memory). With TTLs, the concurrency tests check
 	// that every key of a concurrency limit expires within two leases.
 	Lease time.Duration
+}
+
+// View is how a limiter of the store under test counts and where its
+// windows start: the options a store takes where a limiter is built.
+type View struct {
+	Counting domain.Counting
+	Windows  domain.Windows
+}
+
+// view returns h's limiter deciding by v, failing t if the store refuses.
+func (h LimiterHarness) view(t *testing.T, v View) ports.Limiter {
+	t.Helper()
+	if h.NewView == nil {
+		t.Fatal("the harness has no NewView")
+	}
+	l, err := h.NewView(t, v)
+	if err != nil {
+		t.Fatalf("NewView(%+v): %v", v, err)
+	}
+	return l
+}
+
+// Costs returns req with limit i spending costs[i], in limits of its
+// own (req's are left as they are).
+func Costs(req domain.Request, costs ...int64) domain.Request {
+	limits := append([]domain.Limit(nil), req.Limits...)
+	for i := range limits {
+		limits[i].Cost = costs[i]
+	}
+	req.Limits = limits
+	return req
 }
 
 // Clock moves a store's notion of time forward. A fake clock steps; a real
@@ -70,21 +108,21 @@ const KeyPrefix = "portstest:"
 
 // Request returns a request of tenant on route "default" that spends cost
 // from each of limits, named name[i] with rule rules[i]. The keys are
-// built with [domain.Key] under [KeyPrefix] for h's algorithm.
+// built with [keys.Key] under [KeyPrefix] for h's algorithm.
 func (h LimiterHarness) Request(tenant domain.TenantID, cost int64, limits ...NamedRule) domain.Request {
 	algorithm := h.Algorithm
 	if algorithm == "" {
 		algorithm = domain.AlgorithmFixedWindow
 	}
-	req := domain.Request{Tenant: tenant, Route: "default", Cost: cost}
+	req := domain.Request{Tenant: tenant, Route: "default"}
 	for _, l := range limits {
 		lim := domain.Limit{
-			Name: l.Name, Rule: l.Rule, Key: domain.Key(KeyPrefix, tenant, algorithm, "", l.Name), Shadow: l.Shadow,
+			Name: l.Name, Rule: l.Rule, Key: keys.Key(KeyPrefix, tenant, algorithm, "", l.Name), Cost: cost, Shadow: l.Shadow,
 		}
 		if l.Concurrency {
 			lim.Concurrency = true
 			lim.Rule = domain.Rule{Limit: l.Rule.Limit, Window: domain.ConcurrencyWindow}
-			lim.Key = domain.Key(KeyPrefix, tenant, domain.KeyInFlight, "", l.Name)
+			lim.Key = keys.Key(KeyPrefix, tenant, keys.KeyInFlight, "", l.Name)
 		}
 		req.Limits = append(req.Limits, lim)
 	}

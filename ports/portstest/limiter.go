@@ -135,7 +135,7 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		for range goroutines {
 			wg.Go(func() {
 				for range each {
-					v, err := l.Allow(t.Context(), req)
+					v, err := l.Allow(t.Context(), req, nil)
 					if err != nil {
 						t.Error(err)
 						return
@@ -173,22 +173,30 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 		}
 		l := h.New(t)
 		tenant := Tenant()
+		// Counting every request where the algorithm can, every hit
+		// elsewhere.
+		every := domain.CountHits
+		if h.Algorithm == "" || h.Algorithm == domain.AlgorithmFixedWindow {
+			every = domain.CountEvery
+		}
+		counting := h.view(t, View{Counting: every})
 		counted := h.single(tenant, rule)
-		counted.CountDenied = true
 		// Envoy's: aligned windows, per-limit costs, a shared key, every
 		// limit of an admitted request counted.
-		envoy := h.Request(tenant, 1, NamedRule{Name: "e", Rule: rule}, NamedRule{Name: "f", Rule: rule, Shadow: true},
-			NamedRule{Name: "e", Rule: rule})
-		envoy.Costs, envoy.CountOver, envoy.CountDenied = []int64{1, 3, 0}, true, true
-		for i := range envoy.Limits {
-			envoy.Limits[i].Epoch = true
+		envoyView := h.view(t, View{Counting: every, Windows: domain.WindowsEpoch})
+		envoy := Costs(h.Request(tenant, 1, NamedRule{Name: "e", Rule: rule}, NamedRule{Name: "f", Rule: rule, Shadow: true},
+			NamedRule{Name: "e", Rule: rule}), 1, 3, 0)
+		type step struct {
+			l   ports.Limiter
+			req domain.Request
 		}
-		reqs := []domain.Request{h.single(tenant, rule), h.Request(tenant, 2,
+		steps := []step{{l, h.single(tenant, rule)}, {l, h.Request(tenant, 2,
 			NamedRule{Name: "a", Rule: rule}, NamedRule{Name: "b", Rule: domain.Rule{Limit: 3, Window: h.Window / 2}},
-			NamedRule{Name: "c", Rule: domain.Rule{Limit: 3, Window: h.Window}, Shadow: true}), counted, envoy}
-		for _, req := range reqs {
+			NamedRule{Name: "c", Rule: domain.Rule{Limit: 3, Window: h.Window}, Shadow: true})}, {counting, counted}, {envoyView, envoy}}
+		reqs := steps
+		for _, s := range steps {
 			for range rule.Limit + 2 {
-				MustAllow(t, l, req)
+				MustAllow(t, s.l, s.req)
 			}
 		}
 		ttls := h.TTLs(t, KeyPrefix+"{"+string(tenant)+"}")
@@ -257,7 +265,7 @@ func checkDecision(t *testing.T, d domain.Decision, rule domain.Rule, slack time
 // one decision per limit.
 func MustAllow(t *testing.T, l ports.Limiter, req domain.Request) domain.Verdict {
 	t.Helper()
-	v, err := l.Allow(t.Context(), req)
+	v, err := l.Allow(t.Context(), req, nil)
 	if err != nil {
 		t.Fatalf("Allow(%s): %v", req.Limits[0].Key, err)
 	}

@@ -186,18 +186,23 @@ func testSeveralLimits(t *testing.T, h LimiterHarness) {
 		}
 	})
 
-	t.Run("CountDenied: the fixed window counts denials, the others ignore it", func(t *testing.T) {
-		l := h.New(t)
+	t.Run("CountEvery: the fixed window counts denials, the others refuse to", func(t *testing.T) {
+		fixed := h.Algorithm == "" || h.Algorithm == domain.AlgorithmFixedWindow
+		if !fixed {
+			if _, err := h.NewView(t, View{Counting: domain.CountEvery}); err == nil {
+				t.Fatalf("%s built a limiter counting every request; want it refused", h.Algorithm)
+			}
+			return
+		}
+		l := h.view(t, View{Counting: domain.CountEvery})
 		tenant := Tenant()
 		long := time.Hour
 		small := NamedRule{Name: "small", Rule: domain.Rule{Limit: 2, Window: long}}
 		big := NamedRule{Name: "big", Rule: domain.Rule{Limit: 10, Window: long}}
-		fixed := h.Algorithm == "" || h.Algorithm == domain.AlgorithmFixedWindow
 		// Costs 1, 1, 1, 2: two admitted, two denied by small (of
 		// different costs, so that no deny cache in front answers one).
 		for i, cost := range []int64{1, 1, 1, 2} {
 			req := h.Request(tenant, cost, small, big)
-			req.CountDenied = true
 			v := MustAllow(t, l, req)
 			if v.Allowed != (i < 2) {
 				t.Fatalf("request %d of cost %d: %+v, want allowed=%v", i+1, cost, v, i < 2)

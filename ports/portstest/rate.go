@@ -28,7 +28,7 @@ func testRate(t *testing.T, h LimiterHarness) {
 		tenant := Tenant()
 		all := h.Request(tenant, fastest.Limit, NamedRule{Name: domain.DefaultLimit, Rule: fastest})
 		check := h.Request(tenant, 1, NamedRule{Name: domain.DefaultLimit, Rule: fastest})
-		check.Costs = []int64{0}
+		check.Limits[0].Cost = 0
 		const wait = 60 * time.Millisecond
 		start := time.Now()
 		if d := MustDecide(t, l, all); !d.Allowed || d.Remaining != 0 {

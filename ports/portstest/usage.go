@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -17,12 +18,12 @@ import (
 func testUsage(t *testing.T, h LimiterHarness, l ports.Limiter, u ports.Usage) {
 	ctx := context.Background()
 	rate := domain.Rule{Limit: 5, Window: time.Hour}
-	quota := domain.Limit{Name: "monthly", Calendar: &domain.Calendar{Unit: domain.PeriodMonth},
+	quota := domain.Limit{Name: "monthly", Calendar: &domain.Calendar{Unit: domain.PeriodMonth}, Cost: 1,
 		Rule: domain.Rule{Limit: 7, Window: domain.NominalWindow(domain.PeriodMonth)}}
 	request := func(tenant domain.TenantID) domain.Request {
 		req := h.Request(tenant, 1, NamedRule{Name: domain.DefaultLimit, Rule: rate})
 		q := quota
-		q.Key = domain.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", q.Name)
+		q.Key = keylayout.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", q.Name)
 		req.Limits = append(req.Limits, q)
 		return req
 	}
@@ -60,7 +61,6 @@ func testUsage(t *testing.T, h LimiterHarness, l ports.Limiter, u ports.Usage) {
 			MustAllow(t, l, req)
 		}
 		before := keys(tenant)
-		req.CountDenied = true
 		for range 3 {
 			v := peek(req, 2, 4)
 			// A sliding window is whole again once the previous window's

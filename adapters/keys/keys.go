@@ -1,10 +1,56 @@
-package domain
+// Package keys is the layout of the stores' keys: where the state of
+// each limit lives, one format for every store, so that a live store
+// keeps its keys across versions and switches of algorithm. The engine
+// names a limit through [ports.Keys]; the composition root hands it a
+// [Layout] of the store's prefix and algorithm.
+package keys
 
 import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
 )
+
+// Layout is the key layout of one store: its prefix (TOLLGATE_KEY_PREFIX)
+// and its algorithm (part of every key but the fixed window's). It is
+// the [ports.Keys] the engine names limits through. The zero value is
+// the fixed window's layout without a prefix.
+type Layout struct {
+	Prefix    string
+	Algorithm string
+}
+
+var _ ports.Keys = Layout{}
+
+// Limit implements [ports.Keys] with [Key]: a rate limit's key takes the
+// store's algorithm, a calendar limit's the fixed window's shape (its
+// periods' keys are [PeriodKey] of it), a concurrency limit's
+// [KeyInFlight].
+func (l Layout) Limit(subject domain.TenantID, route, limit string, kind ports.KeyKind) string {
+	algorithm := l.Algorithm
+	switch {
+	case kind == ports.KeyConcurrency:
+		algorithm = KeyInFlight // slots, whatever the algorithm
+	case kind == ports.KeyCalendar, algorithm == "":
+		algorithm = domain.AlgorithmFixedWindow // a calendar quota is a fixed window whatever the algorithm
+	}
+	return Key(l.Prefix, subject, algorithm, route, limit)
+}
+
+// AppendDescriptor implements [ports.Keys] with [AppendDescriptorKey].
+func (l Layout) AppendDescriptor(dst []byte, rlsDomain string, window time.Duration, counter []byte) []byte {
+	algorithm := l.Algorithm
+	if algorithm == "" {
+		algorithm = domain.AlgorithmFixedWindow
+	}
+	return AppendDescriptorKey(dst, l.Prefix, rlsDomain, algorithm, window, counter)
+}
+
+// Tenant implements [ports.Keys] with [TenantKeys].
+func (l Layout) Tenant(t domain.TenantID) string { return TenantKeys(l.Prefix, t) }
 
 // Key returns the storage key of tenant t's limit named limit, on route
 // (empty for a global limit), under algorithm, with prefix in front. It
@@ -25,15 +71,15 @@ import (
 // never do, and a route's keys have a segment more, so no two
 // (algorithm, route, limit) share a key: switching algorithms on a live
 // store never meets another algorithm's key. t must be valid (see
-// [ParseTenantID]): it holds no '{', '}' or ':'.
-func Key(prefix string, t TenantID, algorithm, route, limit string) string {
+// [domain.ParseTenantID]): it holds no '{', '}' or ':'.
+func Key(prefix string, t domain.TenantID, algorithm, route, limit string) string {
 	var b strings.Builder
 	b.Grow(len(prefix) + len(t) + len(algorithm) + len(route) + len(limit) + 12)
 	b.WriteString(prefix)
 	b.WriteByte('{')
 	b.WriteString(string(t))
 	b.WriteByte('}')
-	if algorithm != AlgorithmFixedWindow {
+	if algorithm != domain.AlgorithmFixedWindow {
 		b.WriteByte(':')
 		b.WriteString(algorithm)
 	}
@@ -42,7 +88,7 @@ func Key(prefix string, t TenantID, algorithm, route, limit string) string {
 		b.WriteString(route)
 		b.WriteByte(':')
 		b.WriteString(limit)
-	} else if limit != DefaultLimit {
+	} else if limit != domain.DefaultLimit {
 		b.WriteByte(':')
 		b.WriteString(limit)
 	}
@@ -54,7 +100,7 @@ func Key(prefix string, t TenantID, algorithm, route, limit string) string {
 // address (anonymous traffic metered per address, "{ip:…}") or of a
 // descriptor ("{rls:…}"), starts with it: a tenant id holds no '}' and
 // no ':'.
-func TenantKeys(prefix string, t TenantID) string { return prefix + "{" + string(t) + "}" }
+func TenantKeys(prefix string, t domain.TenantID) string { return prefix + "{" + string(t) + "}" }
 
 // KeyInFlight is the algorithm part of a concurrency limit's key ([Key]):
 // its slots are one kind of state whatever TOLLGATE_ALGORITHM says (on
@@ -83,7 +129,7 @@ const KeyInFlight = "in_flight"
 // decides the whole request, atomically. '%' and '}' in the domain are
 // escaped (%25, %7D), so the tag ends where it should and distinct
 // domains never share a key. The tag starts with "rls:", which neither a
-// tenant id (no ':') nor an address subject ("ip:…", [AnonymousSubject])
+// tenant id (no ':') nor an address subject ("ip:…", [domain.AnonymousSubject])
 // starts with, so no descriptor key ever is a tenant's or a client's;
 // and the algorithm is always there, so no two algorithms share a key.
 // It does not allocate when dst has room.
@@ -120,5 +166,13 @@ func AppendDescriptorKey(dst []byte, prefix, rlsDomain, algorithm string, window
 // name holds '@', so no other limit's key is a period's. A finished
 // period's key is never read again: the next period has its own.
 func PeriodKey(base string, start time.Time) string {
-	return base + "@" + strconv.FormatInt(start.Unix(), 10)
+	return string(AppendPeriodKey(nil, base, start))
+}
+
+// AppendPeriodKey appends [PeriodKey](base, start) to dst. It does not
+// allocate when dst has room.
+func AppendPeriodKey(dst []byte, base string, start time.Time) []byte {
+	dst = append(dst, base...)
+	dst = append(dst, '@')
+	return strconv.AppendInt(dst, start.Unix(), 10)
 }

@@ -1,11 +1,14 @@
-package domain_test
+package keys_test
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
 )
 
 func TestKey(t *testing.T) {
@@ -23,7 +26,7 @@ func TestKey(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {
-		got := domain.Key("rl:", "acme", tt.algorithm, tt.route, tt.limit)
+		got := keys.Key("rl:", "acme", tt.algorithm, tt.route, tt.limit)
 		if got != tt.want {
 			t.Errorf("Key(rl:, acme, %s, %q, %s) = %q, want %q", tt.algorithm, tt.route, tt.limit, got, tt.want)
 		}
@@ -32,7 +35,7 @@ func TestKey(t *testing.T) {
 		}
 		seen[got] = true
 	}
-	if got, want := domain.Key("rl:", domain.Unknown, domain.AlgorithmFixedWindow, "", domain.DefaultLimit), "rl:{unknown}"; got != want {
+	if got, want := keys.Key("rl:", domain.Unknown, domain.AlgorithmFixedWindow, "", domain.DefaultLimit), "rl:{unknown}"; got != want {
 		t.Errorf("Key of unknown = %q, want %q", got, want)
 	}
 }
@@ -49,7 +52,7 @@ func TestKeysNeverCollide(t *testing.T) {
 	for _, a := range algorithms {
 		for _, r := range routes {
 			for _, l := range limits {
-				k := domain.Key("rl:", "acme", a, r, l)
+				k := keys.Key("rl:", "acme", a, r, l)
 				who := a + "/" + r + "/" + l
 				if other, ok := seen[k]; ok {
 					t.Errorf("%s and %s share key %q", who, other, k)
@@ -72,14 +75,14 @@ func TestAppendDescriptorKey(t *testing.T) {
 		{"a}b%c", domain.AlgorithmFixedWindow, 1500 * time.Millisecond, "k_v_", "rl:{rls:a%7Db%25c}:fixed_window:1500ms:k_v_"},
 	}
 	for _, tt := range tests {
-		got := string(domain.AppendDescriptorKey(nil, "rl:", tt.domain, tt.algorithm, tt.window, []byte(tt.counter)))
+		got := string(keys.AppendDescriptorKey(nil, "rl:", tt.domain, tt.algorithm, tt.window, []byte(tt.counter)))
 		if got != tt.want {
 			t.Errorf("AppendDescriptorKey(%q, %s, %v, %q) = %q, want %q", tt.domain, tt.algorithm, tt.window, tt.counter, got, tt.want)
 		}
 	}
 	buf := make([]byte, 0, 128)
 	if n := testing.AllocsPerRun(100, func() {
-		domain.AppendDescriptorKey(buf[:0], "rl:", "d", domain.AlgorithmFixedWindow, time.Hour, []byte("k_v_"))
+		keys.AppendDescriptorKey(buf[:0], "rl:", "d", domain.AlgorithmFixedWindow, time.Hour, []byte("k_v_"))
 	}); n != 0 {
 		t.Errorf("AppendDescriptorKey with room allocates %v times, want 0", n)
 	}
@@ -102,19 +105,77 @@ func TestDescriptorKeysNeverCollide(t *testing.T) {
 	}
 	for _, tenant := range []domain.TenantID{"rls", "acme", domain.Unknown, "ip:203.0.113.7"} {
 		for _, a := range domain.AlgorithmNames() {
-			add(domain.Key("rl:", tenant, a, "", domain.DefaultLimit), "tenant "+string(tenant)+" "+a)
-			add(domain.Key("rl:", tenant, a, "r", "l"), "tenant route "+string(tenant)+" "+a)
+			add(keys.Key("rl:", tenant, a, "", domain.DefaultLimit), "tenant "+string(tenant)+" "+a)
+			add(keys.Key("rl:", tenant, a, "r", "l"), "tenant route "+string(tenant)+" "+a)
 		}
 	}
 	for _, d := range []string{"acme", "rls", "a}", "a%7D", "a}:fixed_window:60s:x_y_", "a"} {
 		for _, a := range domain.AlgorithmNames() {
 			for _, w := range []time.Duration{time.Second, time.Minute, 60 * time.Millisecond} {
-				k := string(domain.AppendDescriptorKey(nil, "rl:", d, a, w, []byte("x_y_")))
+				k := string(keys.AppendDescriptorKey(nil, "rl:", d, a, w, []byte("x_y_")))
 				add(k, "descriptor "+d+" "+a+" "+w.String())
 				if tag := k[strings.IndexByte(k, '{')+1 : strings.IndexByte(k, '}')]; !strings.HasPrefix(tag, "rls:") {
 					t.Errorf("key %q: hash tag %q is not the domain's", k, tag)
 				}
 			}
 		}
+	}
+}
+
+func TestAnonymousSubjectKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		addr string
+		want string
+	}{
+		{"203.0.113.7", "rl:{ip:203.0.113.7}"},
+		{"2001:db8:1:2::99", "rl:{ip:2001:db8:1:2::/64}"},
+	}
+	for _, tt := range tests {
+		s := domain.AnonymousSubject(netip.MustParseAddr(tt.addr), 64)
+		if got := keys.Key("rl:", s, domain.AlgorithmFixedWindow, "", domain.DefaultLimit); got != tt.want {
+			t.Errorf("Key of %s = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}
+
+func TestPeriodKey(t *testing.T) {
+	start := time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC)
+	if got, want := keys.PeriodKey("rl:{acme}:monthly", start), "rl:{acme}:monthly@1801440000"; got != want {
+		t.Errorf("PeriodKey = %q, want %q", got, want)
+	}
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { keys.AppendPeriodKey(buf[:0], "rl:{acme}:monthly", start) }); n != 0 {
+		t.Errorf("AppendPeriodKey with room allocates %v times, want 0", n)
+	}
+}
+
+// TestLayout: a layout names a rate limit's key with the store's
+// algorithm, a calendar limit's with the fixed window's shape, a
+// concurrency limit's with in_flight; the zero value is the fixed
+// window's without a prefix.
+func TestLayout(t *testing.T) {
+	t.Parallel()
+	l := keys.Layout{Prefix: "rl:", Algorithm: domain.AlgorithmTokenBucket}
+	for _, tt := range []struct {
+		kind ports.KeyKind
+		want string
+	}{
+		{ports.KeyRate, "rl:{acme}:token_bucket:route:r:x"},
+		{ports.KeyCalendar, "rl:{acme}:route:r:x"},
+		{ports.KeyConcurrency, "rl:{acme}:in_flight:route:r:x"},
+	} {
+		if got := l.Limit("acme", "r", "x", tt.kind); got != tt.want {
+			t.Errorf("Limit(kind %d) = %q, want %q", tt.kind, got, tt.want)
+		}
+	}
+	if got := (keys.Layout{}).Limit("acme", "", domain.DefaultLimit, ports.KeyRate); got != "{acme}" {
+		t.Errorf("the zero layout's default limit = %q, want {acme}", got)
+	}
+	if got := string(l.AppendDescriptor(nil, "d", time.Minute, []byte("k_v_"))); got != "rl:{rls:d}:token_bucket:60s:k_v_" {
+		t.Errorf("AppendDescriptor = %q", got)
+	}
+	if got := l.Tenant("acme"); got != "rl:{acme}" {
+		t.Errorf("Tenant = %q, want rl:{acme}", got)
 	}
 }

@@ -1,0 +1,162 @@
+package app
+
+import (
+	"github.com/tollgate/tollgate/adapters/keys"
+	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// The gateway decides with two limiters over one store: the HTTP faces'
+// (the proxy and the check endpoint, deciding the policy's requests) and
+// the rate limit service's (Envoy's descriptors). They differ in how the
+// store counts and aligns windows, options the store takes where each
+// limiter is built and refuses when it cannot honour them, and in the
+// layers around them.
+
+// keyLayout is the stores' key layout under TOLLGATE_KEY_PREFIX for
+// TOLLGATE_ALGORITHM: what the engine names limits through.
+func keyLayout(cfg Config) ports.Keys {
+	return keys.Layout{Prefix: cfg.KeyPrefix, Algorithm: cfg.Algorithm}
+}
+
+// view is how one of the store's limiters decides.
+type view struct {
+	counting domain.Counting
+	windows  domain.Windows
+	// policyKeys: the keys are a policy's for one tenant, at most one per
+	// limit (a bounded memory store may add a held tenant's others).
+	policyKeys bool
+	// denyCache: the chain has the deny cache (TOLLGATE_DENY_CACHE).
+	denyCache bool
+}
+
+// views are the store's two limiters, the HTTP faces' and the rate limit
+// service's (nil without TOLLGATE_RLS_ADDR).
+type views struct {
+	http, rls ports.Limiter
+}
+
+// httpView is how the HTTP faces' requests are decided: all or nothing,
+// except the one limit of a gateway without a policy file on the fixed
+// window, which counts every request, as a counter that increments
+// before it decides.
+func httpView(cfg Config) view {
+	v := view{counting: domain.CountAdmitted, policyKeys: true, denyCache: cfg.DenyCache}
+	if cfg.PolicyFile == "" && cfg.Algorithm == domain.AlgorithmFixedWindow {
+		v.counting = domain.CountEvery
+	}
+	return v
+}
+
+// rlsView is how the rate limit service's requests are decided: every
+// hit of an admitted request counted, as envoyproxy/ratelimit counts, and
+// every hit of a denied one too with TOLLGATE_RLS_COUNT_DENIED (the fixed
+// window's; then without the deny cache, so that every denied hit reaches
+// the store), in windows aligned to the epoch.
+func rlsView(cfg Config) view {
+	v := view{counting: domain.CountHits, windows: domain.WindowsEpoch, denyCache: cfg.DenyCache}
+	if cfg.RLSCountDenied {
+		v.counting, v.denyCache = domain.CountEvery, false
+	}
+	return v
+}
+
+// memoryViews builds cfg's views on one memory store of cfg.Algorithm
+// (its keys, bound and sweeper shared), and returns the store, which
+// closes them both.
+func memoryViews(cfg Config) (*memory.Limiter, views, error) {
+	hv := httpView(cfg)
+	st, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg), View: memoryView(hv)})
+	if err != nil {
+		return nil, views{}, err
+	}
+	vs := views{http: st}
+	if cfg.RLSAddr != "" {
+		rl, err := st.View(memoryView(rlsView(cfg)))
+		if err != nil {
+			st.Close()
+			return nil, views{}, err
+		}
+		vs.rls = rl
+	}
+	return st, vs, nil
+}
+
+// memoryView is v as the memory store takes it.
+func memoryView(v view) memory.View {
+	return memory.View{Counting: v.counting, Windows: v.windows, PolicyKeys: v.policyKeys}
+}
+
+// redisViews builds cfg's views on client, sharing it and leases, and
+// returns the HTTP faces' limiter again as the store's usage.
+func redisViews(cfg Config, client *redis.Client, leases *redis.Leases) (views, *redis.Limiter, error) {
+	build := func(v view) (*redis.Limiter, error) {
+		// the client times each decision from its send
+		return redis.New(client, cfg.Algorithm, redis.Options{Leases: leases, Counting: v.counting, Windows: v.windows})
+	}
+	h, err := build(httpView(cfg))
+	if err != nil {
+		return views{}, nil, err
+	}
+	vs := views{http: h}
+	if cfg.RLSAddr != "" {
+		r, err := build(rlsView(cfg))
+		if err != nil {
+			return views{}, nil, err
+		}
+		vs.rls = r
+	}
+	return vs, h, nil
+}
+
+// chains wraps each of vs in its layers, in the order a request meets
+// them: the deny cache (its view's), the fail mode (failModes' layer of
+// the same view), then inner (the store's breaker, shared). It returns
+// the HTTP faces' limiter, the rate limit service's (nil without one),
+// and the HTTP deny cache's Forget (nil without it), for resets: the
+// rate limit service's subjects are never a tenant's.
+func chains(cfg Config, vs views, failHTTP, failRLS ports.Layer, inner []ports.Layer) (http, rls ports.Limiter, forget func(domain.TenantID)) {
+	chain := func(l ports.Limiter, v view, fail ports.Layer) (ports.Limiter, func(domain.TenantID)) {
+		var outer []ports.Layer
+		var forget func(domain.TenantID)
+		if v.denyCache {
+			cache := layers.NewDenyCache(layers.DenyCacheOptions{Counting: v.counting})
+			outer, forget = append(outer, cache.Layer()), cache.Forget
+		}
+		return ports.Chain(l, append(append(outer, fail), inner...)...), forget
+	}
+	http, forget = chain(vs.http, httpView(cfg), failHTTP)
+	if vs.rls != nil {
+		rls, _ = chain(vs.rls, rlsView(cfg), failRLS)
+	}
+	return http, rls, forget
+}
+
+// failModes returns cfg's fail mode (TOLLGATE_FAIL_MODE) for the HTTP
+// faces' chain and the rate limit service's: open, closed, or local, the
+// same algorithm in this replica's memory with limits divided by
+// replicas, on one memory store whose views count as the store's do. It
+// also returns that memory store (nil unless local), which the caller
+// closes and resets.
+func failModes(cfg Config, replicas func() int, onError func(error)) (http, rls ports.Layer, local *memory.Limiter, err error) {
+	switch cfg.FailMode {
+	case FailClosed:
+		return layers.FailClosed(onError), layers.FailClosed(onError), nil, nil
+	case FailLocal:
+		st, vs, err := memoryViews(cfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		localOf := func(l ports.Limiter) ports.Layer {
+			if l == nil {
+				return nil
+			}
+			return layers.FailLocal(layers.LocalOptions{Limiter: l, Replicas: replicas, OnError: onError})
+		}
+		return localOf(vs.http), localOf(vs.rls), st, nil
+	}
+	return layers.FailOpen(onError), layers.FailOpen(onError), nil, nil
+}
