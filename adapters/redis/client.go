@@ -30,6 +30,11 @@ type ClientOptions struct {
 	// tenant's slot, follows MOVED and ASK, and reloads the slot map when
 	// a master fails.
 	Cluster bool
+	// Send, if not nil, replaces the coalescer: each command goes to
+	// Redis on its caller's goroutine as Send(ctx, rdb, cmd), rdb being
+	// the client's go-redis client and ctx bounded by Timeout. Benchmarks
+	// set it to compare ways of batching; the gateway leaves it nil.
+	Send func(ctx context.Context, rdb goredis.UniversalClient, cmd goredis.Cmder) error
 }
 
 // DefaultLanes is the default [ClientOptions.Lanes]: two round trips of
@@ -67,11 +72,11 @@ const maxBatch = 512
 type Client struct {
 	rdb     goredis.UniversalClient
 	lanes   int
-	timeout time.Duration          // per decision (ClientOptions.Timeout)
-	co      *coalescer             // nil with BatchAutoPipeline or BatchNone
-	ap      *goredis.AutoPipeliner // BatchAutoPipeline
-	live    *liveness              // when Redis was last heard from
-	warm    atomic.Bool            // Warm succeeded once
+	timeout time.Duration // per decision (ClientOptions.Timeout)
+	co      *coalescer    // nil with ClientOptions.Send
+	send    processor     // ClientOptions.Send, or nil
+	live    *liveness     // when Redis was last heard from
+	warm    atomic.Bool   // Warm succeeded once
 }
 
 // Open returns a Client for rawURL (see [ValidateURL] and, with
@@ -126,35 +131,6 @@ type Client struct {
 // outage would flood the log the gateway limits to one store-error line
 // per second.
 func Open(rawURL string, opts ClientOptions) (*Client, error) {
-	return open(rawURL, opts, BatchCoalesce)
-}
-
-// Batching is how concurrent decisions reach Redis. The gateway always
-// coalesces; the other modes exist so that benchmarks can compare
-// designs ([OpenForBenchmark]).
-type Batching int
-
-const (
-	// BatchCoalesce shares round trips through tollgate's coalescer: a
-	// lone decision goes straight out on a free lane, concurrent ones
-	// queue and leave together in one pipeline.
-	BatchCoalesce Batching = iota
-	// BatchAutoPipeline hands every decision to go-redis's experimental
-	// blocking AutoPipeline. It does not honour a caller's deadline once
-	// a command is queued.
-	BatchAutoPipeline
-	// BatchNone sends every decision on its own round trip, holding a
-	// pooled connection for it.
-	BatchNone
-)
-
-// OpenForBenchmark is [Open] with another way of batching: a test hook
-// for benchmarks that compare designs. The gateway never calls it.
-func OpenForBenchmark(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
-	return open(rawURL, opts, b)
-}
-
-func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 	var rdb goredis.UniversalClient
 	live := newLiveness()
 	if opts.Cluster {
@@ -184,7 +160,7 @@ func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 		rdb = goredis.NewClient(o)
 	}
 	quietLogs.Do(func() { goredis.SetLogger(discardLogger{}) })
-	return newClient(rdb, opts, b, live)
+	return newClient(rdb, opts, live), nil
 }
 
 // NewClient returns a Client over rdb, a go-redis client the caller
@@ -192,48 +168,34 @@ func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 // rdb's own retries apply: configure it with MaxRetries -1, as [Open]
 // does.
 func NewClient(rdb goredis.UniversalClient) *Client {
-	c, err := newClient(rdb, ClientOptions{}, BatchCoalesce, newLiveness())
-	if err != nil {
-		panic("redis: NewClient: " + err.Error()) // coalescing cannot fail
-	}
-	return c
+	return newClient(rdb, ClientOptions{}, newLiveness())
 }
 
 // newClient returns a Client over rdb with opts (opts.Timeout is not
 // applied to rdb: that is the caller's configuration). Close closes rdb.
-// The error is go-redis's when b asks for its AutoPipeline and rdb
-// cannot make one.
-func newClient(rdb goredis.UniversalClient, opts ClientOptions, b Batching, live *liveness) (*Client, error) {
+func newClient(rdb goredis.UniversalClient, opts ClientOptions, live *liveness) *Client {
 	c := &Client{rdb: rdb, lanes: opts.lanes(), timeout: opts.Timeout, live: live}
-	switch b {
-	case BatchCoalesce:
-		c.co = newCoalescer(rdb, live, coalescerOptions{
-			lanes:      c.lanes,
-			maxLanes:   max(c.lanes, opts.maxLanes()),
-			maxBatch:   maxBatch,
-			timeout:    opts.Timeout,
-			hardWait:   hardWait(opts.Timeout),
-			spawnAfter: spawnAfter,
-			connBound:  connBound(rdb, hardWait(opts.Timeout)),
-		})
-	case BatchAutoPipeline:
-		p, ok := rdb.(interface {
-			AutoPipeline() (*goredis.AutoPipeliner, error)
-		})
-		if !ok {
-			return nil, fmt.Errorf("redis: %T has no AutoPipeline", rdb)
-		}
-		ap, err := p.AutoPipeline()
-		if err != nil {
-			return nil, fmt.Errorf("redis: autopipeline: %w", err)
-		}
-		c.ap = ap
-	case BatchNone:
-	default:
-		return nil, fmt.Errorf("redis: batching %d unknown", b)
+	if opts.Send != nil {
+		c.send = sendFunc(func(ctx context.Context, cmd goredis.Cmder) error { return opts.Send(ctx, rdb, cmd) })
+		return c
 	}
-	return c, nil
+	c.co = newCoalescer(rdb, live, coalescerOptions{
+		lanes:      c.lanes,
+		maxLanes:   max(c.lanes, opts.maxLanes()),
+		maxBatch:   maxBatch,
+		timeout:    opts.Timeout,
+		hardWait:   hardWait(opts.Timeout),
+		spawnAfter: spawnAfter,
+		connBound:  connBound(rdb, hardWait(opts.Timeout)),
+	})
+	return c
 }
+
+// sendFunc is a [processor] of a function.
+type sendFunc func(ctx context.Context, cmd goredis.Cmder) error
+
+// Process implements processor.
+func (f sendFunc) Process(ctx context.Context, cmd goredis.Cmder) error { return f(ctx, cmd) }
 
 func (o ClientOptions) lanes() int {
 	if o.Lanes > 0 {
@@ -276,10 +238,7 @@ func (c *Client) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	if c.ap != nil {
-		return processScript(ctx, c.ap, cmd, src)
-	}
-	return processScript(ctx, c.rdb, cmd, src)
+	return processScript(ctx, c.send, cmd, src)
 }
 
 // post sends cmd, a command (not a script), without waiting for it:
@@ -317,9 +276,6 @@ func (c *Client) TLSUnverified() bool {
 func (c *Client) Close() error {
 	if c.co != nil {
 		c.co.close()
-	}
-	if c.ap != nil {
-		_ = c.ap.Close()
 	}
 	return c.rdb.Close()
 }

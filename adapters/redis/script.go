@@ -108,7 +108,7 @@ func allScripts() []*script {
 	return out
 }
 
-// processor is what runs one command: a client, or an AutoPipeliner.
+// processor is what runs one command: a client, or ClientOptions.Send.
 type processor interface {
 	Process(ctx context.Context, cmd goredis.Cmder) error
 }
