@@ -13,6 +13,8 @@ import (
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
@@ -65,9 +67,9 @@ func storeNames() string {
 // validRedisURL checks TOLLGATE_REDIS_URL when the store is Redis.
 func validRedisURL(c Config) error {
 	if c.RedisMode == RedisCluster {
-		return redis.ValidateClusterURL(c.RedisURL)
+		return conn.ValidateClusterURL(c.RedisURL)
 	}
-	return redis.ValidateURL(c.RedisURL)
+	return conn.ValidateURL(c.RedisURL)
 }
 
 // backendEnv is what a store's open may use besides the config.
@@ -164,7 +166,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if st.shared && be.usage != nil && (len(resets.forget) > 0 || len(resets.also) > 0) {
 		// Other replicas' resets, heard at once (and for the deny cache
 		// within a second regardless: its own bound).
-		bus := redis.ListenResets(clientOf(closers), cfg.KeyPrefix, func(t domain.TenantID, keys []string) {
+		bus := fleet.ListenResets(clientOf(closers), cfg.KeyPrefix, func(t domain.TenantID, keys []string) {
 			resets.heard(cfg.KeyPrefix, t, keys)
 		})
 		resets.announce = func(ctx context.Context, req domain.Request) {
@@ -199,7 +201,7 @@ func memoryMaxKeys(cfg Config) int {
 // openRedis is the Redis store's open: a client tuned for a gateway,
 // checked (and its connections warmed) at start-up.
 func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, ports.Pinger, []io.Closer, error) {
-	client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{
+	client, err := conn.Open(cfg.RedisURL, conn.Options{
 		Timeout: cfg.RedisTimeout,
 		Cluster: cfg.RedisMode == RedisCluster,
 	})
@@ -211,7 +213,7 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, 
 	}
 	checkRedis(ctx, client, cfg, env.log)
 	// The slots of concurrency limits: leases this replica renews.
-	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: cfg.Lease, Replica: env.replica, OnError: env.onError})
+	leases := fleet.NewLeases(client, fleet.LeaseOptions{Lease: cfg.Lease, Replica: env.replica, OnError: env.onError})
 	l, err := redis.New(client, cfg.Algorithm, redis.Options{Leases: leases}) // the client times each decision from its send
 	if err != nil {
 		leases.Close()
@@ -225,7 +227,7 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (ports.Limiter, 
 // (its client) through the store, for the local fail mode's N.
 func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int, io.Closer) {
 	count := layers.NewReplicaCount(layers.ReplicaCountOptions{
-		Announcer: redis.NewReplicas(clientOf(closers), cfg.KeyPrefix),
+		Announcer: fleet.NewReplicas(clientOf(closers), cfg.KeyPrefix),
 		ID:        env.replica,
 		OnError:   env.onError,
 		OnCount:   env.metrics.SetReplicas,
@@ -248,9 +250,9 @@ func countReplicas(cfg Config, closers []io.Closer, env backendEnv) (func() int,
 }
 
 // clientOf returns the Redis client among closers, the Redis store's.
-func clientOf(closers []io.Closer) *redis.Client {
+func clientOf(closers []io.Closer) *conn.Client {
 	for _, c := range closers {
-		if rc, ok := c.(*redis.Client); ok {
+		if rc, ok := c.(*conn.Client); ok {
 			return rc
 		}
 	}

@@ -20,6 +20,8 @@ import (
 	sredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -68,7 +70,7 @@ func peerClient(b *testing.B, addr string, goroutines int) *goredis.Client {
 }
 
 // tollgateRedis returns tollgate's algo on a client opened as the
-// gateway opens it (redis.Open), with batching.
+// gateway opens it (conn.Open), with batching.
 func tollgateRedis(algo string, batching batching) func(*testing.B, string, int) decideFunc {
 	return tollgateLanes(algo, batching, 0)
 }
@@ -239,11 +241,11 @@ func unbatched(*testing.B) func(context.Context, goredis.UniversalClient, goredi
 // openTollgate opens tollgate's algo on addr as the gateway does, with
 // the leases of concurrency limits (renewed every lease/3, 10 s).
 func openTollgate(b *testing.B, addr, algo string, batching batching, lanes int) *redis.Limiter {
-	opts := redis.ClientOptions{Timeout: redisTimeout, Lanes: lanes}
+	opts := conn.Options{Timeout: redisTimeout, Lanes: lanes}
 	if batching != nil {
 		opts.Send = batching(b)
 	}
-	c, err := redis.Open("redis://"+addr+"/0", opts)
+	c, err := conn.Open("redis://"+addr+"/0", opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func openTollgate(b *testing.B, addr, algo string, batching batching, lanes int)
 	if err := c.Warm(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	leases := redis.NewLeases(c, redis.LeaseOptions{Lease: 10 * time.Second, Replica: "bench"})
+	leases := fleet.NewLeases(c, fleet.LeaseOptions{Lease: 10 * time.Second, Replica: "bench"})
 	b.Cleanup(func() { leases.Close() })
 	// As the gateway: the client times each decision from its send.
 	lim, err := redis.New(c, algo, redis.Options{Leases: leases})

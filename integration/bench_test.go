@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -54,7 +55,7 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 		for i := range keys {
 			keys[i].CountDenied = true
 		}
-		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(client), redis.Options{Timeout: time.Second})
+		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(client), redis.Options{Timeout: time.Second})
 
 		b.Run(mode+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
@@ -214,7 +215,7 @@ func BenchmarkPolicyLimits(b *testing.B) {
 		stores := []struct {
 			name string
 			lim  ports.Limiter
-		}{{"memory", mem}, {"redis", redisLimiter{algorithm: a.Name}.new(redis.NewClient(client), redis.Options{Timeout: time.Second})}}
+		}{{"memory", mem}, {"redis", redisLimiter{algorithm: a.Name}.new(conn.NewClient(client), redis.Options{Timeout: time.Second})}}
 		for _, s := range stores {
 			for _, n := range []int{1, 3} {
 				reqs := requests(a.Name, n)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -311,7 +312,7 @@ type decisionLoad struct {
 
 func startLoad(t *testing.T, srv *redisServer, l redisLimiter) *decisionLoad {
 	t.Helper()
-	c, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: time.Second})
+	c, err := conn.Open(srv.URL, conn.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

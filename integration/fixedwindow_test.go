@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -23,7 +24,7 @@ func uniquePrefix(t testing.TB) string {
 
 // fixedWindow returns the fixed window on srv.
 func fixedWindow(srv *redisServer) ports.Limiter {
-	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
+	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
 }
 
 // counted is a request of cost 1 against one limit stored under key,

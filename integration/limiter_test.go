@@ -11,6 +11,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
@@ -23,7 +25,7 @@ type redisLimiter struct {
 }
 
 // new returns l's limiter on c.
-func (l redisLimiter) new(c *redis.Client, o redis.Options) ports.Limiter {
+func (l redisLimiter) new(c *conn.Client, o redis.Options) ports.Limiter {
 	lim, err := redis.New(c, l.algorithm, o)
 	if err != nil {
 		panic(err) // every row has a Redis limiter: adapters/redis's TestEveryAlgorithm
@@ -50,7 +52,7 @@ func one(key string, rule domain.Rule) domain.Request {
 // short window, and slack for the round trips between the test's sleeps
 // and Redis's TIME.
 func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Duration) portstest.LimiterHarness {
-	client := redis.NewClient(rdb)
+	client := conn.NewClient(rdb)
 	return portstest.LimiterHarness{
 		New: func(t *testing.T) ports.Limiter {
 			return l.new(client, redis.Options{Timeout: 5 * time.Second, Leases: newLeases(t, client, testLease)})
@@ -70,8 +72,8 @@ const testLease = 2 * time.Second
 
 // newLeases returns the leases of a replica of its own on c, renewed
 // until t ends.
-func newLeases(t testing.TB, c *redis.Client, lease time.Duration) *redis.Leases {
-	ls := redis.NewLeases(c, redis.LeaseOptions{Lease: lease, Replica: "it-" + string(portstest.Tenant())})
+func newLeases(t testing.TB, c *conn.Client, lease time.Duration) *fleet.Leases {
+	ls := fleet.NewLeases(c, fleet.LeaseOptions{Lease: lease, Replica: "it-" + string(portstest.Tenant())})
 	t.Cleanup(func() { ls.Close() })
 	return ls
 }
@@ -176,7 +178,7 @@ func TestClusterLimiterSurvivesScriptFlush(t *testing.T) {
 func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 5, Window: time.Hour}
 	for _, l := range redisLimiters {
-		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+		lim := l.new(conn.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
 		key := domain.Key("it:flush:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		for i := range int64(4) {
 			if i == 2 {
@@ -217,7 +219,7 @@ func TestClusterLimiterOneRoundTrip(t *testing.T) {
 func oneRoundTrip(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 3, Window: time.Hour}
 	for _, l := range redisLimiters {
-		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+		lim := l.new(conn.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
 		key := domain.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		if _, err := lim.Allow(t.Context(), one(key, rule)); err != nil { // loads the script
 			t.Fatal(err)
@@ -260,7 +262,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 	rule := domain.Rule{Limit: 100, Window: time.Minute}
 	ctx := context.Background()
 	for _, l := range redisLimiters {
-		lim := l.new(redis.NewClient(client), redis.Options{Timeout: time.Second})
+		lim := l.new(conn.NewClient(client), redis.Options{Timeout: time.Second})
 		reqs := make([]domain.Request, len(keys))
 		for i, k := range keys {
 			reqs[i] = one(k, rule)

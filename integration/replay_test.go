@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -29,7 +30,7 @@ func TestReplayMemoryAndRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer mem.Close()
-			red := redisLimiter{algorithm: a.Name}.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
+			red := redisLimiter{algorithm: a.Name}.new(conn.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
 			prefix := uniquePrefix(t)
 			for i, step := range replaySteps(prefix, a.Name) {
 				var got [2]domain.Verdict

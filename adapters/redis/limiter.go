@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
 
 // Options configure a Redis limiter. The zero value is usable, and is
 // what the gateway runs: the client's timeout bounds each decision from
-// its send ([ClientOptions.Timeout]).
+// its send ([conn.Options.Timeout]).
 type Options struct {
 	// Timeout, if set, bounds a whole decision, its wait for a lane
 	// included, on top of the caller's context (tests and tools).
@@ -20,7 +22,7 @@ type Options struct {
 	// Leases hold the slots of concurrency limits ([domain.Limit.Concurrency])
 	// that this replica's requests take, and renew them. A request with a
 	// concurrency limit fails without it.
-	Leases *Leases
+	Leases *fleet.Leases
 	// Clock is this replica's clock, which picks the calendar periods a
 	// decision sends (Redis's clock picks among them). Nil means
 	// time.Now; tests skew it.
@@ -37,7 +39,7 @@ var _ ports.Limiter = (*Limiter)(nil)
 // [ports.Limiter] whose every decision is one run of the algorithm's Lua
 // script (lua/prelude.lua, then lua/<algorithm>.lua) over the request's
 // keys, in one round trip at most (concurrent decisions share round
-// trips: see [Client]). The script decides every limit, spends all or
+// trips: see [conn.Client]). The script decides every limit, spends all or
 // nothing, and returns the verdict; Go only maps the reply. Every key it
 // writes has a TTL, and windows run on Redis's clock, never a replica's.
 // A concurrency limit's slots are leases in the same script, held and
@@ -46,7 +48,7 @@ var _ ports.Limiter = (*Limiter)(nil)
 // Limiter is safe for concurrent use by multiple goroutines. It does not
 // own the client.
 type Limiter struct {
-	client *Client
+	client *conn.Client
 	spec   *spec
 	opts   Options
 }
@@ -54,7 +56,7 @@ type Limiter struct {
 // spec is one algorithm on Redis: its script and the arguments each limit
 // gives it.
 type spec struct {
-	script *script
+	script *conn.Script
 	// stride is how many arguments a limit gives; args appends them.
 	stride int
 	args   func(b *args, lim domain.Limit)
@@ -66,7 +68,7 @@ type spec struct {
 // row of domain.Algorithms has one (TestEveryAlgorithm).
 var specs = map[string]*spec{
 	domain.AlgorithmFixedWindow: {
-		script: newScript(domain.AlgorithmFixedWindow, true), stride: 3, countsDenied: true,
+		script: newScript(domain.AlgorithmFixedWindow), stride: 3, countsDenied: true,
 		args: func(b *args, l domain.Limit) {
 			b.int(l.Rule.Limit)
 			b.int(windowMillis(l.Rule.Window))
@@ -74,7 +76,7 @@ var specs = map[string]*spec{
 		},
 	},
 	domain.AlgorithmSlidingLog: {
-		script: newScript(domain.AlgorithmSlidingLog, true), stride: 3,
+		script: newScript(domain.AlgorithmSlidingLog), stride: 3,
 		args: func(b *args, l domain.Limit) {
 			b.int(l.Rule.Limit)
 			b.int(micros(l.Rule.Window))
@@ -82,14 +84,14 @@ var specs = map[string]*spec{
 		},
 	},
 	domain.AlgorithmSlidingWindow: {
-		script: newScript(domain.AlgorithmSlidingWindow, true), stride: 2,
+		script: newScript(domain.AlgorithmSlidingWindow), stride: 2,
 		args: func(b *args, l domain.Limit) {
 			b.int(l.Rule.Limit)
 			b.int(micros(l.Rule.Window))
 		},
 	},
 	domain.AlgorithmTokenBucket: {
-		script: newScript(domain.AlgorithmTokenBucket, true), stride: 3,
+		script: newScript(domain.AlgorithmTokenBucket), stride: 3,
 		args: func(b *args, l domain.Limit) {
 			b.int(l.Rule.Limit)
 			b.int(max(micros(l.Rule.Window)/l.Rule.Limit, 1))
@@ -100,7 +102,7 @@ var specs = map[string]*spec{
 
 // New returns algorithm ([domain.Algorithms]) on c. It does no I/O. The
 // error names an algorithm this store lacks.
-func New(c *Client, algorithm string, opts Options) (*Limiter, error) {
+func New(c *conn.Client, algorithm string, opts Options) (*Limiter, error) {
 	sp, ok := specs[algorithm]
 	if !ok {
 		return nil, fmt.Errorf("redis: no algorithm %q", algorithm)
@@ -131,7 +133,7 @@ var _ ports.Usage = (*Limiter)(nil)
 // whatever the algorithm: the replica computes the period around its
 // clock and the periods on either side, and Redis's clock picks one. A
 // concurrency limit ([domain.Limit.Concurrency]) takes a slot as a lease
-// ([Leases]) in the same script: an admitted verdict's Release gives the
+// ([fleet.Leases]) in the same script: an admitted verdict's Release gives the
 // request's slots back.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request) (domain.Verdict, error) {
 	return l.run(ctx, req, countingArgs[b2i(req.CountDenied && l.spec.countsDenied)+2*b2i(req.CountOver)])
@@ -174,11 +176,11 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 		if l.opts.Leases == nil {
 			return domain.Verdict{}, errNoLeases
 		}
-		holder, leaseMs = l.opts.Leases.holder(), l.opts.Leases.leaseArg
+		holder, leaseMs = l.opts.Leases.Holder(), l.opts.Leases.Lease().Milliseconds()
 	}
 	keys := n + 2*calendars
 	b := getArgs(3+keys+5+stride*n, 2+stride*n, keys+1)
-	sp.script.start(b, keys)
+	b.a = sp.script.AppendCall(b.a, keys)
 	for _, lim := range req.Limits {
 		b.str(lim.Key)
 	}
@@ -225,7 +227,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 		case lim.Concurrency:
 			var first, count int
 			if takes {
-				hs := l.opts.Leases.released(lim.Key)
+				hs := l.opts.Leases.Released(lim.Key)
 				if len(hs) > 0 {
 					first, count = argv+len(released)+1, len(hs)
 				}
@@ -248,7 +250,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 		}
 	}
 	b.a = append(b.a, released...)
-	r, reusable, err := sp.script.runArgs(ctx, l.client, b, 1+replyStride*n)
+	r, reusable, err := runArgs(ctx, sp.script, l.client, b, 1+replyStride*n)
 	if err != nil {
 		if reusable {
 			putArgs(b)
@@ -256,7 +258,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 		if takes {
 			// The script may have run, its reply lost: the slots it may
 			// have taken are removed again.
-			l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
+			l.opts.Leases.Orphan(slotKeys(req, func(int) bool { return true }), holder)
 		}
 		return domain.Verdict{}, err
 	}
@@ -265,12 +267,10 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, mode any) (domain
 	switch {
 	case !takes:
 	case err != nil:
-		l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
+		l.opts.Leases.Orphan(slotKeys(req, func(int) bool { return true }), holder)
 	case v.Allowed:
 		if keys := slotKeys(req, func(i int) bool { return domain.Spends(req, v, i) }); len(keys) > 0 {
-			h := &holding{leases: l.opts.Leases, keys: keys, holder: holder}
-			h.leases.hold(keys, holder)
-			v.Release = h.release
+			v.Release = l.opts.Leases.Hold(keys, holder)
 		}
 	}
 	return v, err

@@ -13,6 +13,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -87,7 +89,7 @@ func plainArgs(args []any) []any {
 
 func newLimiter(t *testing.T, algo string, f *fakeRedis, opts redis.Options) ports.Limiter {
 	t.Helper()
-	l, err := redis.New(redis.NewClient(f), algo, opts)
+	l, err := redis.New(conn.NewClient(f), algo, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +101,11 @@ func newLimiter(t *testing.T, algo string, f *fakeRedis, opts redis.Options) por
 func TestEveryAlgorithm(t *testing.T) {
 	t.Parallel()
 	for _, a := range domain.Algorithms {
-		if _, err := redis.New(redis.NewClient(&fakeRedis{}), a.Name, redis.Options{}); err != nil {
+		if _, err := redis.New(conn.NewClient(&fakeRedis{}), a.Name, redis.Options{}); err != nil {
 			t.Errorf("New(%q): %v", a.Name, err)
 		}
 	}
-	if _, err := redis.New(redis.NewClient(&fakeRedis{}), "leaky_bucket", redis.Options{}); err == nil {
+	if _, err := redis.New(conn.NewClient(&fakeRedis{}), "leaky_bucket", redis.Options{}); err == nil {
 		t.Error(`New("leaky_bucket") succeeded`)
 	}
 }
@@ -337,8 +339,8 @@ func TestLimiterSlotArgs(t *testing.T) {
 	req := request(3, domain.Rule{Limit: 10, Window: time.Minute})
 	req.Limits = append(req.Limits, inflight)
 	f := slotsRedis{&fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 4, 0, 0})}, make(chan []any, 4), make(chan struct{})}
-	client := redis.NewClient(f)
-	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: 3 * time.Second, Replica: "r1"})
+	client := conn.NewClient(f)
+	leases := fleet.NewLeases(client, fleet.LeaseOptions{Lease: 3 * time.Second, Replica: "r1"})
 	defer leases.Close()
 	l, err := redis.New(client, domain.AlgorithmFixedWindow, redis.Options{Leases: leases})
 	if err != nil {

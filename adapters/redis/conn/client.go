@@ -1,4 +1,4 @@
-package redis
+package conn
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// ClientOptions configure [Open]. The zero value is usable: no
+// Options configure [Open]. The zero value is usable: no
 // per-decision timeout beyond the caller's context, the default lanes,
 // one Redis.
-type ClientOptions struct {
+type Options struct {
 	// Timeout is the deadline for the store work of one decision
 	// (TOLLGATE_REDIS_TIMEOUT). It also bounds each read and write on a
 	// connection, so a call without a deadline cannot hang on a stalled
@@ -37,7 +37,7 @@ type ClientOptions struct {
 	Send func(ctx context.Context, rdb goredis.UniversalClient, cmd goredis.Cmder) error
 }
 
-// DefaultLanes is the default [ClientOptions.Lanes]: two round trips of
+// DefaultLanes is the default [Options.Lanes]: two round trips of
 // decisions in flight, each on its own connection; whoever arrives
 // meanwhile leaves with the next. Measured on 2 cores against a local
 // redis-server (BenchmarkRedis, fixed window, interleaved rounds, three
@@ -56,14 +56,14 @@ const DefaultLanes = 2
 const maxBatch = 512
 
 // Client is a connection to one Redis (or a proxy), or to every node of
-// a Redis Cluster, tuned for a gateway: it is what every limiter of this
-// package runs on. Concurrent decisions share round trips: a decision
+// a Redis Cluster, tuned for a gateway: what the limiter and the fleet's
+// coordination run on. Concurrent decisions share round trips: a decision
 // that finds every lane busy queues and leaves with the next batch, one
-// pipeline of whole scripts; [ClientOptions.Lanes] lanes are always open,
+// pipeline of whole scripts; [Options.Lanes] lanes are always open,
 // and more open (up to a quarter of the pool) while every lane stays
 // busy for longer than a loopback round trip, as across a network. A
 // lone decision goes out at once on its own context. A decision's
-// timeout ([ClientOptions.Timeout]) runs from its send: time spent
+// timeout ([Options.Timeout]) runs from its send: time spent
 // waiting in this process for a lane is not Redis's (that wait is
 // bounded apart, by a second or 20 timeouts). It owns the go-redis
 // client; Close closes it.
@@ -72,9 +72,9 @@ const maxBatch = 512
 type Client struct {
 	rdb     goredis.UniversalClient
 	lanes   int
-	timeout time.Duration // per decision (ClientOptions.Timeout)
-	co      *coalescer    // nil with ClientOptions.Send
-	send    processor     // ClientOptions.Send, or nil
+	timeout time.Duration // per decision (Options.Timeout)
+	co      *coalescer    // nil with Options.Send
+	send    processor     // Options.Send, or nil
 	live    *liveness     // when Redis was last heard from
 	warm    atomic.Bool   // Warm succeeded once
 }
@@ -130,7 +130,7 @@ type Client struct {
 // (once per process): it prints a line per failed dial, which during an
 // outage would flood the log the gateway limits to one store-error line
 // per second.
-func Open(rawURL string, opts ClientOptions) (*Client, error) {
+func Open(rawURL string, opts Options) (*Client, error) {
 	var rdb goredis.UniversalClient
 	live := newLiveness()
 	if opts.Cluster {
@@ -164,16 +164,16 @@ func Open(rawURL string, opts ClientOptions) (*Client, error) {
 }
 
 // NewClient returns a Client over rdb, a go-redis client the caller
-// configured (tests), with the default [ClientOptions]. Close closes rdb.
+// configured (tests), with the default [Options]. Close closes rdb.
 // rdb's own retries apply: configure it with MaxRetries -1, as [Open]
 // does.
 func NewClient(rdb goredis.UniversalClient) *Client {
-	return newClient(rdb, ClientOptions{}, newLiveness())
+	return newClient(rdb, Options{}, newLiveness())
 }
 
 // newClient returns a Client over rdb with opts (opts.Timeout is not
 // applied to rdb: that is the caller's configuration). Close closes rdb.
-func newClient(rdb goredis.UniversalClient, opts ClientOptions, live *liveness) *Client {
+func newClient(rdb goredis.UniversalClient, opts Options, live *liveness) *Client {
 	c := &Client{rdb: rdb, lanes: opts.lanes(), timeout: opts.Timeout, live: live}
 	if opts.Send != nil {
 		c.send = sendFunc(func(ctx context.Context, cmd goredis.Cmder) error { return opts.Send(ctx, rdb, cmd) })
@@ -197,7 +197,7 @@ type sendFunc func(ctx context.Context, cmd goredis.Cmder) error
 // Process implements processor.
 func (f sendFunc) Process(ctx context.Context, cmd goredis.Cmder) error { return f(ctx, cmd) }
 
-func (o ClientOptions) lanes() int {
+func (o Options) lanes() int {
 	if o.Lanes > 0 {
 		return o.Lanes
 	}
@@ -207,10 +207,10 @@ func (o ClientOptions) lanes() int {
 // maxLanes is how many round trips may be in flight when the base lanes
 // are all busy long enough (see the coalescer): a quarter of the pool,
 // which leaves connections for the readiness pings and the announcements.
-func (o ClientOptions) maxLanes() int { return o.poolSize() / 4 }
+func (o Options) maxLanes() int { return o.poolSize() / 4 }
 
 // poolSize is the pool Open gives each node: 16 per lane, at least 64.
-func (o ClientOptions) poolSize() int { return max(64, 16*o.lanes()) }
+func (o Options) poolSize() int { return max(64, 16*o.lanes()) }
 
 // spawnAfter is how long a decision waits, every lane busy, before
 // another lane opens: longer than a round trip on loopback (so the base
@@ -241,11 +241,11 @@ func (c *Client) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
 	return processScript(ctx, c.send, cmd, src)
 }
 
-// post sends cmd, a command (not a script), without waiting for it:
+// Post sends cmd, a command (not a script), without waiting for it:
 // with the next batch of decisions, or on a goroutine of its own without
 // a coalescer. then is told its error; it must be cheap. It reports
 // false, and sends nothing, when the coalescer's queue is full.
-func (c *Client) post(cmd *goredis.Cmd, then func(err error)) bool {
+func (c *Client) Post(cmd *goredis.Cmd, then func(err error)) bool {
 	if c.co != nil {
 		return c.co.post(cmd, then)
 	}
@@ -256,6 +256,14 @@ func (c *Client) post(cmd *goredis.Cmd, then func(err error)) bool {
 	}()
 	return true
 }
+
+// Redis returns the go-redis client c owns, for what is not a script
+// run: pub/sub, a DEL, a ZREM.
+func (c *Client) Redis() goredis.UniversalClient { return c.rdb }
+
+// Timeout returns the deadline of one decision's store work
+// ([Options.Timeout]; 0: none beyond the caller's context).
+func (c *Client) Timeout() time.Duration { return c.timeout }
 
 // TLSUnverified reports whether c speaks TLS to Redis without verifying
 // its certificate: skip_verify=true in a rediss:// URL, which go-redis
