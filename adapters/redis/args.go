@@ -1,11 +1,6 @@
 package redis
 
-import (
-	"strconv"
-	"sync"
-
-	"github.com/tollgate/tollgate/domain"
-)
+import "sync"
 
 // args builds one script call's arguments without boxing each value:
 // the strings and integers live in the builder, and the call holds
@@ -95,21 +90,16 @@ func (b *args) rawFrom(start int) {
 	b.a = append(b.a, &b.bytes[len(b.bytes)-1])
 }
 
-// cost appends the scripts' ARGV[1]: the request's cost, or with
-// per-limit costs each limit's, comma-separated.
-func (b *args) cost(req domain.Request) {
-	if req.Costs == nil {
-		b.int(req.Cost)
+// put sets argument k (a layout constant: limCost, …) of the limit
+// whose arguments start at b.a[base] to v.
+func (b *args) put(base, k int, v int64) {
+	i := base + k - 1
+	if v >= 0 && v < 256 {
+		b.a[i] = v // boxed without allocating
 		return
 	}
-	start := len(b.buf)
-	for i, c := range req.Costs {
-		if i > 0 {
-			b.buf = append(b.buf, ',')
-		}
-		b.buf = strconv.AppendInt(b.buf, c, 10)
-	}
-	b.rawFrom(start)
+	b.ints = append(b.ints, v)
+	b.a[i] = &b.ints[len(b.ints)-1]
 }
 
 // replyInts returns the integers of reply, a script's array reply, in

@@ -130,8 +130,8 @@ func reply(admitted int64, limits ...[4]int64) []any {
 }
 
 // TestLimiterArgs checks what each algorithm sends: the keys, then the
-// cost, the shadow flags, whether denials count, and each limit's own
-// arguments.
+// counting mode, the alignment to the epoch, the kinds, the shadow flags
+// and the stride, then each limit's cost, limit and own arguments.
 func TestLimiterArgs(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 10, Window: time.Minute}
@@ -140,10 +140,10 @@ func TestLimiterArgs(t *testing.T) {
 		algo string
 		want []any
 	}{
-		{"fixed_window", []any{int64(3), "01", "1", "rr", 3, int64(10), int64(60e3), int64(0), int64(100), int64(3600e3), int64(0)}},
-		{"sliding_log", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(60e6), int64(60e3), int64(100), int64(3600e6), int64(3600e3)}},
-		{"sliding_window", []any{int64(3), "01", "0", "rr", 2, int64(10), int64(60e6), int64(100), int64(3600e6)}},
-		{"token_bucket", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(6e6), int64(60e6), int64(100), int64(36e6), int64(3600e6)}},
+		{"fixed_window", []any{"1", "0", "rr", "01", 3, 3, int64(10), int64(60e3), 3, int64(100), int64(3600e3)}},
+		{"sliding_log", []any{"0", "0", "rr", "01", 4, 3, int64(10), int64(60e6), int64(60e3), 3, int64(100), int64(3600e6), int64(3600e3)}},
+		{"sliding_window", []any{"0", "0", "rr", "01", 3, 3, int64(10), int64(60e6), 3, int64(100), int64(3600e6)}},
+		{"token_bucket", []any{"0", "0", "rr", "01", 4, 3, int64(10), int64(6e6), int64(60e6), 3, int64(100), int64(36e6), int64(3600e6)}},
 	}
 	for _, tt := range tests {
 		f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0})}
@@ -164,22 +164,32 @@ func TestLimiterArgs(t *testing.T) {
 
 // TestLimiterArgsEnvoy checks what a request of Envoy's rate limit
 // service adds: each limit's cost, the quota flags, counting an admitted
-// request's every limit, and the fixed window's alignment to the epoch.
+// request's every limit, and the fixed window's alignment to the epoch,
+// script-wide: a request that mixes aligned limits with others is
+// refused.
 func TestLimiterArgsEnvoy(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 10, Window: time.Minute}
 	f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0}, [4]int64{1, 9, 60e6, 0})}
 	req := request(1, rule, rule, rule)
-	req.Limits[0].Quota, req.Limits[0].Epoch = true, true
+	req.Limits[0].Quota = true
 	req.Limits[1].Quota, req.Limits[1].Shadow = true, true
+	for i := range req.Limits {
+		req.Limits[i].Epoch = true
+	}
 	req.Costs = []int64{3, 0, 12}
 	req.CountOver = true
-	if _, err := newLimiter(t, "fixed_window", f, redis.Options{}).Allow(t.Context(), req); err != nil {
+	l := newLimiter(t, "fixed_window", f, redis.Options{})
+	if _, err := l.Allow(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	want := []any{"3,0,12", "230", "2", "rrr", 3, int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(0), int64(10), int64(60e3), int64(0)}
+	want := []any{"2", "1", "rrr", "230", 3, 3, int64(10), int64(60e3), 0, int64(10), int64(60e3), 12, int64(10), int64(60e3)}
 	if !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)
+	}
+	req.Limits[2].Epoch = false
+	if _, err := l.Allow(t.Context(), req); err == nil {
+		t.Error("a request mixing limits aligned to the epoch with others: no error")
 	}
 }
 
@@ -298,8 +308,8 @@ func TestLimiterCalendarArgs(t *testing.T) {
 		t.Errorf("keys %q, want %q", f.keys, want)
 	}
 	ms := func(n int) int64 { return start.AddDate(0, 0, n).UnixMilli() }
-	want := []any{int64(1), "00", "0", "rc", 5, int64(10), int64(6e6), int64(60e6), 0, 0,
-		int64(1000), ms(-1), ms(0), ms(1), ms(2)}
+	want := []any{"0", "0", "rc", "00", 6, 1, int64(10), int64(6e6), int64(60e6), 0, 0,
+		1, int64(1000), ms(-1), ms(0), ms(1), ms(2)}
 	if !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)
 	}
@@ -327,8 +337,8 @@ func (f slotsRedis) Process(ctx context.Context, c goredis.Cmder) error {
 	return f.fakeRedis.Process(ctx, c)
 }
 
-// TestLimiterSlotArgs: a concurrency limit is kind 'n' with its limit,
-// the lease in ms, the request's holder and no holder to remove first;
+// TestLimiterSlotArgs: a concurrency limit is kind 'n' with its cost,
+// its limit, the lease in ms, the request's holder and no holder to remove first;
 // an admitted verdict's Release has the releaser send the holder's
 // removal (one ZREM) once, and until it is confirmed the next decision
 // on the key removes the holder first; without leases the request fails.
@@ -350,11 +360,11 @@ func TestLimiterSlotArgs(t *testing.T) {
 	if err != nil || !v.Allowed || v.Release == nil || v.Decisions[1].Remaining != 4 {
 		t.Fatalf("Allow: %+v, %v; want admitted, 4 slots free, a Release", v, err)
 	}
-	if len(f.args) != 15 {
+	if len(f.args) != 17 {
 		t.Fatalf("args %v", f.args)
 	}
-	holder, _ := f.args[12].(string)
-	want := []any{int64(3), "00", "0", "rn", 5, int64(10), int64(60e3), int64(0), 0, 0, int64(5), int64(3000), holder, 0, 0}
+	holder, _ := f.args[14].(string)
+	want := []any{"0", "0", "rn", "00", 6, 3, int64(10), int64(60e3), 0, 0, 0, 3, int64(5), int64(3000), holder, 0, 0}
 	if !equalArgs(f.args, want) || !strings.HasPrefix(holder, "r1:") {
 		t.Errorf("args %v, want %v with a holder r1:…", f.args, want)
 	}
@@ -379,8 +389,8 @@ func TestLimiterSlotArgs(t *testing.T) {
 	if _, err := l.Allow(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.args); n != 16 || !equalArgs(f.args[13:], []any{16, 1, holder}) {
-		t.Errorf("a decision while the release is unconfirmed: args %v, want the holder to remove first (ARGV[16], 1)", f.args)
+	if n := len(f.args); n != 18 || !equalArgs(f.args[15:], []any{18, 1, holder}) {
+		t.Errorf("a decision while the release is unconfirmed: args %v, want the holder to remove first (ARGV[18], 1)", f.args)
 	}
 	close(f.gate)
 	select {
@@ -394,7 +404,7 @@ func TestLimiterSlotArgs(t *testing.T) {
 	if _, err := l.Allow(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	if other := f.args[12]; other == holder || len(f.args) != 15 {
+	if other := f.args[14]; other == holder || len(f.args) != 17 {
 		t.Errorf("after the removal was confirmed: args %v, want a new holder and nothing to remove", f.args)
 	}
 	// A denied request holds nothing.

@@ -48,6 +48,3 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 	}
 	return nil
 }
-
-// modePeek is the script's ARGV[3] of a peek, boxed once.
-var modePeek any = "p"

@@ -4,9 +4,12 @@
 -- limit − cost + 1 units were admitted in the trailing window. A unit
 -- leaves the window once window has passed since it. The key's TTL is
 -- one window from its newest unit.
--- ARGV per limit: limit, window in µs, TTL in ms (the window, rounded up).
+-- Arguments per limit: L_LIMIT, L_WINDOW_US, L_TTL_MS (the window, rounded up).
 local now = clock() -- every decision of this algorithm reads the clock
-local S = 3
+-- layout: generated from adapters/redis/codec.go (TestLayout)
+local L_WINDOW_US = 3
+local L_TTL_MS = 4
+-- end of layout
 
 -- age returns the age (µs) of the unit of rank k (1: the oldest) in
 -- st's key, read once per state: decide needs it only to say when a
@@ -20,7 +23,7 @@ local function age(st, k)
 end
 
 local function read(i, key)
-  local limit, window = arg(S, i, 1), arg(S, i, 2)
+  local limit, window = arg(i, L_LIMIT), arg(i, L_WINDOW_US)
   if peek then
     -- Read only: the units still in the window, at most the newest limit.
     local count = math.min(redis.call('ZCOUNT', key, '(' .. string.format('%d', now - window), '+inf'), limit)
@@ -42,7 +45,7 @@ local function read(i, key)
 end
 
 local function decide(i, st, c)
-  local limit, window = arg(S, i, 1), arg(S, i, 2)
+  local limit, window = arg(i, L_LIMIT), arg(i, L_WINDOW_US)
   local count = st.count
   if c > 0 and count + c <= limit then
     return {1, limit - count - c, window, 0}
@@ -68,11 +71,11 @@ local function spend(i, key, st, c)
   local n = st.count
   -- At most up to the limit: a limit spent while it denies (counting an
   -- admitted request's every limit) is full, no more.
-  for _ = 1, math.min(c, arg(S, i, 1) - n) do
+  for _ = 1, math.min(c, arg(i, L_LIMIT) - n) do
     while redis.call('ZADD', key, 'NX', at, at .. ':' .. n) == 0 do
       n = n + 1
     end
     n = n + 1
   end
-  redis.call('PEXPIRE', key, arg(S, i, 3))
+  redis.call('PEXPIRE', key, arg(i, L_TTL_MS))
 end

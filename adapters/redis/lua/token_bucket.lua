@@ -2,10 +2,13 @@
 -- arrival time: when the bucket is full again), µs since the epoch, with
 -- a TTL until then (at most one window). A request takes cost tokens
 -- when TAT − now + cost × interval ≤ limit × interval.
--- ARGV per limit: limit (the bucket's size), emission interval in µs
--- (window / limit, at least 1), window in µs.
+-- Arguments per limit: L_LIMIT (the bucket's size), L_INTERVAL_US (the
+-- emission interval: window / limit, at least 1), L_WINDOW_US.
 local now = clock() -- every decision of this algorithm reads the clock
-local S = 3
+-- layout: generated from adapters/redis/codec.go (TestLayout)
+local L_INTERVAL_US = 3
+local L_WINDOW_US = 4
+-- end of layout
 
 local function read(i, key)
   local tat = tonumber(redis.call('GET', key) or '0')
@@ -13,7 +16,7 @@ local function read(i, key)
 end
 
 local function decide(i, st, c)
-  local limit, interval, window = arg(S, i, 1), arg(S, i, 2), arg(S, i, 3)
+  local limit, interval, window = arg(i, L_LIMIT), arg(i, L_INTERVAL_US), arg(i, L_WINDOW_US)
   local capacity, ahead = limit * interval, st.ahead
   local remaining = 0
   if ahead < capacity then
@@ -32,15 +35,15 @@ end
 local function spend(i, key, st, c, r)
   -- At most an empty bucket: a limit spent while it denies (counting an
   -- admitted request's every limit) owes no more than its capacity.
-  local next = math.min(st.ahead + c * arg(S, i, 2), arg(S, i, 1) * arg(S, i, 2))
+  local next = math.min(st.ahead + c * arg(i, L_INTERVAL_US), arg(i, L_LIMIT) * arg(i, L_INTERVAL_US))
   redis.call('SET', key, string.format('%d', now + next), 'PX', math.ceil(next / 1000))
 end
 
 -- One enforced limit (most requests): an admission decided and spent
 -- in place, without run's tables (a denial takes decide's path); the
 -- same verdict.
-if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
-  local key, limit, interval = KEYS[1], arg(S, 1, 1), arg(S, 1, 2)
+if n == 1 and not peek and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
+  local key, limit, interval = KEYS[1], arg(1, L_LIMIT), arg(1, L_INTERVAL_US)
   local st = read(1, key)
   local capacity, next = limit * interval, st.ahead + cost * interval
   if cost <= limit and next <= capacity then
