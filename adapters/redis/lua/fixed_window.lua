@@ -55,18 +55,29 @@ local function take_back(key, c, created)
   end
 end
 
--- The gateway's default shape, one enforced limit that counts every
--- request, spends first and decides after (the seed's INCR first),
--- without the machinery of several limits: the same verdict as run's,
--- in fewer commands.
-if n == 1 and count_denied and not peek and cost > 0 and flags == '0' and kinds == 'r' and not aligned then
-  local count, _, left = spend_first(1, cost)
+-- One enforced limit (the gateway's default, a policy's one limit):
+-- spend first and decide after (INCRBY, PTTL: 2 commands where reading,
+-- deciding, then spending takes 3), without the machinery of several
+-- limits, and take a denial's spend back unless denials count (a key the
+-- request created is deleted: a denial writes nothing). The same verdict
+-- as run's, in fewer commands.
+if n == 1 and not peek and cost > 0 and flags == '0' and kinds == 'r' and not aligned then
+  local count, pttl, left = spend_first(1, cost)
   if count then
     local limit = arg(1, L_LIMIT)
     if count <= limit then
       return {1, 1, limit - count, left, 0, 0}
     end
-    return {0, 0, 0, left, left, 0}
+    if count_denied then
+      return {0, 0, 0, left, left, 0}
+    end
+    local created = pttl == -1 and count == cost
+    take_back(KEYS[1], cost, created)
+    if created then -- a cost above the limit, on a fresh window
+      local w = arg(1, L_WINDOW_MS) * 1000
+      return {0, 0, limit, w, w, 0}
+    end
+    return {0, 0, math.max(limit - count + cost, 0), left, left, 0}
   end
 end
 
@@ -118,15 +129,15 @@ if n == 1 and not peek and cost > 0 and flags == '0' and kinds == 'r' and aligne
   end
 end
 
--- A policy's usual shape, one enforced limit or several, each on its own
--- key (not aligned to the epoch): spend first (INCRBY, PTTL per
+-- A policy's usual shape, several enforced limits, each on its own key
+-- (not aligned to the epoch): spend first (INCRBY, PTTL per
 -- limit: 2 commands where reading, deciding, then spending takes 3),
 -- and when one denies and denials do not count, take the spends back
 -- (a key the request created is deleted: a denial writes nothing). The
 -- same verdict as run's. Limits that share a key (Envoy's descriptors)
 -- take run's path: each is decided after the ones before it.
 local function fast_many()
-  if n > 8 or peek or aligned then
+  if n < 2 or n > 8 or peek or aligned then
     return false
   end
   for i = 1, n do
