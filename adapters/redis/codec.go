@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -154,10 +155,8 @@ type call struct {
 	shape  shape
 	mode   mode
 	holder string        // the request's slots' holder ("": takes none)
-	lease  time.Duration // the slots' lease
-	// released returns the holders to remove first under a slot key.
-	released func(key string) []string
-	now      time.Time // the replica's clock, for calendar periods
+	leases *fleet.Leases // the slots' leases, with a holder
+	now    time.Time     // the replica's clock, for calendar periods
 }
 
 // encode returns the arguments of c's EVALSHA (numkeys, KEYS, ARGV) in
@@ -249,9 +248,9 @@ func (c *call) slot(b *args, base int, lim domain.Limit, first int, released []s
 	if c.holder == "" {
 		return released
 	}
-	b.put(base, slotLease, c.lease.Milliseconds())
+	b.put(base, slotLease, c.leases.Lease().Milliseconds())
 	b.setStr(base+slotHolder-1, c.holder)
-	if hs := c.released(lim.Key); len(hs) > 0 {
+	if hs := c.leases.Released(lim.Key); len(hs) > 0 {
 		b.put(base, slotFirst, int64(first+len(released)))
 		b.put(base, slotCount, int64(len(hs)))
 		released = append(released, hs...)

@@ -145,7 +145,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, m mode) (domain.V
 		if l.opts.Leases == nil {
 			return domain.Verdict{}, errNoLeases
 		}
-		c.holder, c.lease, c.released = l.opts.Leases.Holder(), l.opts.Leases.Lease(), l.opts.Leases.Released
+		c.holder, c.leases = l.opts.Leases.Holder(), l.opts.Leases
 	}
 	b, err := c.encode()
 	if err != nil {
