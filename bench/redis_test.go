@@ -189,7 +189,7 @@ func tollgateSlots(b *testing.B, addr string, _ int) decideFunc {
 }
 
 // batching is how tollgate's client sends decisions: nil, its coalescer
-// (the gateway's only way); else a ClientOptions.Send, made for one
+// (the gateway's only way); else a conn.Options.Send, made for one
 // benchmark, to compare designs.
 type batching func(b *testing.B) func(ctx context.Context, rdb goredis.UniversalClient, cmd goredis.Cmder) error
 
