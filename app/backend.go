@@ -11,7 +11,8 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/adapters/layers"
-	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
@@ -91,9 +92,9 @@ func storeNames() string {
 // validRedisURL checks TOLLGATE_REDIS_URL when the store is Redis.
 func validRedisURL(c Config) error {
 	if c.RedisMode == RedisCluster {
-		return redis.ValidateClusterURL(c.RedisURL)
+		return conn.ValidateClusterURL(c.RedisURL)
 	}
-	return redis.ValidateURL(c.RedisURL)
+	return conn.ValidateURL(c.RedisURL)
 }
 
 // backendEnv is what a store's open may use besides the config.
@@ -215,7 +216,7 @@ func memoryMaxKeys(cfg Config) int {
 // openRedis is the Redis store's open: a client tuned for a gateway,
 // checked (and its connections warmed) at start-up.
 func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) {
-	client, err := redis.Open(cfg.RedisURL, redis.ClientOptions{
+	client, err := conn.Open(cfg.RedisURL, conn.Options{
 		Timeout: cfg.RedisTimeout,
 		Cluster: cfg.RedisMode == RedisCluster,
 	})
@@ -227,7 +228,7 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 	}
 	checkRedis(ctx, client, cfg, env.log)
 	// The slots of concurrency limits: leases this replica renews.
-	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: cfg.Lease, Replica: env.replica, OnError: env.onError})
+	leases := fleet.NewLeases(client, fleet.LeaseOptions{Lease: cfg.Lease, Replica: env.replica, OnError: env.onError})
 	vs, usage, err := redisViews(cfg, client, leases)
 	if err != nil {
 		leases.Close()
@@ -239,13 +240,13 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 
 // redisShared is what the Redis store of client gives the layers: the
 // replicas counted and the resets carried through it.
-func redisShared(client *redis.Client) *sharedStore {
+func redisShared(client *conn.Client) *sharedStore {
 	return &sharedStore{
 		countReplicas: func(cfg Config, env backendEnv) (func() int, io.Closer) {
-			return countReplicas(cfg, redis.NewReplicas(client, cfg.KeyPrefix), env)
+			return countReplicas(cfg, fleet.NewReplicas(client, cfg.KeyPrefix), env)
 		},
 		listenResets: func(prefix string, heard func(domain.TenantID, []string)) resetBus {
-			return redis.ListenResets(client, prefix, heard)
+			return fleet.ListenResets(client, prefix, heard)
 		},
 	}
 }

@@ -20,7 +20,7 @@ import (
 const redisStartupTimeout = 2 * time.Second
 
 // redisChecker is what checkRedis asks of the Redis client
-// (*redis.Client, which only backend.go sees).
+// (*conn.Client, which only backend.go sees).
 type redisChecker interface {
 	// Warm opens and verifies the connections decisions will use.
 	Warm(ctx context.Context) error

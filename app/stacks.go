@@ -5,6 +5,8 @@ import (
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -92,7 +94,7 @@ func memoryView(v view) memory.View {
 
 // redisViews builds cfg's views on client, sharing it and leases, and
 // returns the HTTP faces' limiter again as the store's usage.
-func redisViews(cfg Config, client *redis.Client, leases *redis.Leases) (views, *redis.Limiter, error) {
+func redisViews(cfg Config, client *conn.Client, leases *fleet.Leases) (views, *redis.Limiter, error) {
 	build := func(v view) (*redis.Limiter, error) {
 		// the client times each decision from its send
 		return redis.New(client, cfg.Algorithm, redis.Options{Leases: leases, Counting: v.counting, Windows: v.windows})

@@ -21,6 +21,8 @@ import (
 
 	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -69,14 +71,14 @@ func peerClient(b *testing.B, addr string, goroutines int) *goredis.Client {
 }
 
 // tollgateRedis returns tollgate's algo on a client opened as the
-// gateway opens it (redis.Open), with batching.
-func tollgateRedis(algo string, batching redis.Batching) func(*testing.B, string, int) decideFunc {
+// gateway opens it (conn.Open), with batching.
+func tollgateRedis(algo string, batching batching) func(*testing.B, string, int) decideFunc {
 	return tollgateLanes(algo, batching, 0)
 }
 
 // tollgateLanes is tollgateRedis with lanes concurrent round trips (0:
 // the default).
-func tollgateLanes(algo string, batching redis.Batching, lanes int) func(*testing.B, string, int) decideFunc {
+func tollgateLanes(algo string, batching batching, lanes int) func(*testing.B, string, int) decideFunc {
 	return tollgateLimits(algo, batching, lanes, oneLimit)
 }
 
@@ -122,7 +124,7 @@ func monthly(t domain.TenantID, _ string) []domain.Limit {
 
 // tollgateLimits is tollgateLanes with each tenant's limits built by
 // limits.
-func tollgateLimits(algo string, batching redis.Batching, lanes int, limits limitsFunc) func(*testing.B, string, int) decideFunc {
+func tollgateLimits(algo string, batching batching, lanes int, limits limitsFunc) func(*testing.B, string, int) decideFunc {
 	return func(b *testing.B, addr string, _ int) decideFunc {
 		// As the gateway: its default limit on the fixed window counts
 		// denials, a policy's limits (several, a calendar quota) are all
@@ -155,7 +157,7 @@ func tollgateLimits(algo string, batching redis.Batching, lanes int, limits limi
 // peek mode, nothing written.
 func tollgatePeek(algo string, limits limitsFunc) func(*testing.B, string, int) decideFunc {
 	return func(b *testing.B, addr string, _ int) decideFunc {
-		lim := openTollgate(b, addr, algo, redis.BatchCoalesce, 0, domain.CountAdmitted)
+		lim := openTollgate(b, addr, algo, coalesce, 0, domain.CountAdmitted)
 		reqs := make([]domain.Request, tenants)
 		for i := range reqs {
 			t := domain.TenantID("tenant-" + strconv.Itoa(i))
@@ -173,7 +175,7 @@ func tollgatePeek(algo string, limits limitsFunc) func(*testing.B, string, int) 
 // given back (the release's round trip), both in one call. The limit is
 // high enough that no request is denied.
 func tollgateSlots(b *testing.B, addr string, _ int) decideFunc {
-	lim := openTollgate(b, addr, domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, domain.CountAdmitted)
+	lim := openTollgate(b, addr, domain.AlgorithmFixedWindow, coalesce, 0, domain.CountAdmitted)
 	reqs := make([]domain.Request, tenants)
 	for i := range reqs {
 		t := domain.TenantID("tenant-" + strconv.Itoa(i))
@@ -194,11 +196,65 @@ func tollgateSlots(b *testing.B, addr string, _ int) decideFunc {
 	}
 }
 
+// batching is how tollgate's client sends decisions: nil, its coalescer
+// (the gateway's only way); else a conn.Options.Send, made for one
+// benchmark, to compare designs.
+type batching func(b *testing.B) func(ctx context.Context, rdb goredis.UniversalClient, cmd goredis.Cmder) error
+
+// coalesce is the gateway's batching: concurrent decisions share round
+// trips through the client's coalescer.
+var coalesce batching
+
+// autoPipeline hands every decision to go-redis's experimental blocking
+// AutoPipeline, made on the client's first command. It does not honour
+// a caller's deadline once a command is queued.
+func autoPipeline(b *testing.B) func(context.Context, goredis.UniversalClient, goredis.Cmder) error {
+	var (
+		once sync.Once
+		ap   *goredis.AutoPipeliner
+		err  error
+	)
+	b.Cleanup(func() {
+		if ap != nil {
+			_ = ap.Close()
+		}
+	})
+	return func(ctx context.Context, rdb goredis.UniversalClient, cmd goredis.Cmder) error {
+		once.Do(func() {
+			p, ok := rdb.(interface {
+				AutoPipeline() (*goredis.AutoPipeliner, error)
+			})
+			if !ok {
+				err = fmt.Errorf("%T has no AutoPipeline", rdb)
+				return
+			}
+			ap, err = p.AutoPipeline()
+		})
+		if err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return ap.Process(ctx, cmd)
+	}
+}
+
+// unbatched sends every decision on its own round trip, holding a
+// pooled connection for it.
+func unbatched(*testing.B) func(context.Context, goredis.UniversalClient, goredis.Cmder) error {
+	return func(ctx context.Context, rdb goredis.UniversalClient, cmd goredis.Cmder) error {
+		return rdb.Process(ctx, cmd)
+	}
+}
+
 // openTollgate opens tollgate's algo on addr as the gateway does, with
 // the leases of concurrency limits (renewed every lease/3, 10 s),
 // counting by counting.
-func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lanes int, counting domain.Counting) *redis.Limiter {
-	c, err := redis.OpenForBenchmark("redis://"+addr+"/0", redis.ClientOptions{Timeout: redisTimeout, Lanes: lanes}, batching)
+func openTollgate(b *testing.B, addr, algo string, batching batching, lanes int, counting domain.Counting) *redis.Limiter {
+	opts := conn.Options{Timeout: redisTimeout, Lanes: lanes}
+	if batching != nil {
+		opts.Send = batching(b)
+	}
+	c, err := conn.Open("redis://"+addr+"/0", opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -206,7 +262,7 @@ func openTollgate(b *testing.B, addr, algo string, batching redis.Batching, lane
 	if err := c.Warm(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	leases := redis.NewLeases(c, redis.LeaseOptions{Lease: 10 * time.Second, Replica: "bench"})
+	leases := fleet.NewLeases(c, fleet.LeaseOptions{Lease: 10 * time.Second, Replica: "bench"})
 	b.Cleanup(func() { leases.Close() })
 	// As the gateway: the client times each decision from its send.
 	lim, err := redis.New(c, algo, redis.Options{Leases: leases, Counting: counting})
@@ -263,20 +319,20 @@ var redisLimiters = []struct {
 	name string
 	new  func(*testing.B, string, int) decideFunc
 }{
-	{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchCoalesce)},
-	{"tollgate-sliding_log", tollgateRedis(domain.AlgorithmSlidingLog, redis.BatchCoalesce)},
-	{"tollgate-sliding_window", tollgateRedis(domain.AlgorithmSlidingWindow, redis.BatchCoalesce)},
-	{"tollgate-token_bucket", tollgateRedis(domain.AlgorithmTokenBucket, redis.BatchCoalesce)},
-	{"tollgate-fixed_window-3limits", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, threeLimits)},
-	{"tollgate-sliding_window-3limits", tollgateLimits(domain.AlgorithmSlidingWindow, redis.BatchCoalesce, 0, threeLimits)},
-	{"tollgate-calendar_month", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, monthly)},
+	{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, coalesce)},
+	{"tollgate-sliding_log", tollgateRedis(domain.AlgorithmSlidingLog, coalesce)},
+	{"tollgate-sliding_window", tollgateRedis(domain.AlgorithmSlidingWindow, coalesce)},
+	{"tollgate-token_bucket", tollgateRedis(domain.AlgorithmTokenBucket, coalesce)},
+	{"tollgate-fixed_window-3limits", tollgateLimits(domain.AlgorithmFixedWindow, coalesce, 0, threeLimits)},
+	{"tollgate-sliding_window-3limits", tollgateLimits(domain.AlgorithmSlidingWindow, coalesce, 0, threeLimits)},
+	{"tollgate-calendar_month", tollgateLimits(domain.AlgorithmFixedWindow, coalesce, 0, monthly)},
 	{"tollgate-usage_peek", tollgatePeek(domain.AlgorithmFixedWindow, threeLimits)},
 	// A concurrency limit's acquire and release together (two round
 	// trips), beside one fixed-window decision (one).
 	{"tollgate-concurrency", tollgateSlots},
-	{"tollgate-fixed_window-lanes1", tollgateLanes(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 1)},
-	{"tollgate-fixed_window-autopipeline", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchAutoPipeline)},
-	{"tollgate-fixed_window-unbatched", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchNone)},
+	{"tollgate-fixed_window-lanes1", tollgateLanes(domain.AlgorithmFixedWindow, coalesce, 1)},
+	{"tollgate-fixed_window-autopipeline", tollgateRedis(domain.AlgorithmFixedWindow, autoPipeline)},
+	{"tollgate-fixed_window-unbatched", tollgateRedis(domain.AlgorithmFixedWindow, unbatched)},
 	{"ulule-limiter", ulule},
 	{"redis_rate", redisRate},
 	{"go-redis-incr", bareIncr},
@@ -411,13 +467,13 @@ func BenchmarkShapeCost(b *testing.B) {
 		name string
 		new  func(*testing.B, string, int) decideFunc
 	}{
-		{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, redis.BatchCoalesce)},
-		{"tollgate-fixed_window-3limits", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, threeLimits)},
-		{"tollgate-calendar_month", tollgateLimits(domain.AlgorithmFixedWindow, redis.BatchCoalesce, 0, monthly)},
+		{"tollgate-fixed_window", tollgateRedis(domain.AlgorithmFixedWindow, coalesce)},
+		{"tollgate-fixed_window-3limits", tollgateLimits(domain.AlgorithmFixedWindow, coalesce, 0, threeLimits)},
+		{"tollgate-calendar_month", tollgateLimits(domain.AlgorithmFixedWindow, coalesce, 0, monthly)},
 		{"tollgate-concurrency", tollgateSlots},
-		{"tollgate-token_bucket", tollgateRedis(domain.AlgorithmTokenBucket, redis.BatchCoalesce)},
-		{"tollgate-sliding_window", tollgateRedis(domain.AlgorithmSlidingWindow, redis.BatchCoalesce)},
-		{"tollgate-sliding_log", tollgateRedis(domain.AlgorithmSlidingLog, redis.BatchCoalesce)},
+		{"tollgate-token_bucket", tollgateRedis(domain.AlgorithmTokenBucket, coalesce)},
+		{"tollgate-sliding_window", tollgateRedis(domain.AlgorithmSlidingWindow, coalesce)},
+		{"tollgate-sliding_log", tollgateRedis(domain.AlgorithmSlidingLog, coalesce)},
 	}
 	info := peerClient(b, addr, 1)
 	// ns/op, CPU µs/op and Redis µs/op by impl, one per round: the last

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -312,7 +313,7 @@ type decisionLoad struct {
 
 func startLoad(t *testing.T, srv *redisServer, l redisLimiter) *decisionLoad {
 	t.Helper()
-	c, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: time.Second})
+	c, err := conn.Open(srv.URL, conn.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

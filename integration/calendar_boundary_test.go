@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
@@ -55,7 +56,7 @@ func calendarBoundary(t *testing.T, rdb goredis.UniversalClient) {
 			}
 		}
 	}
-	client := redis.NewClient(rdb)
+	client := conn.NewClient(rdb)
 	for _, a := range domain.Algorithms {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -29,12 +30,12 @@ import (
 func BenchmarkClusterVsSingle(b *testing.B) {
 	srv := startRedis(b)
 	cl := startCluster(b)
-	single, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: time.Second})
+	single, err := conn.Open(srv.URL, conn.Options{Timeout: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { single.Close() })
-	cluster, err := redis.Open(cl.Seed, redis.ClientOptions{Timeout: time.Second, Cluster: true})
+	cluster, err := conn.Open(cl.Seed, conn.Options{Timeout: time.Second, Cluster: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func BenchmarkClusterVsSingle(b *testing.B) {
 		}
 		for _, store := range []struct {
 			name   string
-			client *redis.Client
+			client *conn.Client
 		}{{"single", single}, {"cluster", cluster}} {
 			lim := redisLimiter{algorithm: a.Name}.new(store.client, redis.Options{Timeout: time.Second})
 			for _, r := range reqs { // keys and scripts in place

@@ -26,6 +26,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
@@ -332,7 +333,7 @@ func TestConcurrencyNoLeaks(t *testing.T) {
 	srv := startRedis(t)
 	up := apptest.NewUpstream(t)
 	prefix := uniquePrefix(t)
-	client, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: 2 * time.Second})
+	client, err := conn.Open(srv.URL, conn.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
@@ -25,11 +27,11 @@ func slotRequest(tenant domain.TenantID, n int64) domain.Request {
 // replica is one gateway replica's concurrency slots on a Redis: its own
 // leases and limiter.
 type replica struct {
-	leases  *redis.Leases
+	leases  *fleet.Leases
 	limiter ports.Limiter
 }
 
-func newReplica(t *testing.T, c *redis.Client, lease time.Duration) replica {
+func newReplica(t *testing.T, c *conn.Client, lease time.Duration) replica {
 	ls := newLeases(t, c, lease)
 	l, err := redis.New(c, domain.AlgorithmFixedWindow, redis.Options{Timeout: 5 * time.Second, Leases: ls})
 	if err != nil {
@@ -58,7 +60,7 @@ func TestConcurrencyLeases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rdb := tc.rdb(t)
-			client := redis.NewClient(rdb)
+			client := conn.NewClient(rdb)
 			const lease = time.Second
 			a, b := newReplica(t, client, lease), newReplica(t, client, lease)
 			// Tenants on every master of a cluster: renewals go to each.
@@ -130,7 +132,7 @@ func TestConcurrencyReleaseFails(t *testing.T) {
 		t.Skip("real time: seconds")
 	}
 	srv := startRedis(t)
-	rdb, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: 100 * time.Millisecond})
+	rdb, err := conn.Open(srv.URL, conn.Options{Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

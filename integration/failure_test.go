@@ -18,7 +18,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/adapters/layers"
-	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -462,7 +463,7 @@ func TestReplicaAnnouncements(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
 	prefix := uniquePrefix(t)
-	r := redis.NewReplicas(redis.NewClient(srv.Client), prefix)
+	r := fleet.NewReplicas(conn.NewClient(srv.Client), prefix)
 	ctx := context.Background()
 	ids := func(r ports.Roll) []string {
 		var out []string
@@ -480,7 +481,7 @@ func TestReplicaAnnouncements(t *testing.T) {
 	// vouched announces id through rs until Redis vouches for want
 	// listeners (its listener subscribes after its first announcement,
 	// in the background).
-	vouched := func(rs *redis.Replicas, id string, want int) {
+	vouched := func(rs *fleet.Replicas, id string, want int) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
@@ -507,7 +508,7 @@ func TestReplicaAnnouncements(t *testing.T) {
 	}
 	// Another Replicas listens once it announced, and no longer once it
 	// withdraws.
-	other := redis.NewReplicas(redis.NewClient(srv.Client), prefix)
+	other := fleet.NewReplicas(conn.NewClient(srv.Client), prefix)
 	vouched(other, "c", 2)
 	if err := other.Withdraw(ctx, "c"); err != nil {
 		t.Fatal(err)
@@ -622,7 +623,7 @@ func TestReplicaListenersFollowTheMaster(t *testing.T) {
 	c := startCluster(t)
 	prefix := uniquePrefix(t)
 	key := prefix + "replicas"
-	rs := []*redis.Replicas{redis.NewReplicas(redis.NewClient(c.Client), prefix), redis.NewReplicas(redis.NewClient(c.Client), prefix)}
+	rs := []*fleet.Replicas{fleet.NewReplicas(conn.NewClient(c.Client), prefix), fleet.NewReplicas(conn.NewClient(c.Client), prefix)}
 	ctx := t.Context()
 	bothVouched := func(step string) {
 		t.Helper()

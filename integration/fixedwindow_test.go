@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -34,7 +35,7 @@ func fixedWindowBy(srv *redisServer, countDenied bool, w domain.Windows) ports.L
 	if countDenied {
 		opts.Counting = domain.CountEvery
 	}
-	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(redis.NewClient(srv.Client), opts)
+	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(srv.Client), opts)
 }
 
 // TestRedisFixedWindowStorm: concurrent decisions on one key admit

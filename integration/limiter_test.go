@@ -12,6 +12,8 @@ import (
 
 	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
@@ -24,7 +26,7 @@ type redisLimiter struct {
 }
 
 // new returns l's limiter on c.
-func (l redisLimiter) new(c *redis.Client, o redis.Options) ports.Limiter {
+func (l redisLimiter) new(c *conn.Client, o redis.Options) ports.Limiter {
 	lim, err := redis.New(c, l.algorithm, o)
 	if err != nil {
 		panic(err) // every row has a Redis limiter: adapters/redis's TestEveryAlgorithm
@@ -51,7 +53,7 @@ func one(key string, rule domain.Rule) domain.Request {
 // short window, and slack for the round trips between the test's sleeps
 // and Redis's TIME.
 func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Duration) portstest.LimiterHarness {
-	client := redis.NewClient(rdb)
+	client := conn.NewClient(rdb)
 	return portstest.LimiterHarness{
 		New: func(t *testing.T) ports.Limiter {
 			return l.new(client, redis.Options{Timeout: 5 * time.Second, Leases: newLeases(t, client, testLease)})
@@ -75,8 +77,8 @@ const testLease = 2 * time.Second
 
 // newLeases returns the leases of a replica of its own on c, renewed
 // until t ends.
-func newLeases(t testing.TB, c *redis.Client, lease time.Duration) *redis.Leases {
-	ls := redis.NewLeases(c, redis.LeaseOptions{Lease: lease, Replica: "it-" + string(portstest.Tenant())})
+func newLeases(t testing.TB, c *conn.Client, lease time.Duration) *fleet.Leases {
+	ls := fleet.NewLeases(c, fleet.LeaseOptions{Lease: lease, Replica: "it-" + string(portstest.Tenant())})
 	t.Cleanup(func() { ls.Close() })
 	return ls
 }
@@ -181,7 +183,7 @@ func TestClusterLimiterSurvivesScriptFlush(t *testing.T) {
 func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 5, Window: time.Hour}
 	for _, l := range redisLimiters {
-		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+		lim := l.new(conn.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
 		key := keylayout.Key("it:flush:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		for i := range int64(4) {
 			if i == 2 {
@@ -222,7 +224,7 @@ func TestClusterLimiterOneRoundTrip(t *testing.T) {
 func oneRoundTrip(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 3, Window: time.Hour}
 	for _, l := range redisLimiters {
-		lim := l.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+		lim := l.new(conn.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
 		key := keylayout.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		if _, err := lim.Allow(t.Context(), one(key, rule), nil); err != nil { // loads the script
 			t.Fatal(err)
@@ -265,7 +267,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 	rule := domain.Rule{Limit: 100, Window: time.Minute}
 	ctx := context.Background()
 	for _, l := range redisLimiters {
-		lim := l.new(redis.NewClient(client), redis.Options{Timeout: time.Second})
+		lim := l.new(conn.NewClient(client), redis.Options{Timeout: time.Second})
 		reqs := make([]domain.Request, len(keys))
 		for i, k := range keys {
 			reqs[i] = one(k, rule)
@@ -313,7 +315,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 func TestSlidingLogCostIsOneMember(t *testing.T) {
 	t.Parallel()
 	rdb := startRedis(t).Client
-	lim := redisLimiter{domain.AlgorithmSlidingLog, domain.AlgorithmSlidingLog}.new(redis.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+	lim := redisLimiter{domain.AlgorithmSlidingLog, domain.AlgorithmSlidingLog}.new(conn.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
 	key := "it:{" + string(portstest.Tenant()) + "}:sliding_log"
 	huge := domain.Rule{Limit: 100_000_000, Window: time.Hour}
 	req := one(key, huge)

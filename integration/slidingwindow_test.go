@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestRedisSlidingWindowWeighsThePreviousWindow(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	lim := redisLimiter{algorithm: domain.AlgorithmSlidingWindow}.new(redis.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
+	lim := redisLimiter{algorithm: domain.AlgorithmSlidingWindow}.new(conn.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
 	const w, limit, p = 2 * time.Second, 100, 40
 	rule := domain.Rule{Limit: limit, Window: w}
 	key := uniquePrefix(t) + "{it}"

@@ -13,7 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/faces/admin"
@@ -211,9 +212,9 @@ func resetsReachEveryReplica(t *testing.T, rdb goredis.UniversalClient) {
 		keys   string
 	}
 	heard := make(chan reset, 16)
-	var listeners []*redis.Resets
+	var listeners []*fleet.Resets
 	for range 3 {
-		l := redis.ListenResets(redis.NewClient(rdb), prefix, func(id domain.TenantID, keys []string) { heard <- reset{id, strings.Join(keys, ",")} })
+		l := fleet.ListenResets(conn.NewClient(rdb), prefix, func(id domain.TenantID, keys []string) { heard <- reset{id, strings.Join(keys, ",")} })
 		listeners = append(listeners, l)
 		defer l.Close()
 	}

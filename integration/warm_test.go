@@ -12,7 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -32,7 +32,11 @@ func scriptSHAs(t *testing.T) []string {
 	}
 	var shas []string
 	for _, name := range append(domain.AlgorithmNames(), "replicas") {
-		src, err := os.ReadFile(dir + name + ".lua")
+		file := dir + name + ".lua"
+		if name == "replicas" {
+			file = "../adapters/redis/fleet/lua/replicas.lua"
+		}
+		src, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +79,7 @@ func TestWarmLoadsScriptsOnEveryMaster(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := redis.Open(cl.Seed, redis.ClientOptions{Timeout: time.Second, Cluster: true})
+		c, err := conn.Open(cl.Seed, conn.Options{Timeout: time.Second, Cluster: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +104,7 @@ func TestWarmLoadsScriptsOnEveryMaster(t *testing.T) {
 		if err := srv.Client.ScriptFlush(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		c, err := redis.Open(srv.URL, redis.ClientOptions{Timeout: time.Second})
+		c, err := conn.Open(srv.URL, conn.Options{Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,18 +54,20 @@ printf 'return 1\n' >"$dir/empty.lua"
 printf 'local c = redis.call("INCR", KEYS[1])\nif c == 1 then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end\nreturn {c, redis.call("PTTL", KEYS[1])}\n' >"$dir/incr.lua"
 lim=1000000000
 # label | script (a limiter body: between the prelude and lua/run.lua) | numkeys keys... args...
+# The arguments follow adapters/redis/codec.go: mode, aligned, kinds,
+# flags, stride, then per limit its cost, its limit and its own.
 shapes=(
   "empty script|-$dir/empty.lua|1 k{__rand_int__}"
   "INCR, PEXPIRE, PTTL (the peers' fixed window)|-$dir/incr.lua|1 k{__rand_int__} 60000"
-  "fixed window, the default limit (counts denials)|fixed_window|1 k{__rand_int__} 1 0 1 r 3 $lim 60000 0"
-  "fixed window, a policy's limit|fixed_window|1 k{__rand_int__} 1 0 0 r 3 $lim 60000 0"
-  "fixed window, three limits (1 s, 1 min, 1 h)|fixed_window|3 k{__rand_int__}a k{__rand_int__}b k{__rand_int__}c 1 000 0 rrr 3 $lim 1000 0 $lim 60000 0 $lim 3600000 0"
-  "fixed window aligned to the epoch (Envoy)|fixed_window|1 k{__rand_int__} 1 0 0 r 3 $lim 60000 1"
-  "calendar month|fixed_window|3 k{__rand_int__}c k{__rand_int__}p k{__rand_int__}n 1 0 0 c 5 $lim $p0 $p1 $p2 $p3"
-  "token bucket|token_bucket|1 k{__rand_int__} 1 0 0 r 3 $lim 60 60000000"
-  "sliding window|sliding_window|1 k{__rand_int__} 1 0 0 r 2 $lim 60000000"
-  "sliding log|sliding_log|1 k{__rand_int__} 1 0 0 r 3 $lim 60000000 60000"
-  "concurrency slot (acquire)|fixed_window|1 k{__rand_int__} 1 0 0 n 5 1000000 10000 bench:h 0 0"
+  "fixed window, the default limit (counts denials)|fixed_window|1 k{__rand_int__} 1 0 r 0 3 1 $lim 60000"
+  "fixed window, a policy's limit|fixed_window|1 k{__rand_int__} 0 0 r 0 3 1 $lim 60000"
+  "fixed window, three limits (1 s, 1 min, 1 h)|fixed_window|3 k{__rand_int__}a k{__rand_int__}b k{__rand_int__}c 0 0 rrr 000 3 1 $lim 1000 1 $lim 60000 1 $lim 3600000"
+  "fixed window aligned to the epoch (Envoy)|fixed_window|1 k{__rand_int__} 0 1 r 0 3 1 $lim 60000"
+  "calendar month|fixed_window|3 k{__rand_int__}c k{__rand_int__}p k{__rand_int__}n 0 0 c 0 6 1 $lim $p0 $p1 $p2 $p3"
+  "token bucket|token_bucket|1 k{__rand_int__} 0 0 r 0 4 1 $lim 60 60000000"
+  "sliding window|sliding_window|1 k{__rand_int__} 0 0 r 0 3 1 $lim 60000000"
+  "sliding log|sliding_log|1 k{__rand_int__} 0 0 r 0 4 1 $lim 60000000 60000"
+  "concurrency slot (acquire)|fixed_window|1 k{__rand_int__} 0 0 n 0 6 1 1000000 10000 bench:h 0 0"
 )
 
 # cost SCRIPT ARGS...: Redis's µs per call of SCRIPT over N calls.

@@ -1,11 +1,6 @@
 package redis
 
-import (
-	"strconv"
-	"sync"
-
-	"github.com/tollgate/tollgate/domain"
-)
+import "sync"
 
 // args builds one script call's arguments without boxing each value:
 // the strings and integers live in the builder, and the call holds
@@ -95,31 +90,16 @@ func (b *args) rawFrom(start int) {
 	b.a = append(b.a, &b.bytes[len(b.bytes)-1])
 }
 
-// cost appends the scripts' ARGV[1]: the cost every limit of the
-// request spends, or when they differ each limit's, comma-separated.
-func (b *args) cost(req domain.Request) {
-	if uniformCost(req.Limits) {
-		b.int(req.Limits[0].Cost)
+// put sets argument k (a layout constant: limCost, …) of the limit
+// whose arguments start at b.a[base] to v.
+func (b *args) put(base, k int, v int64) {
+	i := base + k - 1
+	if v >= 0 && v < 256 {
+		b.a[i] = v // boxed without allocating
 		return
 	}
-	start := len(b.buf)
-	for i, l := range req.Limits {
-		if i > 0 {
-			b.buf = append(b.buf, ',')
-		}
-		b.buf = strconv.AppendInt(b.buf, l.Cost, 10)
-	}
-	b.rawFrom(start)
-}
-
-// uniformCost reports whether every limit spends the same cost.
-func uniformCost(limits []domain.Limit) bool {
-	for _, l := range limits[1:] {
-		if l.Cost != limits[0].Cost {
-			return false
-		}
-	}
-	return true
+	b.ints = append(b.ints, v)
+	b.a[i] = &b.ints[len(b.ints)-1]
 }
 
 // replyInts returns the integers of reply, a script's array reply, in

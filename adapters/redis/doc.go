@@ -1,13 +1,14 @@
-// Package redis implements tollgate's stores on Redis, shared by every
-// gateway replica: a [Client] tuned for a gateway, and a [Limiter] of
-// every algorithm of [domain.Algorithms] ([New]). Every decision is one
-// Lua script over the keys of one request (which share a tenant's hash
-// tag and so a Redis Cluster slot): a shared prelude (lua/prelude.lua:
-// Redis time, arguments, the all-or-nothing skeleton) and the
-// algorithm's rule (lua/<algorithm>.lua), which decides every limit and
-// returns the verdict. It is sent in one round trip at most: concurrent
-// decisions share round trips (the Client's coalescer). Every key it
-// writes has a TTL, and windows run on Redis's clock, never a replica's.
+// Package redis implements tollgate's limiter on Redis, shared by every
+// gateway replica: a [Limiter] of every algorithm of [domain.Algorithms]
+// ([New]). Every decision is one Lua script over the keys of one request
+// (which share a tenant's hash tag and so a Redis Cluster slot): a
+// shared prelude (lua/prelude.lua: Redis time, arguments, the
+// all-or-nothing skeleton) and the algorithm's rule (lua/<algorithm>.lua),
+// which decides every limit and returns the verdict. It is sent in one
+// round trip at most: concurrent decisions share round trips (package
+// conn's client). Every key it writes has a TTL, and windows run on
+// Redis's clock, never a replica's. Concurrency limits hold their slots
+// as leases of package fleet.
 //
 // Keys are built by keys.Key; for tenant acme under the prefix rl:
 //

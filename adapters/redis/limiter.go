@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
 
 // Options configure a Redis limiter. The zero value is usable, and is
 // what the gateway runs: the client's timeout bounds each decision from
-// its send ([ClientOptions.Timeout]).
+// its send ([conn.Options.Timeout]).
 type Options struct {
 	// Timeout, if set, bounds a whole decision, its wait for a lane
 	// included, on top of the caller's context (tests and tools).
@@ -20,7 +22,7 @@ type Options struct {
 	// Leases hold the slots of concurrency limits ([domain.Limit.Concurrency])
 	// that this replica's requests take, and renew them. A request with a
 	// concurrency limit fails without it.
-	Leases *Leases
+	Leases *fleet.Leases
 	// Clock is this replica's clock, which picks the calendar periods a
 	// decision sends (Redis's clock picks among them). Nil means
 	// time.Now; tests skew it.
@@ -46,7 +48,7 @@ var _ ports.Limiter = (*Limiter)(nil)
 // [ports.Limiter] whose every decision is one run of the algorithm's Lua
 // script (lua/prelude.lua, then lua/<algorithm>.lua) over the request's
 // keys, in one round trip at most (concurrent decisions share round
-// trips: see [Client]). The script decides every limit, spends all or
+// trips: see [conn.Client]). The script decides every limit, spends all or
 // nothing, and returns the verdict; Go only maps the reply. Every key it
 // writes has a TTL, and windows run on Redis's clock, never a replica's.
 // A concurrency limit's slots are leases in the same script, held and
@@ -55,61 +57,67 @@ var _ ports.Limiter = (*Limiter)(nil)
 // Limiter is safe for concurrent use by multiple goroutines. It does not
 // own the client.
 type Limiter struct {
-	client *Client
-	spec   *spec
-	opts   Options
-	mode   any // the scripts' counting mode (countingArgs)
+	client  *conn.Client
+	spec    *spec
+	opts    Options
+	mode    mode // how its decisions count (Options.Counting)
+	aligned bool // its fixed windows start at the epoch (Options.Windows)
 }
 
-// spec is one algorithm on Redis: its script and the arguments each limit
-// gives it.
+// spec is one algorithm on Redis: its script and the rule arguments
+// each of its limits gives it (see codec.go).
 type spec struct {
-	script *script
-	// stride is how many arguments a limit gives; args appends them.
-	stride int
-	args   func(b *args, lim domain.Limit, w domain.Windows)
+	script *conn.Script
+	// ruleArgs is how many arguments a rule limit has after limLimit;
+	// args writes them.
+	ruleArgs int
+	args     ruleArgs
+	// layout names them for the script's body (lua/<algorithm>.lua).
+	layout []layoutName
+	// alignable: the algorithm's windows may start at the epoch or at
+	// their first request (Options.Windows).
+	alignable bool
 }
 
 // specs are the algorithms on Redis, by TOLLGATE_ALGORITHM name. Every
 // row of domain.Algorithms has one (TestEveryAlgorithm).
 var specs = map[string]*spec{
 	domain.AlgorithmFixedWindow: {
-		script: newScript(domain.AlgorithmFixedWindow, true), stride: 3,
-		args: func(b *args, l domain.Limit, w domain.Windows) {
-			b.int(l.Rule.Limit)
-			b.int(windowMillis(l.Rule.Window))
-			b.a = append(b.a, epochArgs[b2i(w == domain.WindowsEpoch)])
+		script: newScript(domain.AlgorithmFixedWindow), alignable: true,
+		ruleArgs: 1, layout: []layoutName{{"L_WINDOW_MS", fixedWindowMs}},
+		args: func(b *args, base int, r domain.Rule) {
+			b.put(base, fixedWindowMs, windowMillis(r.Window))
 		},
 	},
 	domain.AlgorithmSlidingLog: {
-		script: newScript(domain.AlgorithmSlidingLog, true), stride: 3,
-		args: func(b *args, l domain.Limit, _ domain.Windows) {
-			b.int(l.Rule.Limit)
-			b.int(micros(l.Rule.Window))
-			b.int(windowMillis(l.Rule.Window))
+		script:   newScript(domain.AlgorithmSlidingLog),
+		ruleArgs: 2, layout: []layoutName{{"L_WINDOW_US", logWindowUs}, {"L_TTL_MS", logTTLMs}},
+		args: func(b *args, base int, r domain.Rule) {
+			b.put(base, logWindowUs, micros(r.Window))
+			b.put(base, logTTLMs, windowMillis(r.Window))
 		},
 	},
 	domain.AlgorithmSlidingWindow: {
-		script: newScript(domain.AlgorithmSlidingWindow, true), stride: 2,
-		args: func(b *args, l domain.Limit, _ domain.Windows) {
-			b.int(l.Rule.Limit)
-			b.int(micros(l.Rule.Window))
+		script:   newScript(domain.AlgorithmSlidingWindow),
+		ruleArgs: 1, layout: []layoutName{{"L_WINDOW_US", slidingWindowUs}},
+		args: func(b *args, base int, r domain.Rule) {
+			b.put(base, slidingWindowUs, micros(r.Window))
 		},
 	},
 	domain.AlgorithmTokenBucket: {
-		script: newScript(domain.AlgorithmTokenBucket, true), stride: 3,
-		args: func(b *args, l domain.Limit, _ domain.Windows) {
-			b.int(l.Rule.Limit)
-			b.int(int64(domain.TokenInterval(l.Rule)))
-			b.int(micros(l.Rule.Window))
+		script:   newScript(domain.AlgorithmTokenBucket),
+		ruleArgs: 2, layout: []layoutName{{"L_INTERVAL_NS", bucketIntervalNs}, {"L_WINDOW_US", bucketWindowUs}},
+		args: func(b *args, base int, r domain.Rule) {
+			b.put(base, bucketIntervalNs, int64(domain.TokenInterval(r)))
+			b.put(base, bucketWindowUs, micros(r.Window))
 		},
 	},
 }
 
 // New returns algorithm ([domain.Algorithms]) on c. It does no I/O. The
-// error names an algorithm this store lacks, or a counting mode the
-// algorithm cannot honour.
-func New(c *Client, algorithm string, opts Options) (*Limiter, error) {
+// error names an algorithm this store lacks, or a counting mode it
+// cannot honour.
+func New(c *conn.Client, algorithm string, opts Options) (*Limiter, error) {
 	sp, ok := specs[algorithm]
 	if !ok {
 		return nil, fmt.Errorf("redis: no algorithm %q", algorithm)
@@ -117,25 +125,14 @@ func New(c *Client, algorithm string, opts Options) (*Limiter, error) {
 	if !opts.Counting.HonouredBy(algorithm) {
 		return nil, fmt.Errorf("redis: %s cannot count %s (only %s can)", algorithm, opts.Counting, domain.AlgorithmFixedWindow)
 	}
-	mode := countingArgs[b2i(opts.Counting == domain.CountEvery)+2*b2i(opts.Counting != domain.CountAdmitted)]
-	return &Limiter{client: c, spec: sp, opts: opts, mode: mode}, nil
+	m := counting(opts.Counting == domain.CountEvery, opts.Counting != domain.CountAdmitted)
+	return &Limiter{client: c, spec: sp, opts: opts, mode: m, aligned: sp.alignable && opts.Windows == domain.WindowsEpoch}, nil
 }
 
 // replyStride is how many values a script replies per limit: ok,
 // remaining, reset and retry in µs, and the window in µs (0: the rule's;
 // for a concurrency limit, the slots held).
 const replyStride = 5
-
-// calendarArgs is how many arguments a calendar limit gives the script:
-// its limit, and the previous, current and next periods' starts and the
-// next one's end (see lua/prelude.lua).
-const calendarArgs = 5
-
-// slotArgs is how many arguments a concurrency limit gives the script:
-// its limit, the lease in ms, the request's holder name, and where the
-// holders this replica released on its key, not yet confirmed removed,
-// are among the script's last arguments (first index, count).
-const slotArgs = 5
 
 var _ ports.Usage = (*Limiter)(nil)
 
@@ -144,150 +141,59 @@ var _ ports.Usage = (*Limiter)(nil)
 // whatever the algorithm: the replica computes the period around its
 // clock and the periods on either side, and Redis's clock picks one. A
 // concurrency limit ([domain.Limit.Concurrency]) takes a slot as a lease
-// ([Leases]) in the same script: an admitted verdict's Release gives the
+// ([fleet.Leases]) in the same script: an admitted verdict's Release gives the
 // request's slots back.
 func (l *Limiter) Allow(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 	return l.run(ctx, req, dst, l.mode)
 }
 
-// countingArgs are the scripts' ARGV[3] for a decision, by counting
-// mode: bit 0 counts denied requests, bit 1 an admitted request's every
-// limit.
-var countingArgs = [4]any{"0", "1", "2", "3"} // boxed once
-
-// epochArgs are the fixed window's third argument: 1 aligned to the
-// epoch, boxed once.
-var epochArgs = [2]any{int64(0), int64(1)}
-
-// run runs the algorithm's script on req in mode (ARGV[3]: "0" to "3",
-// the counting mode, or "p" to peek), within the per-decision timeout,
-// writing the decisions into dst when it has room.
-func (l *Limiter) run(ctx context.Context, req domain.Request, dst []domain.Decision, mode any) (domain.Verdict, error) {
+// run runs the algorithm's script on req in mode m, within the
+// per-decision timeout, and holds the slots of an admitted request. The
+// verdict's decisions are written into dst[:0] when it has room.
+func (l *Limiter) run(ctx context.Context, req domain.Request, dst []domain.Decision, m mode) (domain.Verdict, error) {
 	if l.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
 		defer cancel()
 	}
-	n := len(req.Limits)
-	sp := l.spec
-	stride, calendars, slotted := sp.stride, 0, 0
-	for _, lim := range req.Limits {
-		switch {
-		case lim.Concurrency:
-			slotted++
-			stride = max(stride, slotArgs)
-		case lim.Calendar != nil:
-			calendars++
-			stride = max(stride, calendarArgs)
-		}
-	}
-	// A peek takes no slot: it needs no holder, and no lease.
-	takes := slotted > 0 && mode != modePeek
-	holder, leaseMs := "", any(0)
+	c := call{req: req, spec: l.spec, shape: shapeOf(req, l.spec), mode: m, aligned: l.aligned, now: l.now()}
+	takes := c.shape.slots && m != modePeek // a peek takes no slot
 	if takes {
 		if l.opts.Leases == nil {
 			return domain.Verdict{}, errNoLeases
 		}
-		holder, leaseMs = l.opts.Leases.holder(), l.opts.Leases.leaseArg
+		c.holder, c.leases = l.opts.Leases.Holder(), l.opts.Leases
 	}
-	keys := n + 2*calendars
-	b := getArgs(3+keys+5+stride*n, 2+stride*n, keys+1)
-	sp.script.start(b, keys)
-	for _, lim := range req.Limits {
-		b.str(lim.Key)
-	}
-	var pbuf [4]*periods
-	pers := pbuf[:0] // of each calendar limit, in order
-	if calendars > 0 {
-		now := l.now()
-		for i, lim := range req.Limits {
-			if lim.Calendar == nil {
-				continue
-			}
-			p := periodsAround(*lim.Calendar, now)
-			pers = append(pers, p)
-			prev, cur, next := p.keys(lim.Key)
-			b.setStr(3+i, cur)
-			b.str(prev)
-			b.str(next)
-		}
-	}
-	b.cost(req)
-	var fbuf [2 * 16]byte
-	flags, kinds := fbuf[:0:16], fbuf[16:16]
-	for _, lim := range req.Limits {
-		flags = append(flags, '0'+b2i(lim.Shadow)+2*b2i(lim.Quota))
-		kind := byte('r')
-		switch {
-		case lim.Concurrency:
-			kind = 'n'
-		case lim.Calendar != nil:
-			kind = 'c'
-		}
-		kinds = append(kinds, kind)
-	}
-	b.raw(flags)
-	b.a = append(b.a, mode)
-	b.raw(kinds)
-	b.int(int64(stride))
-	c := 0
-	var released []any   // after every limit's arguments: the holders to remove first
-	argv := 5 + stride*n // ARGV's length before them
-	for _, lim := range req.Limits {
-		start := len(b.a)
-		switch {
-		case lim.Concurrency:
-			var first, count int
-			if takes {
-				hs := l.opts.Leases.released(lim.Key)
-				if len(hs) > 0 {
-					first, count = argv+len(released)+1, len(hs)
-				}
-				for _, h := range hs {
-					released = append(released, h)
-				}
-			}
-			b.int(lim.Rule.Limit)
-			b.a = append(b.a, leaseMs, holder, first, count)
-		case lim.Calendar != nil:
-			p := pers[c]
-			c++
-			b.int(lim.Rule.Limit)
-			b.a = append(b.a, p.args[0], p.args[1], p.args[2], p.args[3])
-		default:
-			sp.args(b, lim, l.opts.Windows)
-		}
-		for len(b.a)-start < stride {
-			b.a = append(b.a, 0)
-		}
-	}
-	b.a = append(b.a, released...)
-	r, reusable, err := sp.script.runArgs(ctx, l.client, b, 1+replyStride*n)
+	b, err := c.encode()
 	if err != nil {
-		if reusable {
-			putArgs(b)
-		}
-		if takes {
-			// The script may have run, its reply lost: the slots it may
-			// have taken are removed again.
-			l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
-		}
 		return domain.Verdict{}, err
 	}
-	v, err := verdict(req, dst, r)
-	putArgs(b) // r is read
-	switch {
-	case !takes:
-	case err != nil:
-		l.opts.Leases.orphan(slotKeys(req, func(int) bool { return true }), holder)
-	case v.Allowed:
-		if keys := slotKeys(req, func(i int) bool { return domain.Spends(req, l.opts.Counting, v, i) }); len(keys) > 0 {
-			h := &holding{leases: l.opts.Leases, keys: keys, holder: holder}
-			h.leases.hold(keys, holder)
-			v.Release = h.release
-		}
+	r, reusable, err := runArgs(ctx, l.spec.script, l.client, b, 1+replyStride*len(req.Limits))
+	var v domain.Verdict
+	if err == nil {
+		v, err = verdict(req, dst, r)
+	}
+	if reusable {
+		putArgs(b) // r is read
+	}
+	if takes {
+		l.holdSlots(req, &v, err, c.holder)
 	}
 	return v, err
+}
+
+// holdSlots holds the slots that holder took for an admitted verdict v,
+// which its Release gives back; after an error the script may have run,
+// its reply lost, and the slots it may have taken are removed again.
+func (l *Limiter) holdSlots(req domain.Request, v *domain.Verdict, err error, holder string) {
+	switch {
+	case err != nil:
+		l.opts.Leases.Orphan(slotKeys(req, func(int) bool { return true }), holder)
+	case v.Allowed:
+		if keys := slotKeys(req, func(i int) bool { return domain.Spends(req, l.opts.Counting, *v, i) }); len(keys) > 0 {
+			v.Release = l.opts.Leases.Hold(keys, holder)
+		}
+	}
 }
 
 // now reads this replica's clock (Options.Clock).

@@ -14,6 +14,8 @@ import (
 
 	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -88,7 +90,7 @@ func plainArgs(args []any) []any {
 
 func newLimiter(t *testing.T, algo string, f *fakeRedis, opts redis.Options) ports.Limiter {
 	t.Helper()
-	l, err := redis.New(redis.NewClient(f), algo, opts)
+	l, err := redis.New(conn.NewClient(f), algo, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,16 +102,16 @@ func newLimiter(t *testing.T, algo string, f *fakeRedis, opts redis.Options) por
 func TestEveryAlgorithm(t *testing.T) {
 	t.Parallel()
 	for _, a := range domain.Algorithms {
-		if _, err := redis.New(redis.NewClient(&fakeRedis{}), a.Name, redis.Options{}); err != nil {
+		if _, err := redis.New(conn.NewClient(&fakeRedis{}), a.Name, redis.Options{}); err != nil {
 			t.Errorf("New(%q): %v", a.Name, err)
 		}
 	}
-	if _, err := redis.New(redis.NewClient(&fakeRedis{}), "leaky_bucket", redis.Options{}); err == nil {
+	if _, err := redis.New(conn.NewClient(&fakeRedis{}), "leaky_bucket", redis.Options{}); err == nil {
 		t.Error(`New("leaky_bucket") succeeded`)
 	}
 	// Counting every request is the fixed window's alone: refused elsewhere.
 	for _, a := range domain.Algorithms {
-		_, err := redis.New(redis.NewClient(&fakeRedis{}), a.Name, redis.Options{Counting: domain.CountEvery})
+		_, err := redis.New(conn.NewClient(&fakeRedis{}), a.Name, redis.Options{Counting: domain.CountEvery})
 		if (err == nil) != (a.Name == domain.AlgorithmFixedWindow) {
 			t.Errorf("New(%q, CountEvery): %v", a.Name, err)
 		}
@@ -136,8 +138,8 @@ func reply(admitted int64, limits ...[4]int64) []any {
 }
 
 // TestLimiterArgs checks what each algorithm sends: the keys, then the
-// cost, the shadow flags, the counting mode (every request on the fixed
-// window, all or nothing elsewhere), and each limit's own arguments.
+// counting mode, the alignment to the epoch, the kinds, the shadow flags
+// and the stride, then each limit's cost, limit and own arguments.
 func TestLimiterArgs(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 10, Window: time.Minute}
@@ -146,10 +148,10 @@ func TestLimiterArgs(t *testing.T) {
 		algo string
 		want []any
 	}{
-		{"fixed_window", []any{int64(3), "01", "3", "rr", 3, int64(10), int64(60e3), int64(0), int64(100), int64(3600e3), int64(0)}},
-		{"sliding_log", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(60e6), int64(60e3), int64(100), int64(3600e6), int64(3600e3)}},
-		{"sliding_window", []any{int64(3), "01", "0", "rr", 2, int64(10), int64(60e6), int64(100), int64(3600e6)}},
-		{"token_bucket", []any{int64(3), "01", "0", "rr", 3, int64(10), int64(6e9), int64(60e6), int64(100), int64(36e9), int64(3600e6)}},
+		{"fixed_window", []any{"3", "0", "rr", "01", 3, 3, int64(10), int64(60e3), 3, int64(100), int64(3600e3)}},
+		{"sliding_log", []any{"0", "0", "rr", "01", 4, 3, int64(10), int64(60e6), int64(60e3), 3, int64(100), int64(3600e6), int64(3600e3)}},
+		{"sliding_window", []any{"0", "0", "rr", "01", 3, 3, int64(10), int64(60e6), 3, int64(100), int64(3600e6)}},
+		{"token_bucket", []any{"0", "0", "rr", "01", 4, 3, int64(10), int64(6e9), int64(60e6), 3, int64(100), int64(36e9), int64(3600e6)}},
 	}
 	for _, tt := range tests {
 		f := &fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 97, 3600e6, 0})}
@@ -174,7 +176,7 @@ func TestLimiterArgs(t *testing.T) {
 // TestLimiterArgsEnvoy checks what a request of Envoy's rate limit
 // service adds: each limit's cost, the quota flags, counting an admitted
 // request's every limit (CountHits), and the fixed window's alignment to
-// the epoch (WindowsEpoch).
+// the epoch (WindowsEpoch), script-wide.
 func TestLimiterArgsEnvoy(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 10, Window: time.Minute}
@@ -183,11 +185,11 @@ func TestLimiterArgsEnvoy(t *testing.T) {
 	req.Limits[0].Quota = true
 	req.Limits[1].Quota, req.Limits[1].Shadow = true, true
 	req.Limits[0].Cost, req.Limits[1].Cost, req.Limits[2].Cost = 3, 0, 12
-	opts := redis.Options{Counting: domain.CountHits, Windows: domain.WindowsEpoch}
-	if _, err := newLimiter(t, "fixed_window", f, opts).Allow(t.Context(), req, nil); err != nil {
+	l := newLimiter(t, "fixed_window", f, redis.Options{Counting: domain.CountHits, Windows: domain.WindowsEpoch})
+	if _, err := l.Allow(t.Context(), req, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := []any{"3,0,12", "230", "2", "rrr", 3, int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(1), int64(10), int64(60e3), int64(1)}
+	want := []any{"2", "1", "rrr", "230", 3, 3, int64(10), int64(60e3), 0, int64(10), int64(60e3), 12, int64(10), int64(60e3)}
 	if !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)
 	}
@@ -308,8 +310,8 @@ func TestLimiterCalendarArgs(t *testing.T) {
 		t.Errorf("keys %q, want %q", f.keys, want)
 	}
 	ms := func(n int) int64 { return start.AddDate(0, 0, n).UnixMilli() }
-	want := []any{int64(1), "00", "0", "rc", 5, int64(10), int64(6e9), int64(60e6), 0, 0,
-		int64(1000), ms(-1), ms(0), ms(1), ms(2)}
+	want := []any{"0", "0", "rc", "00", 6, 1, int64(10), int64(6e9), int64(60e6), 0, 0,
+		1, int64(1000), ms(-1), ms(0), ms(1), ms(2)}
 	if !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)
 	}
@@ -337,8 +339,8 @@ func (f slotsRedis) Process(ctx context.Context, c goredis.Cmder) error {
 	return f.fakeRedis.Process(ctx, c)
 }
 
-// TestLimiterSlotArgs: a concurrency limit is kind 'n' with its limit,
-// the lease in ms, the request's holder and no holder to remove first;
+// TestLimiterSlotArgs: a concurrency limit is kind 'n' with its cost,
+// its limit, the lease in ms, the request's holder and no holder to remove first;
 // an admitted verdict's Release has the releaser send the holder's
 // removal (one ZREM) once, and until it is confirmed the next decision
 // on the key removes the holder first; without leases the request fails.
@@ -349,8 +351,8 @@ func TestLimiterSlotArgs(t *testing.T) {
 	req := request(3, domain.Rule{Limit: 10, Window: time.Minute})
 	req.Limits = append(req.Limits, inflight)
 	f := slotsRedis{&fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 4, 0, 0})}, make(chan []any, 4), make(chan struct{})}
-	client := redis.NewClient(f)
-	leases := redis.NewLeases(client, redis.LeaseOptions{Lease: 3 * time.Second, Replica: "r1"})
+	client := conn.NewClient(f)
+	leases := fleet.NewLeases(client, fleet.LeaseOptions{Lease: 3 * time.Second, Replica: "r1"})
 	defer leases.Close()
 	l, err := redis.New(client, domain.AlgorithmFixedWindow, redis.Options{Leases: leases})
 	if err != nil {
@@ -360,11 +362,11 @@ func TestLimiterSlotArgs(t *testing.T) {
 	if err != nil || !v.Allowed || v.Release == nil || v.Decisions[1].Remaining != 4 {
 		t.Fatalf("Allow: %+v, %v; want admitted, 4 slots free, a Release", v, err)
 	}
-	if len(f.args) != 15 {
+	if len(f.args) != 17 {
 		t.Fatalf("args %v", f.args)
 	}
-	holder, _ := f.args[12].(string)
-	want := []any{int64(3), "00", "0", "rn", 5, int64(10), int64(60e3), int64(0), 0, 0, int64(5), int64(3000), holder, 0, 0}
+	holder, _ := f.args[14].(string)
+	want := []any{"0", "0", "rn", "00", 6, 3, int64(10), int64(60e3), 0, 0, 0, 3, int64(5), int64(3000), holder, 0, 0}
 	if !equalArgs(f.args, want) || !strings.HasPrefix(holder, "r1:") {
 		t.Errorf("args %v, want %v with a holder r1:…", f.args, want)
 	}
@@ -389,8 +391,8 @@ func TestLimiterSlotArgs(t *testing.T) {
 	if _, err := l.Allow(t.Context(), req, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.args); n != 16 || !equalArgs(f.args[13:], []any{16, 1, holder}) {
-		t.Errorf("a decision while the release is unconfirmed: args %v, want the holder to remove first (ARGV[16], 1)", f.args)
+	if n := len(f.args); n != 18 || !equalArgs(f.args[15:], []any{18, 1, holder}) {
+		t.Errorf("a decision while the release is unconfirmed: args %v, want the holder to remove first (ARGV[18], 1)", f.args)
 	}
 	close(f.gate)
 	select {
@@ -404,7 +406,7 @@ func TestLimiterSlotArgs(t *testing.T) {
 	if _, err := l.Allow(t.Context(), req, nil); err != nil {
 		t.Fatal(err)
 	}
-	if other := f.args[12]; other == holder || len(f.args) != 15 {
+	if other := f.args[14]; other == holder || len(f.args) != 17 {
 		t.Errorf("after the removal was confirmed: args %v, want a new holder and nothing to remove", f.args)
 	}
 	// A denied request holds nothing.

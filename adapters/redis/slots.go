@@ -1,10 +1,6 @@
 package redis
 
-import (
-	"sync/atomic"
-
-	"github.com/tollgate/tollgate/domain"
-)
+import "github.com/tollgate/tollgate/domain"
 
 // slotKeys returns the keys of req's concurrency limits i for which
 // took(i).
@@ -16,19 +12,4 @@ func slotKeys(req domain.Request, took func(i int) bool) []string {
 		}
 	}
 	return keys
-}
-
-// holding is the slots one admitted request holds.
-type holding struct {
-	leases *Leases
-	keys   []string
-	holder string
-	done   atomic.Bool
-}
-
-// release implements [domain.Verdict.Release]: once, in one round trip.
-func (h *holding) release() {
-	if h.done.CompareAndSwap(false, true) {
-		h.leases.release(h.keys, h.holder)
-	}
 }

@@ -21,9 +21,9 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
 		defer cancel()
-	} else if l.client.timeout > 0 {
+	} else if l.client.Timeout() > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.client.timeout) // a decision's deadline, as a read's
+		ctx, cancel = context.WithTimeout(ctx, l.client.Timeout()) // a decision's deadline, as a read's
 		defer cancel()
 	}
 	keys := make([]string, 0, len(req.Limits))
@@ -42,11 +42,8 @@ func (l *Limiter) Reset(ctx context.Context, req domain.Request) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	if err := l.client.rdb.Del(ctx, keys...).Err(); err != nil {
+	if err := l.client.Redis().Del(ctx, keys...).Err(); err != nil {
 		return fmt.Errorf("redis: reset %q: %w", keys[0], err)
 	}
 	return nil
 }
-
-// modePeek is the script's ARGV[3] of a peek, boxed once.
-var modePeek any = "p"

@@ -3,7 +3,8 @@
 -- spends leave it alone), or, aligned to the epoch, is the multiple of
 -- the window that holds now, and the counter expires (PEXPIREAT) at its
 -- end.
--- ARGV per limit: limit, window in ms, 1 if aligned to the epoch else 0.
+-- Arguments per limit: L_LIMIT, L_WINDOW_MS; the prelude's aligned: every
+-- limit aligned to the epoch.
 --
 -- A key found without a TTL (written by something else) is given one, so
 -- no key ever counts forever. A key outlives its PTTL by up to a
@@ -12,7 +13,9 @@
 -- the window over, never a millisecond early. Aligned, a counter that
 -- lingers past its window's end is the previous window's: it counts as
 -- empty, and the next spend overwrites it.
-local S = 3
+-- layout: generated from adapters/redis/codec.go (TestLayout)
+local L_WINDOW_MS = 3
+-- end of layout
 
 -- The spend-first shapes below write first. A refused first write (a
 -- full Redis under noeviction refuses a script's first write, not its
@@ -23,47 +26,58 @@ local function refused(reply)
   return type(reply) == 'table' and reply.err ~= nil
 end
 
--- spend_first spends the cost on limit i's key before deciding (INCRBY,
--- PTTL) and gives a window's first request, or a key found without a
--- TTL, the window's (PEXPIRE): the count after the spend, the PTTL it
--- read and the time left in µs; nil when the write was refused.
-local function spend_first(i)
+-- spend_first spends c on limit i's key before deciding (INCRBY, PTTL)
+-- and gives a window's first request, or a key found without a TTL, the
+-- window's (PEXPIRE): the count after the spend, the PTTL it read and
+-- the time left in µs; nil when the write was refused.
+local function spend_first(i, c)
   local key = KEYS[i]
-  local count = redis.pcall('INCRBY', key, cost)
+  local count = redis.pcall('INCRBY', key, c)
   if refused(count) then
     return nil
   end
   local pttl = redis.call('PTTL', key)
   if pttl < 0 then
-    local w = arg(S, i, 2)
+    local w = arg(i, L_WINDOW_MS)
     redis.call('PEXPIRE', key, w)
     return count, pttl, w * 1000
   end
   return count, pttl, (pttl + 1) * 1000
 end
 
--- take_back undoes a spend of cost on key: a key the spend created is
+-- take_back undoes a spend of c on key: a key the spend created is
 -- deleted, another one counts as it did.
-local function take_back(key, created)
+local function take_back(key, c, created)
   if created then
     redis.call('DEL', key)
   else
-    redis.call('DECRBY', key, cost)
+    redis.call('DECRBY', key, c)
   end
 end
 
--- The gateway's default shape, one enforced limit that counts every
--- request, spends first and decides after (the seed's INCR first),
--- without the machinery of several limits: the same verdict as run's,
--- in fewer commands.
-if n == 1 and count_denied and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' and arg(S, 1, 3) == 0 then
-  local count, _, left = spend_first(1)
+-- One enforced limit (the gateway's default, a policy's one limit):
+-- spend first and decide after (INCRBY, PTTL: 2 commands where reading,
+-- deciding, then spending takes 3), without the machinery of several
+-- limits, and take a denial's spend back unless denials count (a key the
+-- request created is deleted: a denial writes nothing). The same verdict
+-- as run's, in fewer commands.
+if n == 1 and not peek and cost > 0 and flags == '0' and kinds == 'r' and not aligned then
+  local count, pttl, left = spend_first(1, cost)
   if count then
-    local limit = arg(S, 1, 1)
+    local limit = arg(1, L_LIMIT)
     if count <= limit then
       return {1, 1, limit - count, left, 0, 0}
     end
-    return {0, 0, 0, left, left, 0}
+    if count_denied then
+      return {0, 0, 0, left, left, 0}
+    end
+    local created = pttl == -1 and count == cost
+    take_back(KEYS[1], cost, created)
+    if created then -- a cost above the limit, on a fresh window
+      local w = arg(1, L_WINDOW_MS) * 1000
+      return {0, 0, limit, w, w, 0}
+    end
+    return {0, 0, math.max(limit - count + cost, 0), left, left, 0}
   end
 end
 
@@ -73,7 +87,7 @@ end
 -- this window's middle), and take a denial's spend back unless denials
 -- count. The same verdict as run's, in one command fewer.
 local function aligned_one()
-  local key, w, limit = KEYS[1], arg(S, 1, 2), arg(S, 1, 1)
+  local key, w, limit = KEYS[1], arg(1, L_WINDOW_MS), arg(1, L_LIMIT)
   local now = clock()
   local wus = w * 1000
   local start = now - math.fmod(now, wus)
@@ -101,33 +115,33 @@ local function aligned_one()
     return {0, 0, 0, left, left, 0}
   end
   local created = count == cost and pttl == -1
-  take_back(key, created)
+  take_back(key, cost, created)
   if pttl == -1 and not created then
     redis.call('PEXPIREAT', key, until_ms) -- a key found without a TTL
   end
   return {0, 0, math.max(limit - spent + cost, 0), left, left, 0}
 end
 
-if n == 1 and not peek and not costs and cost > 0 and flags == '0' and kinds == 'r' and arg(S, 1, 3) == 1 then
+if n == 1 and not peek and cost > 0 and flags == '0' and kinds == 'r' and aligned then
   local r = aligned_one()
   if r then
     return r
   end
 end
 
--- A policy's usual shape, one enforced limit or several, each on its own
--- key (not aligned to the epoch, one cost): spend first (INCRBY, PTTL per
+-- A policy's usual shape, several enforced limits, each on its own key
+-- (not aligned to the epoch): spend first (INCRBY, PTTL per
 -- limit: 2 commands where reading, deciding, then spending takes 3),
 -- and when one denies and denials do not count, take the spends back
 -- (a key the request created is deleted: a denial writes nothing). The
 -- same verdict as run's. Limits that share a key (Envoy's descriptors)
 -- take run's path: each is decided after the ones before it.
 local function fast_many()
-  if n > 8 or peek or costs or cost <= 0 then
+  if n < 2 or n > 8 or peek or aligned then
     return false
   end
   for i = 1, n do
-    if string.byte(flags, i) ~= 48 or string.byte(kinds, i) ~= 114 or arg(S, i, 3) ~= 0 then
+    if string.byte(flags, i) ~= 48 or string.byte(kinds, i) ~= 114 or cost_of(i) <= 0 then
       return false
     end
     for j = 1, i - 1 do
@@ -142,16 +156,17 @@ end
 local function spend_many()
   local out, counts, created, admitted = {1}, {}, {}, 1
   for i = 1, n do
-    local count, pttl, left = spend_first(i)
+    local c = cost_of(i)
+    local count, pttl, left = spend_first(i, c)
     if not count then
       for j = 1, i - 1 do
-        take_back(KEYS[j], created[j])
+        take_back(KEYS[j], cost_of(j), created[j])
       end
       return nil
     end
-    local limit = arg(S, i, 1)
+    local limit = arg(i, L_LIMIT)
     -- (A TTL the key lacked is set: its undoing need not repair one.)
-    counts[i], created[i] = count, pttl == -1 and count == cost
+    counts[i], created[i] = count, pttl == -1 and count == c
     local o = 5 * i - 3
     if count <= limit then
       out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, limit - count, left, 0, 0
@@ -163,16 +178,16 @@ local function spend_many()
   out[1] = admitted
   if admitted == 0 and not count_denied then
     for i = 1, n do
-      local limit, o = arg(S, i, 1), 5 * i - 3
-      take_back(KEYS[i], created[i])
+      local limit, c, o = arg(i, L_LIMIT), cost_of(i), 5 * i - 3
+      take_back(KEYS[i], c, created[i])
       if created[i] then
         out[o], out[o + 1], out[o + 2], out[o + 3] = 1, limit, 0, 0
-        if cost > limit then
-          local w = arg(S, i, 2) * 1000
+        if c > limit then
+          local w = arg(i, L_WINDOW_MS) * 1000
           out[o], out[o + 2], out[o + 3] = 0, w, w
         end
       else
-        out[o + 1] = math.max(limit - counts[i] + cost, 0) -- what it had
+        out[o + 1] = math.max(limit - counts[i] + c, 0) -- what it had
       end
     end
   end
@@ -187,10 +202,10 @@ if fast_many() then
 end
 
 local function read(i, key)
-  local w = arg(S, i, 2)
+  local w = arg(i, L_WINDOW_MS)
   local count = tonumber(redis.call('GET', key) or '0')
   local pttl = redis.call('PTTL', key)
-  if arg(S, i, 3) == 1 then
+  if aligned then
     local now = clock() -- aligned to the epoch: Redis's clock picks the window
     local wus = w * 1000
     local start = now - math.fmod(now, wus)
@@ -216,13 +231,13 @@ local function read(i, key)
 end
 
 local function decide(i, st, c)
-  local limit = arg(S, i, 1)
+  local limit = arg(i, L_LIMIT)
   local count, left = st.count, st.left
   if left < 0 then
     if c == 0 then
       return {1, limit, 0, 0}
     end
-    count, left = 0, arg(S, i, 2) * 1000
+    count, left = 0, arg(i, L_WINDOW_MS) * 1000
   end
   if count + c <= limit then
     return {1, limit - count - c, left, 0}
@@ -244,6 +259,6 @@ local function spend(i, key, st, c)
   end
   redis.call('INCRBY', key, c)
   if st.left < 0 then
-    redis.call('PEXPIRE', key, arg(S, i, 2))
+    redis.call('PEXPIRE', key, arg(i, L_WINDOW_MS))
   end
 end

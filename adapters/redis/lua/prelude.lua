@@ -5,36 +5,38 @@
 -- never a replica's. Writes after TIME rely on effects replication, the
 -- only mode since Redis 7 (and the default since 5).
 --
--- KEYS[i]        limit i's key, i = 1..n (n = #ARGV[4]); limits that
+-- KEYS and ARGV are laid out as adapters/redis/codec.go declares them;
+-- the scripts read ARGV only through the names of the layout blocks (here
+-- and in each body), which TestLayout holds equal to the Go declaration:
+--
+-- KEYS[i]        limit i's key, i = 1..n (n = #kinds); limits that
 --                share a key share its state, decided one after the other
 --                (each after the costs of the ones before it)
 -- KEYS[n+2j-1], KEYS[n+2j]  the j-th calendar limit's previous and next
 --                period's keys (KEYS[i] is its current one)
--- ARGV[1]        the request's cost (units), or each limit's cost in
---                order, comma-separated ("2,0,1"; 0 decides without
---                spending: a check)
--- ARGV[2]        limit flags: character i is '0' for an enforced limit,
---                '1' in shadow mode (never denies), '2' in quota mode
---                (denies only when every quota limit denies), '3' both
--- ARGV[3]        counting: '1' counts denied requests too (fixed window
+-- ARGV[A_MODE]   counting: '1' counts denied requests too (fixed window
 --                only), '2' makes an admitted request spend from every
 --                limit, also one that would deny, '3' both, '0' neither;
 --                'p': peek: decide every limit at cost 0 and write
 --                nothing (no key, no TTL): the admin API's usage read
--- ARGV[4]        kinds: character i is 'r' when limit i follows the
---                algorithm's rule (the body), 'c' when it is a calendar
---                quota (a fixed window over a calendar period, here), 'n'
---                when it is a concurrency limit (slots held as leases,
---                here)
--- ARGV[5]        stride: how many arguments each limit has
--- ARGV[5 + (i-1)*stride + k]  limit i's k-th argument: the body's for
---                'r'; for 'c' the limit, then the previous, current and
+-- ARGV[A_ALIGNED] '1': fixed windows aligned to the epoch
+-- ARGV[A_KINDS]  character i is 'r' when limit i follows the algorithm's
+--                rule (the body), 'c' when it is a calendar quota (a fixed
+--                window over a calendar period, here), 'n' when it is a
+--                concurrency limit (slots held as leases, here)
+-- ARGV[A_FLAGS]  character i is '0' for an enforced limit, '1' in shadow
+--                mode (never denies), '2' in quota mode (denies only when
+--                every quota limit denies), '3' both
+-- ARGV[A_STRIDE] how many arguments each limit has
+-- arg(i, L_x)    limit i's argument L_x: L_COST, the units it spends (0
+--                decides without spending: a check), and L_LIMIT, then
+--                the body's for 'r'; for 'c' the previous, current and
 --                next periods' starts and the next one's end, in ms; for
---                'n' the limit, the lease in ms, the holder (a string:
---                "<replica>:<request>"), then the index in ARGV of the
---                first holder to remove first and how many there are
---                (after every limit's arguments: slots this replica
---                released on the key, their removal not yet confirmed)
+--                'n' the lease in ms, the holder ("<replica>:<request>"),
+--                then the index in ARGV of the first holder to remove
+--                first and how many there are (after every limit's
+--                arguments: slots this replica released on the key, their
+--                removal not yet confirmed)
 --
 -- A body (lua/<algorithm>.lua, after this) defines read(i, key, c),
 -- decide(i, st, c) and spend(i, key, st, c, r), and lua/run.lua (after
@@ -60,37 +62,59 @@ local function clock()
   end
   return now
 end
-local peek = ARGV[3] == 'p'
-local cost = tonumber(ARGV[1])
-local costs
-if cost == nil then
-  costs = {}
-  for c in string.gmatch(ARGV[1], '%d+') do
-    costs[#costs + 1] = tonumber(c)
-  end
-end
-local flags = ARGV[2]
-local counting = tonumber(ARGV[3]) or 0
+-- layout: generated from adapters/redis/codec.go (TestLayout)
+local A_MODE = 1
+local A_ALIGNED = 2
+local A_KINDS = 3
+local A_FLAGS = 4
+local A_STRIDE = 5
+local A_LIMITS = 5
+local L_COST = 1
+local L_LIMIT = 2
+local L_CAL_PREV = 3
+local L_CAL_CUR = 4
+local L_CAL_NEXT = 5
+local L_CAL_END = 6
+local L_SLOT_LEASE = 3
+local L_SLOT_HOLDER = 4
+local L_SLOT_FIRST = 5
+local L_SLOT_COUNT = 6
+-- end of layout
+local peek = ARGV[A_MODE] == 'p'
+local counting = tonumber(ARGV[A_MODE]) or 0
 local count_denied = counting % 2 == 1
 local count_over = counting >= 2
-local kinds = ARGV[4]
+local aligned = ARGV[A_ALIGNED] == '1'
+local kinds = ARGV[A_KINDS]
+local flags = ARGV[A_FLAGS]
 local n = #kinds
-local stride = tonumber(ARGV[5])
+local stride = tonumber(ARGV[A_STRIDE])
 
--- arg returns limit i's k-th own argument as a number (the first
--- parameter, the body's stride of old, is ignored).
-local function arg(_, i, k)
-  return tonumber(ARGV[5 + (i - 1) * stride + k])
+-- raw returns limit i's argument k (an L_ name) as sent; arg, as a
+-- number.
+local function raw(i, k)
+  return ARGV[A_LIMITS + (i - 1) * stride + k]
+end
+local function arg(i, k)
+  return tonumber(raw(i, k))
+end
+
+-- cost_of returns what the request spends from limit i: 0 in a peek.
+local function cost_of(i)
+  if peek then
+    return 0
+  end
+  return arg(i, L_COST)
+end
+-- cost is the first limit's cost: the request's, in the one-limit shapes.
+local cost = 0
+if n > 0 then
+  cost = cost_of(1)
 end
 
 -- idiv is floor(a / b) for integers a >= 0, b > 0, exact in doubles.
 local function idiv(a, b)
   return (a - math.fmod(a, b)) / b
-end
-
--- A peek spends nothing: every limit's cost is 0.
-if peek then
-  cost, costs = 0, nil
 end
 
 -- A calendar quota: a fixed window over the period that holds Redis's
@@ -109,14 +133,14 @@ end
 -- take the spend back when it denies and denials do not count (a key
 -- the request created is deleted: a denial writes nothing); the same
 -- verdict as run's, without its tables.
-if n == 1 and kinds == 'c' and flags == '0' and not peek and not costs and cost > 0 then
+if n == 1 and kinds == 'c' and flags == '0' and not peek and cost > 0 then
   local function calendar_one()
     local now_ms = math.floor(clock() / 1000)
-    local limit, s, e, key = arg(nil, 1, 1), arg(nil, 1, 3), arg(nil, 1, 4), KEYS[1]
+    local limit, s, e, key = arg(1, L_LIMIT), arg(1, L_CAL_CUR), arg(1, L_CAL_NEXT), KEYS[1]
     if now_ms < s then
-      s, e, key = arg(nil, 1, 2), s, KEYS[2]
+      s, e, key = arg(1, L_CAL_PREV), s, KEYS[2]
     elseif now_ms >= e then
-      s, e, key = e, arg(nil, 1, 5), KEYS[3]
+      s, e, key = e, arg(1, L_CAL_END), KEYS[3]
     end
     if now_ms < s or now_ms >= e then
       return redis.error_reply('tollgate: the replica clock is more than a period off Redis time')
@@ -161,7 +185,7 @@ if kinds ~= 'r' and string.find(kinds, 'c', 1, true) then
       calendar[i] = calendars
     end
     local j = calendar[i]
-    local b0, b1, b2, b3 = arg(nil, i, 2), arg(nil, i, 3), arg(nil, i, 4), arg(nil, i, 5)
+    local b0, b1, b2, b3 = arg(i, L_CAL_PREV), arg(i, L_CAL_CUR), arg(i, L_CAL_NEXT), arg(i, L_CAL_END)
     local key, s, e
     if now_ms >= b0 and now_ms < b1 then
       key, s, e = KEYS[n + 2 * j - 1], b0, b1
@@ -175,7 +199,7 @@ if kinds ~= 'r' and string.find(kinds, 'c', 1, true) then
     return {key = key, count = tonumber(redis.call('GET', key) or '0'), s = s, e = e}
   end
   cal_decide = function(i, st, c)
-    local limit = arg(nil, i, 1)
+    local limit = arg(i, L_LIMIT)
     local window = (st.e - st.s) * 1000
     if c == 0 and st.count == 0 then
       return {1, limit, 0, 0, window}
@@ -217,7 +241,7 @@ if kinds ~= 'r' and string.find(kinds, 'n', 1, true) then
   local second = 1000000
   slot_read = function(i)
     local key = KEYS[i]
-    local first, count = arg(nil, i, 4), arg(nil, i, 5)
+    local first, count = arg(i, L_SLOT_FIRST), arg(i, L_SLOT_COUNT)
     if count > 0 and not peek then
       redis.call('ZREM', key, unpack(ARGV, first, first + count - 1))
     end
@@ -232,7 +256,7 @@ if kinds ~= 'r' and string.find(kinds, 'n', 1, true) then
     return {key = key, held = held, expired = all - held}
   end
   slot_decide = function(i, st, c)
-    local free = math.max(arg(nil, i, 1) - st.held, 0)
+    local free = math.max(arg(i, L_LIMIT) - st.held, 0)
     local ok, retry, reset, held = 1, 0, 0, st.held
     if c > 0 then
       if free > 0 then
@@ -248,11 +272,11 @@ if kinds ~= 'r' and string.find(kinds, 'n', 1, true) then
     return {ok, free, reset, retry, held}
   end
   slot_spend = function(i, _, st)
-    local lease = arg(nil, i, 2)
+    local lease = arg(i, L_SLOT_LEASE)
     if st.expired > 0 then
       redis.call('ZREMRANGEBYSCORE', st.key, '-inf', now_ms)
     end
-    redis.call('ZADD', st.key, now_ms + lease, ARGV[5 + (i - 1) * stride + 3])
+    redis.call('ZADD', st.key, now_ms + lease, raw(i, L_SLOT_HOLDER))
     -- With no live slot but this one, nothing else needs the key: two
     -- leases. Else never less than it has (a replica with a longer
     -- lease keeps its slots).
@@ -264,7 +288,7 @@ end
 
 -- One enforced concurrency limit alone (a route's in-flight cap): the
 -- same verdict as run's, without its tables.
-if n == 1 and kinds == 'n' and flags == '0' and not peek and not costs and cost > 0 then
+if n == 1 and kinds == 'n' and flags == '0' and not peek and cost > 0 then
   local st = slot_read(1)
   local r = slot_decide(1, st, cost)
   if r[1] == 1 then

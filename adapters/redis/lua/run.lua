@@ -5,7 +5,7 @@ local function run(read, decide, spend)
   if n == 1 and kinds == 'r' and flags == '0' then
     -- One enforced limit (most requests): the loops below, without their
     -- tables; the same verdict.
-    local key, c = KEYS[1], costs and costs[1] or cost
+    local key, c = KEYS[1], cost
     local st = read(1, key, c)
     local r = decide(1, st, c)
     local ok = r[1]
@@ -27,7 +27,7 @@ local function run(read, decide, spend)
   for i = 1, n do
     local key = KEYS[i]
     local kind = string.byte(kinds, i)
-    local c = costs and costs[i] or cost
+    local c = cost_of(i)
     if taken then
       c = (taken[key] or 0) + c
       taken[key] = c
@@ -71,7 +71,7 @@ local function run(read, decide, spend)
       sp = function(j, _, s, c) cal_spend(j, s, c) end
     end
     local r = res[i]
-    local c = costs and costs[i] or cost
+    local c = cost_of(i)
     local wrote = false
     if peek then
       -- cost is 0: nothing to spend, nothing written

@@ -10,9 +10,13 @@
 -- A request leaves the window once window has passed since it. The key's
 -- TTL is one window from its newest request. A set of the older form (a
 -- member per unit) is started afresh.
--- ARGV per limit: limit, window in µs, TTL in ms (the window, rounded up).
+-- Arguments per limit: L_LIMIT, L_WINDOW_US, L_TTL_MS (the window,
+-- rounded up).
 local now = clock() -- every decision of this algorithm reads the clock
-local S = 3
+-- layout: generated from adapters/redis/codec.go (TestLayout)
+local L_WINDOW_US = 3
+local L_TTL_MS = 4
+-- end of layout
 
 -- entry returns a member's cum and w (nil for a member of the older form).
 local function entry(m)
@@ -41,7 +45,7 @@ end
 local empty = {count = 0, base = 0, top = 0}
 
 local function read(i, key)
-  local limit, window = arg(S, i, 1), arg(S, i, 2)
+  local limit, window = arg(i, L_LIMIT), arg(i, L_WINDOW_US)
   local cutoff = string.format('%d', now - window)
   local first, last
   if peek then
@@ -88,7 +92,7 @@ local function read(i, key)
 end
 
 local function decide(i, st, c)
-  local limit, window = arg(S, i, 1), arg(S, i, 2)
+  local limit, window = arg(i, L_LIMIT), arg(i, L_WINDOW_US)
   local count = st.count
   if c > 0 and count + c <= limit then
     return {1, limit - count - c, window, 0}
@@ -113,10 +117,10 @@ end
 local function spend(i, key, st, c)
   -- At most up to the limit: a limit spent while it denies (counting an
   -- admitted request's every limit) is full, no more.
-  local w = math.min(c, arg(S, i, 1) - st.count)
+  local w = math.min(c, arg(i, L_LIMIT) - st.count)
   if w > 0 then
     -- Never before the newest: ranks stay in the order of cum.
     redis.call('ZADD', key, string.format('%d', math.max(now, st.newest or now)), member(st.top + w, w))
   end
-  redis.call('PEXPIRE', key, arg(S, i, 3))
+  redis.call('PEXPIRE', key, arg(i, L_TTL_MS))
 end

@@ -3,15 +3,17 @@
 -- previous window (p) and in this one (c). A request is admitted when
 -- p × (window − elapsed)/window (rounded down) + c + cost − 1 < limit.
 -- The key lives until its next window ends (at most two windows).
--- ARGV per limit: limit, window in µs.
+-- Arguments per limit: L_LIMIT, L_WINDOW_US.
 --
 -- Products stay exact in Lua's doubles while limit × window in µs is
 -- below 2^53; beyond, the estimate may be off by a unit.
 local now = clock() -- every decision of this algorithm reads the clock
-local S = 2
+-- layout: generated from adapters/redis/codec.go (TestLayout)
+local L_WINDOW_US = 3
+-- end of layout
 
 local function read(i, key)
-  local w = arg(S, i, 2)
+  local w = arg(i, L_WINDOW_US)
   local start = now - math.fmod(now, w)
   local h = redis.call('HMGET', key, 's', 'p', 'c')
   local s, p, c = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3]) or 0
@@ -28,7 +30,7 @@ local function read(i, key)
 end
 
 local function decide(i, st, c)
-  local limit, w = arg(S, i, 1), arg(S, i, 2)
+  local limit, w = arg(i, L_LIMIT), arg(i, L_WINDOW_US)
   local p, curr, e = st.p, st.c, st.e
   local lim = limit - c + 1
   local weighted = idiv(p * (w - e), w)
@@ -59,18 +61,18 @@ local function decide(i, st, c)
 end
 
 local function spend(i, key, st, c)
-  local w = arg(S, i, 2)
+  local w = arg(i, L_WINDOW_US)
   -- At most the limit: a limit spent while it denies (counting an
   -- admitted request's every limit) is full, no more.
-  redis.call('HSET', key, 's', string.format('%d', st.start), 'p', st.p, 'c', math.min(st.c + c, math.max(arg(S, i, 1), st.c)))
+  redis.call('HSET', key, 's', string.format('%d', st.start), 'p', st.p, 'c', math.min(st.c + c, math.max(arg(i, L_LIMIT), st.c)))
   redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
 end
 
 -- One enforced limit (most requests): read as run reads, and an
 -- admission decided and spent in place, without run's tables (a denial
 -- takes decide's path); the same verdict.
-if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
-  local key, limit, w = KEYS[1], arg(S, 1, 1), arg(S, 1, 2)
+if n == 1 and not peek and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
+  local key, limit, w = KEYS[1], arg(1, L_LIMIT), arg(1, L_WINDOW_US)
   local st = read(1, key)
   local lim = limit - cost + 1
   local weighted = idiv(st.p * (w - st.e), w)

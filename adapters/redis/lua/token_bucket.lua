@@ -7,12 +7,15 @@
 -- down to the nanosecond, so both stores admit the same rate; an interval
 -- in whole µs would round 1.67 µs down to 1 µs and admit 1.67× the rule.
 -- A TAT of an older format, whole µs since the epoch, is still read.
--- ARGV per limit: limit (the bucket's size), emission interval in ns
--- (domain.TokenInterval), window in µs.
+-- Arguments per limit: L_LIMIT (the bucket's size), L_INTERVAL_NS (the
+-- emission interval, domain.TokenInterval), L_WINDOW_US.
 local now = clock() -- every decision of this algorithm reads the clock
+-- layout: generated from adapters/redis/codec.go (TestLayout)
+local L_INTERVAL_NS = 3
+local L_WINDOW_US = 4
+-- end of layout
 local now_s = idiv(now, 1000000)
 local now_ns = (now - now_s * 1000000) * 1000
-local S = 3
 
 -- us is ns in µs, rounded up: a wait is never reported short.
 local function us(ns)
@@ -41,7 +44,7 @@ local function store(key, ahead)
 end
 
 local function decide(i, st, c)
-  local limit, interval, window = arg(S, i, 1), arg(S, i, 2), arg(S, i, 3)
+  local limit, interval, window = arg(i, L_LIMIT), arg(i, L_INTERVAL_NS), arg(i, L_WINDOW_US)
   local capacity, ahead = limit * interval, st.ahead
   local remaining = 0
   if ahead < capacity then
@@ -60,14 +63,14 @@ end
 local function spend(i, key, st, c, r)
   -- At most an empty bucket: a limit spent while it denies (counting an
   -- admitted request's every limit) owes no more than its capacity.
-  store(key, math.min(st.ahead + c * arg(S, i, 2), arg(S, i, 1) * arg(S, i, 2)))
+  store(key, math.min(st.ahead + c * arg(i, L_INTERVAL_NS), arg(i, L_LIMIT) * arg(i, L_INTERVAL_NS)))
 end
 
 -- One enforced limit (most requests): an admission decided and spent
 -- in place, without run's tables (a denial takes decide's path); the
 -- same verdict.
-if n == 1 and not peek and not costs and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
-  local key, limit, interval = KEYS[1], arg(S, 1, 1), arg(S, 1, 2)
+if n == 1 and not peek and not count_denied and cost > 0 and flags == '0' and kinds == 'r' then
+  local key, limit, interval = KEYS[1], arg(1, L_LIMIT), arg(1, L_INTERVAL_NS)
   local st = read(1, key)
   local capacity, next = limit * interval, st.ahead + cost * interval
   if cost <= limit and next <= capacity then

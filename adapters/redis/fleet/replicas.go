@@ -1,4 +1,4 @@
-package redis
+package fleet
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/ports"
 )
 
@@ -33,7 +34,7 @@ const MaxAnnounceTTL = 30 * time.Second
 // Replicas is safe for concurrent use by multiple goroutines. It does
 // not own the client; it owns its subscription.
 type Replicas struct {
-	c   *Client
+	c   *conn.Client
 	key string
 
 	mu      sync.Mutex
@@ -61,11 +62,11 @@ const maxMisses = 3
 const listenTimeout = 5 * time.Second
 
 // replicasScript announces a replica and counts them (lua/replicas.lua).
-var replicasScript = newScript("replicas", false)
+var replicasScript = conn.NewScript("replicas", mustRead("replicas.lua"))
 
 // NewReplicas returns the Replicas of the gateways whose keys start with
 // prefix. It does no I/O.
-func NewReplicas(c *Client, prefix string) *Replicas {
+func NewReplicas(c *conn.Client, prefix string) *Replicas {
 	return &Replicas{c: c, key: prefix + "replicas"}
 }
 
@@ -93,9 +94,9 @@ func (r *Replicas) Key() string { return r.key }
 // ports.ErrKeyType.
 func (r *Replicas) Announce(ctx context.Context, id string, ttl time.Duration) (ports.Roll, error) {
 	ttl = min(ttl, MaxAnnounceTTL)
-	args := append(replicasScript.cmdArgs(1, 3), r.key, id, windowMillis(ttl), windowMillis(MaxAnnounceTTL))
+	args := append(replicasScript.Args(1, 3), r.key, id, millisUp(ttl), millisUp(MaxAnnounceTTL))
 	cmd := goredis.NewCmd(ctx, args...)
-	err := r.c.eval(ctx, cmd, replicasScript.src)
+	err := r.c.Eval(ctx, cmd, replicasScript)
 	var vals []string
 	if err == nil {
 		vals, err = cmd.StringSlice()
@@ -209,7 +210,7 @@ func (r *Replicas) subscribe(ctx context.Context, cancel context.CancelFunc, nod
 // move brings). A subscription made on it is the master's, never a
 // replica's (a cluster URL with read_only would pick one).
 func (r *Replicas) server(ctx context.Context) (*goredis.Client, error) {
-	switch rdb := r.c.rdb.(type) {
+	switch rdb := r.c.Redis().(type) {
 	case *goredis.ClusterClient:
 		node, err := rdb.MasterForKey(ctx, r.key)
 		if err != nil {
@@ -237,10 +238,15 @@ func (r *Replicas) Withdraw(ctx context.Context, id string) error {
 	if ps != nil {
 		_ = ps.Close() // ends the drain too
 	}
-	err := r.c.rdb.ZRem(ctx, r.key, id).Err()
+	err := r.c.Redis().ZRem(ctx, r.key, id).Err()
 	r.wg.Wait()
 	if err != nil {
 		return fmt.Errorf("redis: withdraw replica from %q: %w", r.key, err)
 	}
 	return nil
+}
+
+// millisUp returns d in whole milliseconds, rounded up, at least 1.
+func millisUp(d time.Duration) int64 {
+	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
 }

@@ -1,4 +1,4 @@
-package redis
+package conn
 
 import (
 	"bufio"
@@ -80,7 +80,7 @@ func warmNode(ctx context.Context, rdb goredis.UniversalClient, n int) error {
 // loadScripts caches every script on the server behind cn (SCRIPT LOAD),
 // so that decisions run as EVALSHA from the first one.
 func loadScripts(ctx context.Context, cn *goredis.Conn) error {
-	for _, s := range allScripts() {
+	for _, s := range scripts() {
 		if err := cn.ScriptLoad(ctx, s.src).Err(); err != nil {
 			return fmt.Errorf("script load %s: %w", s.name, err)
 		}

@@ -1,4 +1,4 @@
-package redis
+package fleet
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 )
 
 // The leases' renewer: one pipeline of every slot held, per node, every
@@ -54,7 +56,7 @@ func (ls *Leases) round(ctx context.Context, renew bool) error {
 	orphans := ls.orphans
 	ls.orphans = nil
 	var cmds []*goredis.Cmd
-	var srcs []string
+	var scripts []*conn.Script
 	if renew {
 		byKey := make(map[string][]any)
 		for s := range ls.held {
@@ -62,22 +64,22 @@ func (ls *Leases) round(ctx context.Context, renew bool) error {
 		}
 		cmds = make([]*goredis.Cmd, 0, len(byKey)+len(orphans))
 		for k, holders := range byKey {
-			a := renewScript.cmdArgs(1, 1+len(holders))
+			a := renewScript.Args(1, 1+len(holders))
 			a = append(append(a, k, ls.leaseMs), holders...)
 			cmds = append(cmds, goredis.NewCmd(ctx, a...))
-			srcs = append(srcs, renewScript.src)
+			scripts = append(scripts, renewScript)
 		}
 	}
 	ls.mu.Unlock()
 	renewals := len(cmds)
 	for _, o := range orphans {
 		cmds = append(cmds, goredis.NewCmd(ctx, releaseArgs(o.keys, o.holder)...))
-		srcs = append(srcs, releaseScript.src)
+		scripts = append(scripts, releaseScript)
 	}
 	if len(cmds) == 0 {
 		return nil
 	}
-	pipelineScripts(ctx, ls.c.rdb, cmds, srcs)
+	ls.c.EvalAll(ctx, cmds, scripts)
 	var first error
 	now := time.Now()
 	for i, cmd := range cmds {
@@ -102,34 +104,4 @@ func (ls *Leases) round(ctx context.Context, renew bool) error {
 		return fmt.Errorf("redis: renewing concurrency slots: %w", first)
 	}
 	return nil
-}
-
-// pipelineScripts runs cmds, EVALSHAs of the scripts srcs, as one
-// pipeline (one round trip per node), and those Redis lacked (NOSCRIPT:
-// they did not run) once more as EVAL with their source. Errors land on
-// each command.
-func pipelineScripts(ctx context.Context, rdb goredis.UniversalClient, cmds []*goredis.Cmd, srcs []string) {
-	run := func(cs []*goredis.Cmd) {
-		pipe := rdb.Pipeline()
-		for _, c := range cs {
-			_ = pipe.Process(ctx, c)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	run(cmds)
-	var again []*goredis.Cmd
-	var of []int
-	for i, c := range cmds {
-		if isNoScript(c.Err()) {
-			again = append(again, evalOf(ctx, c, srcs[i]))
-			of = append(of, i)
-		}
-	}
-	if len(again) == 0 {
-		return
-	}
-	run(again)
-	for j, r := range again {
-		adopt(cmds[of[j]], r)
-	}
 }

@@ -1,4 +1,4 @@
-package redis
+package conn
 
 import (
 	"context"
@@ -24,7 +24,7 @@ type tuning struct {
 
 // tune applies Open's defaults to t, but for those rawURL's query sets:
 // a setting in the URL wins.
-func tune(rawURL string, opts ClientOptions, t tuning) {
+func tune(rawURL string, opts Options, t tuning) {
 	set := func(name string, apply func()) {
 		if !queryHas(rawURL, name) {
 			apply()

@@ -1,4 +1,4 @@
-package redis
+package conn
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// ClientOptions configure [Open]. The zero value is usable: no
+// Options configure [Open]. The zero value is usable: no
 // per-decision timeout beyond the caller's context, the default lanes,
 // one Redis.
-type ClientOptions struct {
+type Options struct {
 	// Timeout is the deadline for the store work of one decision
 	// (TOLLGATE_REDIS_TIMEOUT). It also bounds each read and write on a
 	// connection, so a call without a deadline cannot hang on a stalled
@@ -30,9 +30,14 @@ type ClientOptions struct {
 	// tenant's slot, follows MOVED and ASK, and reloads the slot map when
 	// a master fails.
 	Cluster bool
+	// Send, if not nil, replaces the coalescer: each command goes to
+	// Redis on its caller's goroutine as Send(ctx, rdb, cmd), rdb being
+	// the client's go-redis client and ctx bounded by Timeout. Benchmarks
+	// set it to compare ways of batching; the gateway leaves it nil.
+	Send func(ctx context.Context, rdb goredis.UniversalClient, cmd goredis.Cmder) error
 }
 
-// DefaultLanes is the default [ClientOptions.Lanes]: two round trips of
+// DefaultLanes is the default [Options.Lanes]: two round trips of
 // decisions in flight, each on its own connection; whoever arrives
 // meanwhile leaves with the next. Two is ahead of one and of four
 // unless other processes take the cores Redis needs (docs/benchmarks.md,
@@ -46,14 +51,14 @@ const DefaultLanes = 2
 const maxBatch = 512
 
 // Client is a connection to one Redis (or a proxy), or to every node of
-// a Redis Cluster, tuned for a gateway: it is what every limiter of this
-// package runs on. Concurrent decisions share round trips: a decision
+// a Redis Cluster, tuned for a gateway: what the limiter and the fleet's
+// coordination run on. Concurrent decisions share round trips: a decision
 // that finds every lane busy queues and leaves with the next batch, one
-// pipeline of whole scripts; [ClientOptions.Lanes] lanes are always open,
+// pipeline of whole scripts; [Options.Lanes] lanes are always open,
 // and more open (up to a quarter of the pool) while every lane stays
 // busy for longer than a loopback round trip, as across a network. A
 // lone decision goes out at once on its own context. A decision's
-// timeout ([ClientOptions.Timeout]) runs from its send: time spent
+// timeout ([Options.Timeout]) runs from its send: time spent
 // waiting in this process for a lane is not Redis's (that wait is
 // bounded apart, by a second or 20 timeouts). It owns the go-redis
 // client; Close closes it.
@@ -62,11 +67,11 @@ const maxBatch = 512
 type Client struct {
 	rdb     goredis.UniversalClient
 	lanes   int
-	timeout time.Duration          // per decision (ClientOptions.Timeout)
-	co      *coalescer             // nil with BatchAutoPipeline or BatchNone
-	ap      *goredis.AutoPipeliner // BatchAutoPipeline
-	live    *liveness              // when Redis was last heard from
-	warm    atomic.Bool            // Warm succeeded once
+	timeout time.Duration // per decision (Options.Timeout)
+	co      *coalescer    // nil with Options.Send
+	send    processor     // Options.Send, or nil
+	live    *liveness     // when Redis was last heard from
+	warm    atomic.Bool   // Warm succeeded once
 }
 
 // Open returns a Client for rawURL (see [ValidateURL] and, with
@@ -119,36 +124,7 @@ type Client struct {
 // (once per process): it prints a line per failed dial, which during an
 // outage would flood the log the gateway limits to one store-error line
 // per second.
-func Open(rawURL string, opts ClientOptions) (*Client, error) {
-	return open(rawURL, opts, BatchCoalesce)
-}
-
-// Batching is how concurrent decisions reach Redis. The gateway always
-// coalesces; the other modes exist so that benchmarks can compare
-// designs ([OpenForBenchmark]).
-type Batching int
-
-const (
-	// BatchCoalesce shares round trips through tollgate's coalescer: a
-	// lone decision goes straight out on a free lane, concurrent ones
-	// queue and leave together in one pipeline.
-	BatchCoalesce Batching = iota
-	// BatchAutoPipeline hands every decision to go-redis's experimental
-	// blocking AutoPipeline. It does not honour a caller's deadline once
-	// a command is queued.
-	BatchAutoPipeline
-	// BatchNone sends every decision on its own round trip, holding a
-	// pooled connection for it.
-	BatchNone
-)
-
-// OpenForBenchmark is [Open] with another way of batching: a test hook
-// for benchmarks that compare designs. The gateway never calls it.
-func OpenForBenchmark(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
-	return open(rawURL, opts, b)
-}
-
-func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
+func Open(rawURL string, opts Options) (*Client, error) {
 	var rdb goredis.UniversalClient
 	live := newLiveness()
 	if opts.Cluster {
@@ -178,58 +154,44 @@ func open(rawURL string, opts ClientOptions, b Batching) (*Client, error) {
 		rdb = goredis.NewClient(o)
 	}
 	quietLogs.Do(func() { goredis.SetLogger(discardLogger{}) })
-	return newClient(rdb, opts, b, live)
+	return newClient(rdb, opts, live), nil
 }
 
 // NewClient returns a Client over rdb, a go-redis client the caller
-// configured (tests), with the default [ClientOptions]. Close closes rdb.
+// configured (tests), with the default [Options]. Close closes rdb.
 // rdb's own retries apply: configure it with MaxRetries -1, as [Open]
 // does.
 func NewClient(rdb goredis.UniversalClient) *Client {
-	c, err := newClient(rdb, ClientOptions{}, BatchCoalesce, newLiveness())
-	if err != nil {
-		panic("redis: NewClient: " + err.Error()) // coalescing cannot fail
-	}
-	return c
+	return newClient(rdb, Options{}, newLiveness())
 }
 
 // newClient returns a Client over rdb with opts (opts.Timeout is not
 // applied to rdb: that is the caller's configuration). Close closes rdb.
-// The error is go-redis's when b asks for its AutoPipeline and rdb
-// cannot make one.
-func newClient(rdb goredis.UniversalClient, opts ClientOptions, b Batching, live *liveness) (*Client, error) {
+func newClient(rdb goredis.UniversalClient, opts Options, live *liveness) *Client {
 	c := &Client{rdb: rdb, lanes: opts.lanes(), timeout: opts.Timeout, live: live}
-	switch b {
-	case BatchCoalesce:
-		c.co = newCoalescer(rdb, live, coalescerOptions{
-			lanes:      c.lanes,
-			maxLanes:   max(c.lanes, opts.maxLanes()),
-			maxBatch:   maxBatch,
-			timeout:    opts.Timeout,
-			hardWait:   hardWait(opts.Timeout),
-			spawnAfter: spawnAfter,
-			connBound:  connBound(rdb, hardWait(opts.Timeout)),
-		})
-	case BatchAutoPipeline:
-		p, ok := rdb.(interface {
-			AutoPipeline() (*goredis.AutoPipeliner, error)
-		})
-		if !ok {
-			return nil, fmt.Errorf("redis: %T has no AutoPipeline", rdb)
-		}
-		ap, err := p.AutoPipeline()
-		if err != nil {
-			return nil, fmt.Errorf("redis: autopipeline: %w", err)
-		}
-		c.ap = ap
-	case BatchNone:
-	default:
-		return nil, fmt.Errorf("redis: batching %d unknown", b)
+	if opts.Send != nil {
+		c.send = sendFunc(func(ctx context.Context, cmd goredis.Cmder) error { return opts.Send(ctx, rdb, cmd) })
+		return c
 	}
-	return c, nil
+	c.co = newCoalescer(rdb, live, coalescerOptions{
+		lanes:      c.lanes,
+		maxLanes:   max(c.lanes, opts.maxLanes()),
+		maxBatch:   maxBatch,
+		timeout:    opts.Timeout,
+		hardWait:   hardWait(opts.Timeout),
+		spawnAfter: spawnAfter,
+		connBound:  connBound(rdb, hardWait(opts.Timeout)),
+	})
+	return c
 }
 
-func (o ClientOptions) lanes() int {
+// sendFunc is a [processor] of a function.
+type sendFunc func(ctx context.Context, cmd goredis.Cmder) error
+
+// Process implements processor.
+func (f sendFunc) Process(ctx context.Context, cmd goredis.Cmder) error { return f(ctx, cmd) }
+
+func (o Options) lanes() int {
 	if o.Lanes > 0 {
 		return o.Lanes
 	}
@@ -239,10 +201,10 @@ func (o ClientOptions) lanes() int {
 // maxLanes is how many round trips may be in flight when the base lanes
 // are all busy long enough (see the coalescer): a quarter of the pool,
 // which leaves connections for the readiness pings and the announcements.
-func (o ClientOptions) maxLanes() int { return o.poolSize() / 4 }
+func (o Options) maxLanes() int { return o.poolSize() / 4 }
 
 // poolSize is the pool Open gives each node: 16 per lane, at least 64.
-func (o ClientOptions) poolSize() int { return max(64, 16*o.lanes()) }
+func (o Options) poolSize() int { return max(64, 16*o.lanes()) }
 
 // spawnAfter is how long a decision waits, every lane busy, before
 // another lane opens: longer than a round trip on loopback (so the base
@@ -270,17 +232,14 @@ func (c *Client) eval(ctx context.Context, cmd *goredis.Cmd, src string) error {
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	if c.ap != nil {
-		return processScript(ctx, c.ap, cmd, src)
-	}
-	return processScript(ctx, c.rdb, cmd, src)
+	return processScript(ctx, c.send, cmd, src)
 }
 
-// post sends cmd, a command (not a script), without waiting for it:
+// Post sends cmd, a command (not a script), without waiting for it:
 // with the next batch of decisions, or on a goroutine of its own without
 // a coalescer. then is told its error; it must be cheap. It reports
 // false, and sends nothing, when the coalescer's queue is full.
-func (c *Client) post(cmd *goredis.Cmd, then func(err error)) bool {
+func (c *Client) Post(cmd *goredis.Cmd, then func(err error)) bool {
 	if c.co != nil {
 		return c.co.post(cmd, then)
 	}
@@ -291,6 +250,14 @@ func (c *Client) post(cmd *goredis.Cmd, then func(err error)) bool {
 	}()
 	return true
 }
+
+// Redis returns the go-redis client c owns, for what is not a script
+// run: pub/sub, a DEL, a ZREM.
+func (c *Client) Redis() goredis.UniversalClient { return c.rdb }
+
+// Timeout returns the deadline of one decision's store work
+// ([Options.Timeout]; 0: none beyond the caller's context).
+func (c *Client) Timeout() time.Duration { return c.timeout }
 
 // TLSUnverified reports whether c speaks TLS to Redis without verifying
 // its certificate: skip_verify=true in a rediss:// URL, which go-redis
@@ -311,9 +278,6 @@ func (c *Client) TLSUnverified() bool {
 func (c *Client) Close() error {
 	if c.co != nil {
 		c.co.close()
-	}
-	if c.ap != nil {
-		_ = c.ap.Close()
 	}
 	return c.rdb.Close()
 }

@@ -1,4 +1,4 @@
-package redis
+package fleet
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -27,7 +28,7 @@ import (
 // Resets is safe for concurrent use by multiple goroutines. It owns its
 // subscription, not the client.
 type Resets struct {
-	c       *Client
+	c       *conn.Client
 	channel string
 	ps      *goredis.PubSub
 	done    chan struct{}
@@ -45,9 +46,9 @@ const maxResetKeys = 256
 // on the channel can make replicas forget a tenant's denials (they ask
 // Redis again) and its local fail-mode counts (more admitted in an
 // outage), never another's: Redis is trusted.
-func ListenResets(c *Client, prefix string, heard func(tenant domain.TenantID, keys []string)) *Resets {
+func ListenResets(c *conn.Client, prefix string, heard func(tenant domain.TenantID, keys []string)) *Resets {
 	r := &Resets{c: c, channel: prefix + "resets", done: make(chan struct{})}
-	r.ps = c.rdb.Subscribe(context.Background(), r.channel)
+	r.ps = c.Redis().Subscribe(context.Background(), r.channel)
 	msgs := r.ps.Channel()
 	go func() {
 		defer close(r.done)
@@ -98,7 +99,7 @@ func (r *Resets) Announce(ctx context.Context, tenant domain.TenantID, keys []st
 		if len(part) > 0 {
 			msg += "\n" + strings.Join(part, "\n")
 		}
-		if err := r.c.rdb.Publish(ctx, r.channel, msg).Err(); err != nil {
+		if err := r.c.Redis().Publish(ctx, r.channel, msg).Err(); err != nil {
 			return fmt.Errorf("redis: announce the reset of %s on %s: %w", tenant, r.channel, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package redis
+package fleet
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
 )
 
@@ -40,7 +41,7 @@ type LeaseOptions struct {
 }
 
 // Leases are the concurrency slots this replica holds on Redis, as
-// leases ([Limiter]'s concurrency limits), and the renewer that keeps
+// leases (the limiter's concurrency limits), and the renewer that keeps
 // them. A slot is a member
 // "<replica>:<request>" of a sorted set per tenant (and route) and
 // limit, scored with its expiry on Redis's clock: taken by the
@@ -73,7 +74,7 @@ type LeaseOptions struct {
 // (a moment) for the releases in flight and stops the renewer; it does
 // not own the client.
 type Leases struct {
-	c       *Client
+	c       *conn.Client
 	opts    LeaseOptions
 	leaseMs int64
 	seq     atomic.Uint64
@@ -82,7 +83,6 @@ type Leases struct {
 	held      map[slot]struct{}   // the slots this replica's running requests hold
 	releasing map[string][]string // key → holders released here whose removal Redis has not confirmed
 	orphans   []orphan
-	leaseArg  any // leaseMs, boxed once for every decision's arguments
 
 	kick chan struct{} // orphans to remove
 	stop chan struct{}
@@ -103,15 +103,15 @@ type orphan struct {
 // Scripts of the leases: renewing one key's slots, and releasing one
 // request's (lua/lease_renew.lua, lua/lease_release.lua).
 var (
-	renewScript   = newScript("lease_renew", false)
-	releaseScript = newScript("lease_release", false)
+	renewScript   = conn.NewScript("lease_renew", mustRead("lease_renew.lua"))
+	releaseScript = conn.NewScript("lease_release", mustRead("lease_release.lua"))
 )
 
 // NewLeases returns the leases of replica opts.Replica on c and starts
 // their renewer. It panics, as wiring does on a programmer's error, on a
 // lease outside [domain.MinLease] to [domain.MaxLease] or an empty
 // replica name.
-func NewLeases(c *Client, opts LeaseOptions) *Leases {
+func NewLeases(c *conn.Client, opts LeaseOptions) *Leases {
 	if opts.Lease < domain.MinLease || opts.Lease > domain.MaxLease || opts.Replica == "" {
 		panic("redis: NewLeases needs a lease from 1s to 10m and a replica name")
 	}
@@ -120,7 +120,7 @@ func NewLeases(c *Client, opts LeaseOptions) *Leases {
 	}
 	ls := &Leases{
 		c: c, opts: opts, leaseMs: opts.Lease.Milliseconds(),
-		held: make(map[slot]struct{}), releasing: make(map[string][]string), leaseArg: opts.Lease.Milliseconds(),
+		held: make(map[slot]struct{}), releasing: make(map[string][]string),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go ls.run()
@@ -138,18 +138,26 @@ func (ls *Leases) Held() int {
 	return len(ls.held)
 }
 
-// holder returns a new request's name among the slots: unique in the
+// Holder returns a new request's name among the slots: unique in the
 // fleet, since the replica's name is.
-func (ls *Leases) holder() string {
+func (ls *Leases) Holder() string {
 	return ls.opts.Replica + ":" + strconv.FormatUint(ls.seq.Add(1), 36)
 }
 
-// hold records that holder took a slot under each of keys.
-func (ls *Leases) hold(keys []string, holder string) {
+// Hold records that holder took a slot under each of keys, and returns
+// the function that gives them back (a verdict's Release): once, however
+// often it is called, and without waiting for Redis (see [Leases]).
+func (ls *Leases) Hold(keys []string, holder string) (release func()) {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	for _, k := range keys {
 		ls.held[slot{k, holder}] = struct{}{}
+	}
+	ls.mu.Unlock()
+	var done atomic.Bool
+	return func() {
+		if done.CompareAndSwap(false, true) {
+			ls.release(keys, holder)
+		}
 	}
 }
 
@@ -165,7 +173,7 @@ func (ls *Leases) release(keys []string, holder string) {
 	}
 	ls.mu.Unlock()
 	for _, k := range keys {
-		if !ls.c.post(goredis.NewCmd(context.Background(), "zrem", k, holder), func(err error) { ls.removed(k, holder, err) }) {
+		if !ls.c.Post(goredis.NewCmd(context.Background(), "zrem", k, holder), func(err error) { ls.removed(k, holder, err) }) {
 			ls.removed(k, holder, errQueueFull)
 		}
 	}
@@ -202,10 +210,10 @@ func (ls *Leases) removed(key, holder string, err error) {
 	}
 }
 
-// released returns the holders released here under key whose removal
+// Released returns the holders released here under key whose removal
 // Redis has not confirmed: a decision on key removes them first. It is
 // nil for almost every key.
-func (ls *Leases) released(key string) []string {
+func (ls *Leases) Released(key string) []string {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if hs := ls.releasing[key]; len(hs) > 0 {
@@ -220,16 +228,17 @@ var errRelease = errors.New("redis: release of a concurrency slot")
 // releaseArgs are the EVALSHA arguments of releasing holder's slots
 // under keys.
 func releaseArgs(keys []string, holder string) []any {
-	a := releaseScript.cmdArgs(len(keys), 1)
+	a := releaseScript.Args(len(keys), 1)
 	for _, k := range keys {
 		a = append(a, k)
 	}
 	return append(a, holder)
 }
 
-// orphan records that holder's slots under keys may still be taken, and
+// Orphan records that holder's slots under keys may still be taken (a
+// decision whose reply was lost after its script may have run), and
 // wakes the renewer to remove them.
-func (ls *Leases) orphan(keys []string, holder string) {
+func (ls *Leases) Orphan(keys []string, holder string) {
 	ls.mu.Lock()
 	ls.orphanLocked(keys, holder)
 	ls.mu.Unlock()

@@ -1,4 +1,4 @@
-package redis
+package conn
 
 import (
 	"bufio"
@@ -121,7 +121,7 @@ func readCommand(r *bufio.Reader) ([]string, error) {
 func TestClusterScriptsNeverResent(t *testing.T) {
 	t.Parallel()
 	srv := startLossyRedis(t, false)
-	c, err := Open("redis://"+srv.ln.Addr().String(), ClientOptions{Cluster: true, Timeout: 2 * time.Second})
+	c, err := Open("redis://"+srv.ln.Addr().String(), Options{Cluster: true, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestClusterScriptsNeverResent(t *testing.T) {
 func TestClusterScriptsRetriedWhereTheyDidNotRun(t *testing.T) {
 	t.Parallel()
 	srv := startLossyRedis(t, true)
-	c, err := Open("redis://"+srv.ln.Addr().String(), ClientOptions{Cluster: true, Timeout: 2 * time.Second})
+	c, err := Open("redis://"+srv.ln.Addr().String(), Options{Cluster: true, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

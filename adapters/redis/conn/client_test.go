@@ -1,4 +1,4 @@
-package redis
+package conn
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func TestTLSUnverified(t *testing.T) {
 		"rediss://a:6380":                   false,
 		"rediss://a:7000?addr=b:7001":       false,
 	} {
-		c, err := Open(url, ClientOptions{Cluster: strings.Contains(url, "addr=")})
+		c, err := Open(url, Options{Cluster: strings.Contains(url, "addr=")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestTLSUnverified(t *testing.T) {
 func TestOpenCluster(t *testing.T) {
 	t.Parallel()
 	const timeout = 40 * time.Millisecond
-	c, err := Open("redis://:pw@a:7000?addr=b:7001&addr=c:7002", ClientOptions{Timeout: timeout, Cluster: true})
+	c, err := Open("redis://:pw@a:7000?addr=b:7001&addr=c:7002", Options{Timeout: timeout, Cluster: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestOpenCluster(t *testing.T) {
 	if o.PoolSize < 64 || o.FailingTimeoutSeconds > 5 {
 		t.Errorf("PoolSize %d, FailingTimeoutSeconds %d", o.PoolSize, o.FailingTimeoutSeconds)
 	}
-	c2, err := Open("redis://a:7000?pool_size=7", ClientOptions{Timeout: timeout, Cluster: true})
+	c2, err := Open("redis://a:7000?pool_size=7", Options{Timeout: timeout, Cluster: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +159,10 @@ func TestOpenCluster(t *testing.T) {
 	if o := c2.rdb.(*goredis.ClusterClient).Options(); o.PoolSize != 7 {
 		t.Errorf("URL pool_size=7: got %d", o.PoolSize)
 	}
-	if _, err := Open("redis://a:7000/0", ClientOptions{}); err != nil {
+	if _, err := Open("redis://a:7000/0", Options{}); err != nil {
 		t.Errorf("a plain URL in single mode: %v", err)
 	}
-	if _, err := Open("unix:///run/redis.sock", ClientOptions{Cluster: true}); err == nil {
+	if _, err := Open("unix:///run/redis.sock", Options{Cluster: true}); err == nil {
 		t.Error("Open of a unix socket in cluster mode: no error")
 	}
 }
@@ -210,21 +210,10 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-func TestWindowMillis(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[int64]int64{0: 1, 1: 1, 1e6: 1, 1e6 + 1: 2, 1.5e6: 2, 60e9: 60000} {
-		if got := windowMillis(durationNS(in)); got != want {
-			t.Errorf("windowMillis(%dns) = %d, want %d", in, got, want)
-		}
-	}
-}
-
-func durationNS(n int64) time.Duration { return time.Duration(n) }
-
 func TestOpenOptions(t *testing.T) {
 	t.Parallel()
 	const timeout = 40 * time.Millisecond
-	c, err := Open("redis://:pw@redis:6379/2", ClientOptions{Timeout: timeout})
+	c, err := Open("redis://:pw@redis:6379/2", Options{Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +236,7 @@ func TestOpenOptions(t *testing.T) {
 		t.Errorf("password/db from the URL not applied: %q/%d", o.Password, o.DB)
 	}
 	// Settings in the URL's query win, but for retries.
-	c2, err := Open("redis://redis:6379/0?pool_size=7&max_retries=-1", ClientOptions{Timeout: timeout})
+	c2, err := Open("redis://redis:6379/0?pool_size=7&max_retries=-1", Options{Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +244,10 @@ func TestOpenOptions(t *testing.T) {
 	if o := c2.rdb.(*goredis.Client).Options(); o.PoolSize != 7 || o.MaxRetries != 0 {
 		t.Errorf("URL pool_size=7&max_retries=-1: got %d, %d", o.PoolSize, o.MaxRetries)
 	}
-	if _, err := Open("redis://h:6379/0?max_retries=3", ClientOptions{}); err == nil {
+	if _, err := Open("redis://h:6379/0?max_retries=3", Options{}); err == nil {
 		t.Error("Open with max_retries=3: no error (a retried batch counts twice)")
 	}
-	if _, err := Open("redis://h:6379/0?dial_timeout=-1s", ClientOptions{}); err == nil {
+	if _, err := Open("redis://h:6379/0?dial_timeout=-1s", Options{}); err == nil {
 		t.Error("Open with a negative dial_timeout: no error")
 	}
 }
