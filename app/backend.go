@@ -183,10 +183,10 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		// Other replicas' resets, heard at once (and for the deny cache
 		// within a second regardless: its own bound).
 		bus := op.shared.listenResets(cfg.KeyPrefix, func(t domain.TenantID, keys []string) {
-			resets.heard(cfg.KeyPrefix, t, keys)
+			resets.heard(be.keys, t, keys)
 		})
 		resets.announce = func(ctx context.Context, req domain.Request) {
-			if err := bus.Announce(ctx, req.Tenant, keySuffixes(cfg.KeyPrefix, req)); err != nil {
+			if err := bus.Announce(ctx, req.Tenant, keySuffixes(be.keys, req)); err != nil {
 				env.log.Warn("usage API: the reset was not announced to the other replicas; they forget the tenant's denials within a second, and keep its local fail-mode counts", "tenant", string(req.Tenant), "err", err)
 			}
 		}

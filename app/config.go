@@ -115,7 +115,7 @@ type Config struct {
 	RedisURL string `env:"REDIS_URL"`
 	// RedisTimeout is how long a decision in flight may go without Redis
 	// answering anything before it takes the fail mode (see
-	// adapters/redis: the wait in this process's own queue does not
+	// adapters/redis/conn: the wait in this process's own queue does not
 	// count).
 	RedisTimeout time.Duration `env:"REDIS_TIMEOUT"`
 	// Lease is how long a concurrency slot of a vanished replica stays

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -46,7 +45,7 @@ func (r *resets) Reset(ctx context.Context, req domain.Request) error {
 // local fail mode's memory resets keys (each less the start every key of
 // the tenant shares), the limits reset, none for a message that names
 // none.
-func (r *resets) heard(prefix string, tenant domain.TenantID, suffixes []string) {
+func (r *resets) heard(layout ports.Keys, tenant domain.TenantID, suffixes []string) {
 	for _, f := range r.forget {
 		f(tenant)
 	}
@@ -54,7 +53,7 @@ func (r *resets) heard(prefix string, tenant domain.TenantID, suffixes []string)
 		return
 	}
 	req := domain.Request{Tenant: tenant, Limits: make([]domain.Limit, len(suffixes))}
-	start := keys.TenantKeys(prefix, tenant)
+	start := layout.Tenant(tenant)
 	for i, k := range suffixes {
 		req.Limits[i].Key = start + k
 	}
@@ -66,8 +65,8 @@ func (r *resets) heard(prefix string, tenant domain.TenantID, suffixes []string)
 // keySuffixes returns the keys of req's limits (not its concurrency
 // limits': slots are requests running) less the start every key of the
 // tenant shares, as a reset's message names them.
-func keySuffixes(prefix string, req domain.Request) []string {
-	start := keys.TenantKeys(prefix, req.Tenant)
+func keySuffixes(layout ports.Keys, req domain.Request) []string {
+	start := layout.Tenant(req.Tenant)
 	var suffixes []string
 	for _, l := range req.Limits {
 		if k, ok := strings.CutPrefix(l.Key, start); ok && !l.Concurrency {
