@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TOLLGATE_TEST_CONTAINER_LOGS") != "1" {
 		tclog.SetDefault(tclog.NewNoopLogger())
 	}
+	startStallMeter()
 	code := m.Run()
 	stopSharedCluster()
 	reportSkips()
