@@ -29,6 +29,26 @@ trap 'scripts/cleanup-containers.sh' EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$OUT"
+
+# Say first what the steps will install from Debian (apt-get, as root),
+# so that nothing is added to the machine unannounced.
+installs=()
+have() { command -v "$1" >/dev/null 2>&1; }
+has_image() { docker image inspect "$1" >/dev/null 2>&1; }
+if ! has_image tollgate.local/redis:7 && ! have redis-server; then installs+=("redis-tools"); fi
+if ! has_image "$VALKEY_IMAGE" && [[ ! -x /usr/bin/valkey-check-rdb ]]; then
+  installs+=("valkey-server valkey-tools from bookworm-backports (added to /etc/apt/sources.list.d when missing)")
+fi
+[[ -s /etc/ssl/certs/ca-certificates.crt ]] || installs+=("ca-certificates")
+have nginx || installs+=("nginx-light")
+have caddy || installs+=("caddy")
+docker compose version >/dev/null 2>&1 || have docker-compose || installs+=("docker-compose")
+have curl || installs+=("curl")
+have jq || installs+=("jq")
+if ((${#installs[@]} > 0)); then
+  echo "test: will install from Debian's packages (apt-get, as root):"
+  printf '  %s\n' "${installs[@]}"
+fi
 # The summary reads go test's JSON with jq (Debian's package when missing).
 if ! command -v jq >/dev/null 2>&1; then
   echo "test: installing jq (reads go test -json for the summary)" >&2
