@@ -209,7 +209,7 @@ func newOutage(t *testing.T, redisURL string) outage {
 // meanwhile on a loaded machine (stalled). A request that waits for a
 // frozen Redis beyond its deadline still takes longer.
 func (o outage) maxAnswer(start, end time.Time) time.Duration {
-	return o.timeout + 300*time.Millisecond + stalled(start, end)
+	return o.timeout + 300*time.Millisecond + stallWithin(start, end)
 }
 
 // duringFailure checks, for about d, that every request is answered in
@@ -227,7 +227,7 @@ func (o outage) duringFailure(t *testing.T, d time.Duration) {
 			code, h := get(t, c.gw, "acme")
 			end := time.Now()
 			if took, most := end.Sub(start), o.maxAnswer(start, end); took > most {
-				t.Errorf("%s: answered in %v, want <= %v (%v of it this process stalled)", c.name, took, most, stalled(start, end))
+				t.Errorf("%s: answered in %v, want <= %v (%v of it this process stalled)", c.name, took, most, stallWithin(start, end))
 			}
 			if code != c.want {
 				t.Errorf("%s: status %d, want %d", c.name, code, c.want)
@@ -318,7 +318,7 @@ func TestRedisPaused(t *testing.T) {
 		}
 		end := time.Now()
 		if took, most := end.Sub(start), o.maxAnswer(start, end); took > most {
-			t.Errorf("/readyz with Redis paused took %v, want <= %v (%v of it this process stalled)", took, most, stalled(start, end))
+			t.Errorf("/readyz with Redis paused took %v, want <= %v (%v of it this process stalled)", took, most, stallWithin(start, end))
 		}
 	}
 	srv.unpause(t)

@@ -49,9 +49,9 @@ func startStallMeter() {
 	})
 }
 
-// stalled returns how long the process stalled between start and end:
+// stallWithin returns how long the process stalled between start and end:
 // the parts of the meter's late wakes that fall within them.
-func stalled(start, end time.Time) time.Duration {
+func stallWithin(start, end time.Time) time.Duration {
 	stallMeter.mu.Lock()
 	defer stallMeter.mu.Unlock()
 	var sum time.Duration
