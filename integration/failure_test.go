@@ -169,7 +169,10 @@ func TestBreakerDuringAStall(t *testing.T) {
 			for ; time.Since(stalled) < stall; time.Sleep(time.Millisecond) {
 				start := time.Now()
 				code, h := get(t, g, "acme")
-				took := time.Since(start)
+				end := time.Now()
+				// What the request took, less what the process stalled
+				// meanwhile (a loaded machine's wait, not the breaker's).
+				took := end.Sub(start) - stallWithin(start, end)
 				if code != 200 || h.Get("X-RateLimit-Limit") != "" {
 					t.Errorf("fail open during the stall: %d with headers %v", code, h.Get("X-RateLimit-Limit"))
 					return
@@ -194,8 +197,8 @@ func TestBreakerDuringAStall(t *testing.T) {
 		t.Errorf("decisions during the stall within 5 ms: %v of %v, want >= 99%%", fast, n)
 	}
 	// And what the clients saw, through HTTP, on a machine this test
-	// shares (logged; the median is asserted: the typical request does
-	// not wait for the deadline).
+	// shares, less the process's stalls (logged; the median is
+	// asserted: the typical request does not wait for the deadline).
 	slices.Sort(after)
 	p50, p99 := after[len(after)/2], after[len(after)*99/100]
 	t.Logf("stall: %d requests after the first half second: p50 %v, p99 %v, max %v", len(after), p50, p99, after[len(after)-1])
@@ -229,10 +232,11 @@ func TestBreakerDuringAStall(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	back := time.Since(thawed)
-	t.Logf("decisions back on Redis %v after it thawed", back)
-	if back > 250*time.Millisecond {
-		t.Errorf("decisions back on Redis %v after it thawed, want <= 250ms", back)
+	now := time.Now()
+	back, waited := now.Sub(thawed), stallWithin(thawed, now)
+	t.Logf("decisions back on Redis %v after it thawed (%v of it this process stalled)", back, waited)
+	if back-waited > 250*time.Millisecond {
+		t.Errorf("decisions back on Redis %v after it thawed (%v of it this process stalled), want <= 250ms", back, waited)
 	}
 	if up := metric(t, g, "tollgate_store_up"); up != 1 {
 		t.Errorf("tollgate_store_up after the stall = %v, want 1", up)
