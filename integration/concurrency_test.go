@@ -158,7 +158,19 @@ func TestConcurrencyReleaseFails(t *testing.T) {
 	tenant := portstest.Tenant()
 	req := slotRequest(tenant, 2)
 	key := req.Limits[0].Key
-	v := portstest.MustAllow(t, r.limiter, req)
+	// A slot on a healthy Redis. A loaded machine can miss the 100 ms
+	// deadline here, which is not what this test is about: again. (What
+	// a failed attempt took, the renewer removes, as below.)
+	var v domain.Verdict
+	for attempt := 1; ; attempt++ {
+		var err error
+		if v, err = r.limiter.Allow(t.Context(), req); err == nil && v.Allowed {
+			break
+		}
+		if attempt == 10 {
+			t.Fatalf("a slot on a healthy Redis, 10 attempts: %+v, %v", v, err)
+		}
+	}
 	srv.pause(t)
 	start := time.Now()
 	v.Release()
