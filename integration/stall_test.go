@@ -52,9 +52,15 @@ func startStallMeter() {
 // stallWithin returns how long the process stalled between start and end:
 // the parts of the meter's late wakes that fall within them.
 func stallWithin(start, end time.Time) time.Duration {
+	sum, _ := stalls(start, end)
+	return sum
+}
+
+// stalls returns how long the process stalled between start and end, in
+// all and at most at once.
+func stalls(start, end time.Time) (sum, longest time.Duration) {
 	stallMeter.mu.Lock()
 	defer stallMeter.mu.Unlock()
-	var sum time.Duration
 	for i := len(stallMeter.late) - 1; i >= 0; i-- {
 		w := stallMeter.late[i]
 		from := w.at.Add(-w.by)
@@ -70,7 +76,8 @@ func stallWithin(start, end time.Time) time.Duration {
 		}
 		if hi.After(lo) {
 			sum += hi.Sub(lo)
+			longest = max(longest, hi.Sub(lo))
 		}
 	}
-	return sum
+	return sum, longest
 }
