@@ -87,7 +87,8 @@ func flood(t testing.TB, g *apptest.Gateway, tenant string, n, workers int) map[
 
 // TestDenyCacheFloodCostsTheStoreNothing: under a flood from one denied
 // tenant, the store runs at most 0.05 commands per denied request (INFO
-// commandstats), for every algorithm. The window is an hour, so that the
+// commandstats), or 10 a second where a loaded machine stretches the
+// flood (floodBound), for every algorithm. The window is an hour, so that the
 // denials stand for the whole test (a sliding window aligned on the
 // epoch admits again as soon as a boundary passes: that is no denial to
 // cache). The tenant is denied once before the flood: it is a denied
@@ -112,9 +113,9 @@ func TestDenyCacheFloodCostsTheStoreNothing(t *testing.T) {
 			t.Errorf("%s: flood of %d over the budget: %v, want every one 429", algo, n, codes)
 		}
 		perDenial := float64(cmds) / n
-		t.Logf("%s: %d store commands for %d denied requests: %.4f per denial", algo, cmds, n, perDenial)
-		if perDenial > 0.05 {
-			t.Errorf("%s: %.4f store commands per denied request, want <= 0.05", algo, perDenial)
+		t.Logf("%s: %d store commands for %d denied requests over %v: %.4f per denial", algo, cmds, n, took, perDenial)
+		if most := floodBound(n, 10, took); float64(cmds) > most {
+			t.Errorf("%s: %d store commands for %d denied requests over %v, want <= %v", algo, cmds, n, took, most)
 		}
 		// A denial is served for a second at most (then the store is
 		// asked again, and its denial cached afresh): one store denial
