@@ -3,9 +3,10 @@
 # images it needs, vets, runs every test (integration against real Redis
 # containers and a Redis Cluster included), the integration package again
 # on Valkey 8, then the docker-compose smoke tests (one Redis; a 3-master
-# cluster; Envoy's rate limit service), and always removes the test containers. The real-proxy tests
-# (integration/edge) need nginx and caddy: scripts/edge-tools.sh installs
-# them from Debian when missing.
+# cluster; Envoy's rate limit service). scripts/test.sh runs each step
+# even after one failed, ends with a summary and always removes the test
+# containers. The real-proxy tests (integration/edge) need nginx and
+# caddy: scripts/edge-tools.sh installs them from Debian when missing.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -32,20 +33,10 @@ BENCH_PKGS ?= ./integration/
 .PHONY: test unit vet bench bench-integration bench-gateway bench-edge image compose-up compose-down compose-test compose-cluster-up compose-cluster-down compose-cluster-test compose-rls-up compose-rls-down compose-rls-test clean
 
 ## test: images, go vet, all tests with -race, the integration tests again
-## on Valkey, compose smoke tests; cleanup always
+## on Valkey, compose smoke tests: every step even after a failure, then a
+## summary (scripts/test.sh; STEPS="valkey compose" runs only those); cleanup always
 test:
-	@status=0; \
-	{ $(MAKE) --no-print-directory image && \
-	  $(MAKE) --no-print-directory vet && \
-	  scripts/edge-tools.sh && \
-	  TOLLGATE_REQUIRE_EDGE=1 go test -race -shuffle=on -count=1 ./... && \
-	  go test -count=1 -run 'TestBurstUnderCPUHog' ./integration/ && \
-	  TOLLGATE_TEST_REDIS_IMAGE=$(VALKEY_IMAGE) go test -race -shuffle=on -count=1 ./integration/... && \
-	  scripts/compose-test.sh && \
-	  scripts/compose-cluster-test.sh && \
-	  scripts/compose-rls-test.sh; } || status=$$?; \
-	scripts/cleanup-containers.sh; \
-	exit $$status
+	@VALKEY_IMAGE=$(VALKEY_IMAGE) MAKE="$(MAKE)" scripts/test.sh
 
 ## unit: the tests that need no Docker
 unit:

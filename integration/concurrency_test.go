@@ -94,8 +94,11 @@ func TestConcurrencyLeases(t *testing.T) {
 					v.Release()
 					break
 				}
-				if time.Since(ended) > 100*time.Millisecond {
-					t.Fatalf("100ms after the request ended, the other replica: %+v, want the slot", v)
+				// (Less what the process stalled meanwhile: a loaded
+				// machine's wait, not the release's.)
+				if now := time.Now(); now.Sub(ended)-stallWithin(ended, now) > 100*time.Millisecond {
+					t.Fatalf("%v after the request ended (%v of it this process stalled), the other replica: %+v, want the slot",
+						now.Sub(ended), stallWithin(ended, now), v)
 				}
 			}
 			// Replica a vanishes: its renewer stops, nothing is released.
@@ -104,11 +107,27 @@ func TestConcurrencyLeases(t *testing.T) {
 			}
 			renewed := time.Now()
 			a.leases.Close()
+			// Each slot's score is its lease's end on Redis's clock; an
+			// admission is early only if Redis's clock, read after the
+			// answer, is still before it (a decision delayed past the
+			// end by a loaded machine is not).
+			key1 := slotRequest(tenants[1], 1).Limits[0].Key
+			slots := rdb.ZRangeWithScores(t.Context(), key1, 0, -1).Val()
+			if len(slots) != 1 {
+				t.Fatalf("%s after the last renewal: %v, want one slot", key1, slots)
+			}
+			end := time.UnixMilli(int64(slots[0].Score))
 			for time.Since(renewed) < lease-200*time.Millisecond {
-				if v := portstest.MustAllow(t, b.limiter, slotRequest(tenants[1], 1)); v.Allowed {
-					t.Fatalf("%v after a's last renewal: %+v admitted before the lease ran out", time.Since(renewed), v)
+				v := portstest.MustAllow(t, b.limiter, slotRequest(tenants[1], 1))
+				if !v.Allowed {
+					time.Sleep(50 * time.Millisecond)
+					continue
 				}
-				time.Sleep(50 * time.Millisecond)
+				if at := rdb.Time(t.Context()).Val(); at.Before(end) {
+					t.Fatalf("%v after a's last renewal: %+v admitted %v before the lease ran out (Redis's clock)", time.Since(renewed), v, end.Sub(at))
+				}
+				v.Release()
+				break
 			}
 			time.Sleep(time.Until(renewed.Add(lease + 50*time.Millisecond)))
 			for i, tenant := range tenants[1:] {
@@ -142,12 +161,24 @@ func TestConcurrencyReleaseFails(t *testing.T) {
 	tenant := portstest.Tenant()
 	req := slotRequest(tenant, 2)
 	key := req.Limits[0].Key
-	v := portstest.MustAllow(t, r.limiter, req)
+	// A slot on a healthy Redis. A loaded machine can miss the 100 ms
+	// deadline here, which is not what this test is about: again. (What
+	// a failed attempt took, the renewer removes, as below.)
+	var v domain.Verdict
+	for attempt := 1; ; attempt++ {
+		var err error
+		if v, err = r.limiter.Allow(t.Context(), req, nil); err == nil && v.Allowed {
+			break
+		}
+		if attempt == 10 {
+			t.Fatalf("a slot on a healthy Redis, 10 attempts: %+v, %v", v, err)
+		}
+	}
 	srv.pause(t)
 	start := time.Now()
 	v.Release()
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("a release against a paused Redis took %v", took)
+	if end := time.Now(); end.Sub(start) > 2*time.Second+stallWithin(start, end) {
+		t.Errorf("a release against a paused Redis took %v (%v of it this process stalled)", end.Sub(start), stallWithin(start, end))
 	}
 	if got := r.leases.Held(); got != 0 {
 		t.Errorf("Held after the release = %d, want 0 (no longer renewed)", got)

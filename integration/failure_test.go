@@ -88,7 +88,8 @@ func flood(t testing.TB, g *apptest.Gateway, tenant string, n, workers int) map[
 
 // TestDenyCacheFloodCostsTheStoreNothing: under a flood from one denied
 // tenant, the store runs at most 0.05 commands per denied request (INFO
-// commandstats), for every algorithm. The window is an hour, so that the
+// commandstats), or 10 a second where a loaded machine stretches the
+// flood (floodBound), for every algorithm. The window is an hour, so that the
 // denials stand for the whole test (a sliding window aligned on the
 // epoch admits again as soon as a boundary passes: that is no denial to
 // cache). The tenant is denied once before the flood: it is a denied
@@ -113,9 +114,9 @@ func TestDenyCacheFloodCostsTheStoreNothing(t *testing.T) {
 			t.Errorf("%s: flood of %d over the budget: %v, want every one 429", algo, n, codes)
 		}
 		perDenial := float64(cmds) / n
-		t.Logf("%s: %d store commands for %d denied requests: %.4f per denial", algo, cmds, n, perDenial)
-		if perDenial > 0.05 {
-			t.Errorf("%s: %.4f store commands per denied request, want <= 0.05", algo, perDenial)
+		t.Logf("%s: %d store commands for %d denied requests over %v: %.4f per denial", algo, cmds, n, took, perDenial)
+		if most := floodBound(n, 10, took); float64(cmds) > most {
+			t.Errorf("%s: %d store commands for %d denied requests over %v, want <= %v", algo, cmds, n, took, most)
 		}
 		// A denial is served for a second at most (then the store is
 		// asked again, and its denial cached afresh): one store denial
@@ -170,7 +171,10 @@ func TestBreakerDuringAStall(t *testing.T) {
 			for ; time.Since(stalled) < stall; time.Sleep(time.Millisecond) {
 				start := time.Now()
 				code, h := get(t, g, "acme")
-				took := time.Since(start)
+				end := time.Now()
+				// What the request took, less what the process stalled
+				// meanwhile (a loaded machine's wait, not the breaker's).
+				took := end.Sub(start) - stallWithin(start, end)
 				if code != 200 || h.Get("X-RateLimit-Limit") != "" {
 					t.Errorf("fail open during the stall: %d with headers %v", code, h.Get("X-RateLimit-Limit"))
 					return
@@ -195,8 +199,8 @@ func TestBreakerDuringAStall(t *testing.T) {
 		t.Errorf("decisions during the stall within 5 ms: %v of %v, want >= 99%%", fast, n)
 	}
 	// And what the clients saw, through HTTP, on a machine this test
-	// shares (logged; the median is asserted: the typical request does
-	// not wait for the deadline).
+	// shares, less the process's stalls (logged; the median is
+	// asserted: the typical request does not wait for the deadline).
 	slices.Sort(after)
 	p50, p99 := after[len(after)/2], after[len(after)*99/100]
 	t.Logf("stall: %d requests after the first half second: p50 %v, p99 %v, max %v", len(after), p50, p99, after[len(after)-1])
@@ -232,10 +236,11 @@ func TestBreakerDuringAStall(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	back := time.Since(thawed)
-	t.Logf("decisions back on Redis %v after it thawed", back)
-	if back > 250*time.Millisecond {
-		t.Errorf("decisions back on Redis %v after it thawed, want <= 250ms", back)
+	now := time.Now()
+	back, waited := now.Sub(thawed), stallWithin(thawed, now)
+	t.Logf("decisions back on Redis %v after it thawed (%v of it this process stalled)", back, waited)
+	if back-waited > 250*time.Millisecond {
+		t.Errorf("decisions back on Redis %v after it thawed (%v of it this process stalled), want <= 250ms", back, waited)
 	}
 	if up := metric(t, g, "tollgate_store_up"); up != 1 {
 		t.Errorf("tollgate_store_up after the stall = %v, want 1", up)

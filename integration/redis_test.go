@@ -26,6 +26,7 @@ import (
 	"github.com/moby/moby/client"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 	"github.com/testcontainers/testcontainers-go/wait"
 
@@ -44,6 +45,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
 		os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
 	}
+	// testcontainers logs every container's progress (a dozen lines per
+	// container, hundreds a run), which buries a failure; its errors reach
+	// the tests anyway. TOLLGATE_TEST_CONTAINER_LOGS=1 shows the progress.
+	if os.Getenv("TOLLGATE_TEST_CONTAINER_LOGS") != "1" {
+		tclog.SetDefault(tclog.NewNoopLogger())
+	}
+	startStallMeter()
 	code := m.Run()
 	stopSharedCluster()
 	reportSkips()
