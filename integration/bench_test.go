@@ -53,7 +53,7 @@ func BenchmarkRedisFixedWindow(b *testing.B) {
 	{
 		// Counting denials, as the gateway's one limit without a policy file does.
 		mode := "count-denied"
-		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(client), redis.Options{Timeout: time.Second, Counting: domain.CountEvery})
+		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(client, conn.Options{}), redis.Options{Timeout: time.Second, Counting: domain.CountEvery})
 
 		b.Run(mode+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
@@ -213,7 +213,7 @@ func BenchmarkPolicyLimits(b *testing.B) {
 		stores := []struct {
 			name string
 			lim  ports.Limiter
-		}{{"memory", mem}, {"redis", redisLimiter{algorithm: a.Name}.new(conn.NewClient(client), redis.Options{Timeout: time.Second})}}
+		}{{"memory", mem}, {"redis", redisLimiter{algorithm: a.Name}.new(conn.NewClient(client, conn.Options{}), redis.Options{Timeout: time.Second})}}
 		for _, s := range stores {
 			for _, n := range []int{1, 3} {
 				reqs := requests(a.Name, n)

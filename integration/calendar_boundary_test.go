@@ -75,7 +75,7 @@ func calendarBoundary(t *testing.T, rdb goredis.UniversalClient) {
 			}
 		}
 	}
-	client := conn.NewClient(rdb)
+	client := conn.NewClient(rdb, testConn)
 	for _, a := range domain.Algorithms {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()

@@ -23,7 +23,7 @@ func TestRedisCalendarQuota(t *testing.T) {
 		rdb  goredis.UniversalClient
 	}{{"redis", startRedis(t).Client}, {"cluster", sharedClusterFor(t).Client}} {
 		for _, a := range domain.Algorithms {
-			lim := redisLimiter{algorithm: a.Name}.new(conn.NewClient(target.rdb), redis.Options{Timeout: 5 * time.Second})
+			lim := redisLimiter{algorithm: a.Name}.new(conn.NewClient(target.rdb, testConn), redis.Options{Timeout: 5 * time.Second})
 			cal := domain.Calendar{Unit: domain.PeriodMonth, AnchorDay: 31}
 			base := keys.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "monthly")
 			req := domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{{Name: "monthly",
@@ -83,7 +83,7 @@ func TestRedisCalendarClockSkew(t *testing.T) {
 		{"ahead, its day's key there", 24 * time.Hour, true},
 	} {
 		base := keys.Key(uniquePrefix(t), "acme", domain.AlgorithmFixedWindow, "", "daily")
-		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(srv.Client),
+		lim := redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(srv.Client, testConn),
 			redis.Options{Timeout: 5 * time.Second, Clock: func() time.Time { return time.Now().Add(tt.skew) }})
 		start, end := cal.Period(time.Now())
 		theirs, theirEnd := cal.Period(time.Now().Add(tt.skew))

@@ -60,7 +60,7 @@ func TestConcurrencyLeases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rdb := tc.rdb(t)
-			client := conn.NewClient(rdb)
+			client := conn.NewClient(rdb, conn.Options{})
 			const lease = time.Second
 			a, b := newReplica(t, client, lease), newReplica(t, client, lease)
 			// Tenants on every master of a cluster: renewals go to each.

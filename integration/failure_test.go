@@ -468,7 +468,7 @@ func TestReplicaAnnouncements(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
 	prefix := uniquePrefix(t)
-	r := fleet.NewReplicas(conn.NewClient(srv.Client), prefix)
+	r := fleet.NewReplicas(conn.NewClient(srv.Client, conn.Options{}), prefix)
 	ctx := context.Background()
 	ids := func(r ports.Roll) []string {
 		var out []string
@@ -513,7 +513,7 @@ func TestReplicaAnnouncements(t *testing.T) {
 	}
 	// Another Replicas listens once it announced, and no longer once it
 	// withdraws.
-	other := fleet.NewReplicas(conn.NewClient(srv.Client), prefix)
+	other := fleet.NewReplicas(conn.NewClient(srv.Client, conn.Options{}), prefix)
 	vouched(other, "c", 2)
 	if err := other.Withdraw(ctx, "c"); err != nil {
 		t.Fatal(err)
@@ -628,7 +628,7 @@ func TestReplicaListenersFollowTheMaster(t *testing.T) {
 	c := startCluster(t)
 	prefix := uniquePrefix(t)
 	key := prefix + "replicas"
-	rs := []*fleet.Replicas{fleet.NewReplicas(conn.NewClient(c.Client), prefix), fleet.NewReplicas(conn.NewClient(c.Client), prefix)}
+	rs := []*fleet.Replicas{fleet.NewReplicas(conn.NewClient(c.Client, conn.Options{}), prefix), fleet.NewReplicas(conn.NewClient(c.Client, conn.Options{}), prefix)}
 	ctx := t.Context()
 	bothVouched := func(step string) {
 		t.Helper()

@@ -35,7 +35,7 @@ func fixedWindowBy(srv *redisServer, countDenied bool, w domain.Windows) ports.L
 	if countDenied {
 		opts.Counting = domain.CountEvery
 	}
-	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(srv.Client), opts)
+	return redisLimiter{algorithm: domain.AlgorithmFixedWindow}.new(conn.NewClient(srv.Client, testConn), opts)
 }
 
 // TestRedisFixedWindowStorm: concurrent decisions on one key admit

@@ -54,7 +54,7 @@ func one(key string, rule domain.Rule) domain.Request {
 // TIME, and for the time between two decisions the contract compares
 // (100 ms apart seen beside a CPU hog).
 func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Duration) portstest.LimiterHarness {
-	client := conn.NewClient(rdb)
+	client := conn.NewClient(rdb, testConn)
 	return portstest.LimiterHarness{
 		New: func(t *testing.T) ports.Limiter {
 			return l.new(client, redis.Options{Timeout: 5 * time.Second, Leases: newLeases(t, client, testLease)})
@@ -71,6 +71,11 @@ func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Dur
 		Lease:     testLease,
 	}
 }
+
+// testConn is the client options of the tests' limiters: their waits
+// bounded as the limiters' own 5 s timeout, not the default second, so
+// that a loaded machine's delays do not pass for a silent Redis.
+var testConn = conn.Options{Timeout: 5 * time.Second}
 
 // testLease is the lease of the concurrency slots the contract's tests
 // take.
@@ -193,7 +198,7 @@ func TestClusterLimiterSurvivesScriptFlush(t *testing.T) {
 func survivesScriptFlush(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 5, Window: time.Hour}
 	for _, l := range redisLimiters {
-		lim := l.new(conn.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+		lim := l.new(conn.NewClient(rdb, testConn), redis.Options{Timeout: 5 * time.Second})
 		key := keylayout.Key("it:flush:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		for i := range int64(4) {
 			if i == 2 {
@@ -234,7 +239,7 @@ func TestClusterLimiterOneRoundTrip(t *testing.T) {
 func oneRoundTrip(t *testing.T, rdb goredis.UniversalClient) {
 	rule := domain.Rule{Limit: 3, Window: time.Hour}
 	for _, l := range redisLimiters {
-		lim := l.new(conn.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+		lim := l.new(conn.NewClient(rdb, testConn), redis.Options{Timeout: 5 * time.Second})
 		key := keylayout.Key("it:rtt:", domain.TenantID(l.name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)), l.algorithm, "", domain.DefaultLimit)
 		if _, err := lim.Allow(t.Context(), one(key, rule), nil); err != nil { // loads the script
 			t.Fatal(err)
@@ -277,7 +282,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 	rule := domain.Rule{Limit: 100, Window: time.Minute}
 	ctx := context.Background()
 	for _, l := range redisLimiters {
-		lim := l.new(conn.NewClient(client), redis.Options{Timeout: time.Second})
+		lim := l.new(conn.NewClient(client, conn.Options{}), redis.Options{Timeout: time.Second})
 		reqs := make([]domain.Request, len(keys))
 		for i, k := range keys {
 			reqs[i] = one(k, rule)
@@ -325,7 +330,7 @@ func BenchmarkRedisLimiters(b *testing.B) {
 func TestSlidingLogCostIsOneMember(t *testing.T) {
 	t.Parallel()
 	rdb := startRedis(t).Client
-	lim := redisLimiter{domain.AlgorithmSlidingLog, domain.AlgorithmSlidingLog}.new(conn.NewClient(rdb), redis.Options{Timeout: 5 * time.Second})
+	lim := redisLimiter{domain.AlgorithmSlidingLog, domain.AlgorithmSlidingLog}.new(conn.NewClient(rdb, testConn), redis.Options{Timeout: 5 * time.Second})
 	key := "it:{" + string(portstest.Tenant()) + "}:sliding_log"
 	huge := domain.Rule{Limit: 100_000_000, Window: time.Hour}
 	req := one(key, huge)

@@ -31,7 +31,7 @@ func TestReplayMemoryAndRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer mem.Close()
-			red := redisLimiter{algorithm: a.Name}.new(conn.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
+			red := redisLimiter{algorithm: a.Name}.new(conn.NewClient(srv.Client, testConn), redis.Options{Timeout: 5 * time.Second})
 			// Counting denials where the algorithm can (the fixed window's
 			// one limit without a policy file), as the gateway builds it.
 			memCounting, redCounting := ports.Limiter(mem), red
@@ -41,7 +41,7 @@ func TestReplayMemoryAndRedis(t *testing.T) {
 					t.Fatal(err)
 				}
 				memCounting = every
-				redCounting = redisLimiter{algorithm: a.Name}.new(conn.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second, Counting: domain.CountEvery})
+				redCounting = redisLimiter{algorithm: a.Name}.new(conn.NewClient(srv.Client, testConn), redis.Options{Timeout: 5 * time.Second, Counting: domain.CountEvery})
 			}
 			prefix := uniquePrefix(t)
 			for i, rs := range replaySteps(prefix, a.Name) {

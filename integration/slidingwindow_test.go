@@ -18,7 +18,7 @@ import (
 func TestRedisSlidingWindowWeighsThePreviousWindow(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	lim := redisLimiter{algorithm: domain.AlgorithmSlidingWindow}.new(conn.NewClient(srv.Client), redis.Options{Timeout: 5 * time.Second})
+	lim := redisLimiter{algorithm: domain.AlgorithmSlidingWindow}.new(conn.NewClient(srv.Client, testConn), redis.Options{Timeout: 5 * time.Second})
 	const w, limit, p = 2 * time.Second, 100, 40
 	rule := domain.Rule{Limit: limit, Window: w}
 	key := uniquePrefix(t) + "{it}"

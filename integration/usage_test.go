@@ -224,7 +224,7 @@ func resetsReachEveryReplica(t *testing.T, rdb goredis.UniversalClient) {
 	heard := make(chan reset, 16)
 	var listeners []*fleet.Resets
 	for range 3 {
-		l := fleet.ListenResets(conn.NewClient(rdb), prefix, func(id domain.TenantID, keys []string) { heard <- reset{id, strings.Join(keys, ",")} })
+		l := fleet.ListenResets(conn.NewClient(rdb, conn.Options{}), prefix, func(id domain.TenantID, keys []string) { heard <- reset{id, strings.Join(keys, ",")} })
 		listeners = append(listeners, l)
 		defer l.Close()
 	}

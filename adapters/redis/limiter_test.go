@@ -90,7 +90,7 @@ func plainArgs(args []any) []any {
 
 func newLimiter(t *testing.T, algo string, f *fakeRedis, opts redis.Options) ports.Limiter {
 	t.Helper()
-	l, err := redis.New(conn.NewClient(f), algo, opts)
+	l, err := redis.New(conn.NewClient(f, conn.Options{}), algo, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +102,16 @@ func newLimiter(t *testing.T, algo string, f *fakeRedis, opts redis.Options) por
 func TestEveryAlgorithm(t *testing.T) {
 	t.Parallel()
 	for _, a := range domain.Algorithms {
-		if _, err := redis.New(conn.NewClient(&fakeRedis{}), a.Name, redis.Options{}); err != nil {
+		if _, err := redis.New(conn.NewClient(&fakeRedis{}, conn.Options{}), a.Name, redis.Options{}); err != nil {
 			t.Errorf("New(%q): %v", a.Name, err)
 		}
 	}
-	if _, err := redis.New(conn.NewClient(&fakeRedis{}), "leaky_bucket", redis.Options{}); err == nil {
+	if _, err := redis.New(conn.NewClient(&fakeRedis{}, conn.Options{}), "leaky_bucket", redis.Options{}); err == nil {
 		t.Error(`New("leaky_bucket") succeeded`)
 	}
 	// Counting every request is the fixed window's alone: refused elsewhere.
 	for _, a := range domain.Algorithms {
-		_, err := redis.New(conn.NewClient(&fakeRedis{}), a.Name, redis.Options{Counting: domain.CountEvery})
+		_, err := redis.New(conn.NewClient(&fakeRedis{}, conn.Options{}), a.Name, redis.Options{Counting: domain.CountEvery})
 		if (err == nil) != (a.Name == domain.AlgorithmFixedWindow) {
 			t.Errorf("New(%q, CountEvery): %v", a.Name, err)
 		}
@@ -351,7 +351,7 @@ func TestLimiterSlotArgs(t *testing.T) {
 	req := request(3, domain.Rule{Limit: 10, Window: time.Minute})
 	req.Limits = append(req.Limits, inflight)
 	f := slotsRedis{&fakeRedis{reply: reply(1, [4]int64{1, 7, 60e6, 0}, [4]int64{1, 4, 0, 0})}, make(chan []any, 4), make(chan struct{})}
-	client := conn.NewClient(f)
+	client := conn.NewClient(f, conn.Options{})
 	leases := fleet.NewLeases(client, fleet.LeaseOptions{Lease: 3 * time.Second, Replica: "r1"})
 	defer leases.Close()
 	l, err := redis.New(client, domain.AlgorithmFixedWindow, redis.Options{Leases: leases})

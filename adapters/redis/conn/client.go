@@ -158,11 +158,11 @@ func Open(rawURL string, opts Options) (*Client, error) {
 }
 
 // NewClient returns a Client over rdb, a go-redis client the caller
-// configured (tests), with the default [Options]. Close closes rdb.
-// rdb's own retries apply: configure it with MaxRetries -1, as [Open]
-// does.
-func NewClient(rdb goredis.UniversalClient) *Client {
-	return newClient(rdb, Options{}, newLiveness())
+// configured (tests), with opts (opts.Timeout bounds the coalescer's
+// waits; it is not applied to rdb). Close closes rdb. rdb's own retries
+// apply: configure it with MaxRetries -1, as [Open] does.
+func NewClient(rdb goredis.UniversalClient, opts Options) *Client {
+	return newClient(rdb, opts, newLiveness())
 }
 
 // newClient returns a Client over rdb with opts (opts.Timeout is not
