@@ -48,8 +48,8 @@ type Request struct {
 	// client's address, a planned request's first counter).
 	Tenant TenantID
 	// Route names the route the request matched, [DefaultLimit]'s name
-	// "default" without a policy file. Layers that remember a decision
-	// key it by tenant and route.
+	// "default" without a policy file. Tenant and Route together name
+	// what a decision is about, for whoever remembers one.
 	Route string
 	// Limits are the limits that apply, in the order the headers list
 	// them. A limiter decides against every one of them.
@@ -93,7 +93,7 @@ func (c Counting) String() string {
 // HonouredBy reports whether algorithm can count by c: every algorithm
 // counts admitted requests and hits, only the fixed window every request.
 func (c Counting) HonouredBy(algorithm string) bool {
-	return c != CountEvery || algorithm == AlgorithmFixedWindow
+	return c < CountEvery || (c == CountEvery && algorithm == AlgorithmFixedWindow)
 }
 
 // Windows is where a limiter's windows start: a limiter's option, set

@@ -242,3 +242,22 @@ func TestSettleCountHits(t *testing.T) {
 		t.Errorf("quota over alone, CountHits: %+v, counts %v; want denied, nothing spent", v, c.count)
 	}
 }
+
+// TestCountingHonouredBy: every algorithm counts admitted requests and
+// hits; only the fixed window counts every request; a mode no store
+// knows is honoured by none.
+func TestCountingHonouredBy(t *testing.T) {
+	t.Parallel()
+	for _, a := range domain.Algorithms {
+		for c, want := range map[domain.Counting]bool{
+			domain.CountAdmitted:  true,
+			domain.CountHits:      true,
+			domain.CountEvery:     a.Name == domain.AlgorithmFixedWindow,
+			domain.CountEvery + 1: false,
+		} {
+			if got := c.HonouredBy(a.Name); got != want {
+				t.Errorf("%v.HonouredBy(%s) = %v, want %v", c, a.Name, got, want)
+			}
+		}
+	}
+}

@@ -45,14 +45,15 @@ func (l *SlidingLog) Decide(now time.Time, rule Rule, cost int64) Decision {
 	count := l.count()
 	var free, newest time.Duration
 	if l.n > 0 {
+		newest = time.Duration(t - l.at(l.n-1).t)
+	}
+	if count+cost > rule.Limit && cost <= rule.Limit {
 		// The entry whose leaving makes room for cost more: the oldest
-		// through which count + cost − limit units were admitted (the
-		// oldest when there is room, the newest for a cost above the
-		// limit).
-		need := l.base + min(max(count+cost-rule.Limit, 1), count)
+		// through which count + cost − limit units were admitted (only
+		// a denial needs it).
+		need := l.base + count + cost - rule.Limit
 		k := sort.Search(l.n, func(i int) bool { return l.at(i).cum >= need })
 		free = time.Duration(t - l.at(k).t)
-		newest = time.Duration(t - l.at(l.n-1).t)
 	}
 	return decideSlidingLog(count, free, newest, cost, rule)
 }

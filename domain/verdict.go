@@ -54,9 +54,8 @@ type Verdict struct {
 	// Outcome says how it was decided.
 	Outcome Outcome
 	// Unavailable reports that the store could not decide and the fail
-	// mode denied the request (closed): the faces answer that the
-	// service is unavailable (503, gRPC UNAVAILABLE), not that a limit
-	// is reached. Allowed is then false and Decisions nil.
+	// mode denied the request (closed) for that reason, not because a
+	// limit is reached. Allowed is then false and Decisions nil.
 	Unavailable bool
 	// Decisions holds one Decision per limit of the request, in its
 	// order. It is nil when no limit decided: a fail mode that admits or

@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/domain"
@@ -90,6 +91,7 @@ func calendarBoundary(t *testing.T, rdb goredis.UniversalClient) {
 				Now:   now,
 				Until: until,
 				Slack: slack,
+				Keys:  keylayout.Layout{Prefix: portstest.KeyPrefix, Algorithm: a.Name},
 				ExpireAt: func(t *testing.T, key string) (time.Time, bool) {
 					d, err := rdb.PExpireTime(ctx, key).Result()
 					if err != nil {

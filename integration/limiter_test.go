@@ -67,6 +67,7 @@ func limiterHarness(rdb goredis.UniversalClient, l redisLimiter, window time.Dur
 		Window:    window,
 		Slack:     150 * time.Millisecond,
 		Algorithm: l.algorithm,
+		Keys:      keylayout.Layout{Prefix: portstest.KeyPrefix, Algorithm: l.algorithm},
 		TTLs:      func(t *testing.T, key string) map[string]time.Duration { return keyTTLs(t, rdb, key) },
 		Lease:     testLease,
 	}
@@ -355,5 +356,14 @@ func TestSlidingLogCostIsOneMember(t *testing.T) {
 	}
 	if ttl := rdb.PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > huge.Window {
 		t.Errorf("PTTL %v, want in (0, %v]", ttl, huge.Window)
+	}
+	// Shrunk into the newest member alone: the set is rewritten to that
+	// one member, and keeps its TTL.
+	tiny := one(key, domain.Rule{Limit: 500_000, Window: time.Hour})
+	if d := portstest.MustDecide(t, lim, tiny); d.Allowed {
+		t.Errorf("a unit after the limit shrank to half a million: %+v, want denied", d)
+	}
+	if n, ttl := rdb.ZCard(t.Context(), key).Val(), rdb.PTTL(t.Context(), key).Val(); n != 1 || ttl <= 0 || ttl > huge.Window {
+		t.Errorf("after the limit shrank into one member: ZCARD %d, PTTL %v; want 1 and a TTL in (0, %v]", n, ttl, huge.Window)
 	}
 }

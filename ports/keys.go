@@ -24,6 +24,10 @@ type Keys interface {
 	// Tenant returns what every key of tenant t starts with and no other
 	// tenant's key does (for the resets other replicas hear).
 	Tenant(t domain.TenantID) string
+	// Period returns the key of the period that starts at start of a
+	// calendar limit whose key is base: each period counts under a key
+	// of its own.
+	Period(base string, start time.Time) string
 }
 
 // KeyKind is the kind of state a limit's key holds.

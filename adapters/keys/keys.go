@@ -52,6 +52,9 @@ func (l Layout) AppendDescriptor(dst []byte, rlsDomain string, window time.Durat
 // Tenant implements [ports.Keys] with [TenantKeys].
 func (l Layout) Tenant(t domain.TenantID) string { return TenantKeys(l.Prefix, t) }
 
+// Period implements [ports.Keys] with [PeriodKey].
+func (Layout) Period(base string, start time.Time) string { return PeriodKey(base, start) }
+
 // Key returns the storage key of tenant t's limit named limit, on route
 // (empty for a global limit), under algorithm, with prefix in front. It
 // is the one place that builds keys:
@@ -70,9 +73,11 @@ func (l Layout) Tenant(t domain.TenantID) string { return TenantKeys(l.Prefix, t
 // decision lives in one slot. Algorithm names hold '_' and limit names
 // never do, and a route's keys have a segment more, so no two
 // (algorithm, route, limit) share a key: switching algorithms on a live
-// store never meets another algorithm's key. t must be valid (see
+// store never meets another algorithm's key. The sliding log's part is
+// [KeySlidingLog], not its name. t must be valid (see
 // [domain.ParseTenantID]): it holds no '{', '}' or ':'.
 func Key(prefix string, t domain.TenantID, algorithm, route, limit string) string {
+	algorithm = segment(algorithm)
 	var b strings.Builder
 	b.Grow(len(prefix) + len(t) + len(algorithm) + len(route) + len(limit) + 12)
 	b.WriteString(prefix)
@@ -93,6 +98,22 @@ func Key(prefix string, t domain.TenantID, algorithm, route, limit string) strin
 		b.WriteString(limit)
 	}
 	return b.String()
+}
+
+// KeySlidingLog is the sliding log's part of a key ([Key],
+// [AppendDescriptorKey]): its entries carry their cost, which the logs
+// of a unit per member under "sliding_log", an earlier version's, do
+// not, so the two never share a key, and replicas of both versions
+// during a rolling upgrade each keep a log of their own. It holds '_',
+// as algorithm names do and limit names never do.
+const KeySlidingLog = "sliding_log_w"
+
+// segment returns algorithm's part of a key.
+func segment(algorithm string) string {
+	if algorithm == domain.AlgorithmSlidingLog {
+		return KeySlidingLog
+	}
+	return algorithm
 }
 
 // TenantKeys returns what every key of tenant t under prefix starts
@@ -147,7 +168,7 @@ func AppendDescriptorKey(dst []byte, prefix, rlsDomain, algorithm string, window
 		}
 	}
 	dst = append(dst, "}:"...)
-	dst = append(dst, algorithm...)
+	dst = append(dst, segment(algorithm)...)
 	dst = append(dst, ':')
 	if window%time.Second == 0 {
 		dst = strconv.AppendInt(dst, int64(window/time.Second), 10)

@@ -19,7 +19,7 @@ func TestKey(t *testing.T) {
 	}{
 		{domain.AlgorithmFixedWindow, "", domain.DefaultLimit, "rl:{acme}"},
 		{domain.AlgorithmFixedWindow, "", "per-day", "rl:{acme}:per-day"},
-		{domain.AlgorithmSlidingLog, "", domain.DefaultLimit, "rl:{acme}:sliding_log"},
+		{domain.AlgorithmSlidingLog, "", domain.DefaultLimit, "rl:{acme}:sliding_log_w"},
 		{domain.AlgorithmTokenBucket, "", "per-second", "rl:{acme}:token_bucket:per-second"},
 		{domain.AlgorithmFixedWindow, "export", "exports", "rl:{acme}:route:export:exports"},
 		{domain.AlgorithmSlidingWindow, "export", "default", "rl:{acme}:sliding_window:route:export:default"},

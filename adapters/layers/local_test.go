@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
@@ -162,6 +163,7 @@ func TestStackContract(t *testing.T) {
 				Clock:     clk,
 				Window:    time.Minute,
 				Algorithm: a.Name,
+				Keys:      keys.Layout{Prefix: portstest.KeyPrefix, Algorithm: a.Name},
 			})
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/ports"
 	"github.com/tollgate/tollgate/ports/portstest"
@@ -27,6 +28,7 @@ func TestCalendarBoundary(t *testing.T) {
 				},
 				Now:   clk.Now,
 				Until: func(at time.Time) { clk.Advance(at.Sub(clk.Now())) },
+				Keys:  keys.Layout{Prefix: portstest.KeyPrefix, Algorithm: a.name},
 			})
 		})
 	}

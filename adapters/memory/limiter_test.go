@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
@@ -366,6 +367,7 @@ func memoryHarness(a algorithm) portstest.LimiterHarness {
 		Now:       clk.Now,
 		Window:    time.Minute,
 		Algorithm: a.name,
+		Keys:      keys.Layout{Prefix: portstest.KeyPrefix, Algorithm: a.name},
 	}
 }
 

@@ -13,9 +13,9 @@
 // Keys are built by keys.Key; for tenant acme under the prefix rl:
 //
 //	fixed window     rl:{acme}                  string counter, TTL its window
-//	sliding log      rl:{acme}:sliding_log      sorted set, a member per request, TTL one window
+//	sliding log      rl:{acme}:sliding_log_w    sorted set, a member per request, TTL one window
 //	sliding window   rl:{acme}:sliding_window   hash s, p, c, TTL ≤ two windows
-//	token bucket     rl:{acme}:token_bucket     string TAT (µs), TTL ≤ one window
+//	token bucket     rl:{acme}:token_bucket     string TAT ("<µs>.<ns>"), TTL ≤ one window
 //
 // Other limits and routes append their names after these (see
 // keys.Key), so no two shapes ever share a key: no WRONGTYPE when the

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -32,6 +31,9 @@ type CalendarHarness struct {
 	// PEXPIRETIME), and false for a key that does not exist or has no
 	// expiry. A store that keeps no keys elsewhere (memory) leaves it nil.
 	ExpireAt func(t *testing.T, key string) (time.Time, bool)
+	// Keys is the store's key layout under [KeyPrefix]: the test names
+	// every limit's key, and its periods', through it. Required.
+	Keys ports.Keys
 }
 
 // TestCalendarBoundary runs the calendar quotas' boundary contract
@@ -85,7 +87,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 			name := fmt.Sprintf("%s-%d", c.Unit, i)
 			req.Limits = append(req.Limits, domain.Limit{Name: name, Calendar: &c, Cost: limit,
 				Rule: domain.Rule{Limit: limit, Window: domain.NominalWindow(c.Unit)},
-				Key:  keys.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", name)})
+				Key:  h.Keys.Limit(tenant, "", name, ports.KeyCalendar)})
 			s0, e0 := c.Period(boundary.Add(-time.Millisecond))
 			s1, e1 := c.Period(boundary)
 			if !e0.Equal(boundary) || !s1.Equal(boundary) {
@@ -96,7 +98,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 		n := len(req.Limits)
 		if window {
 			req.Limits = append(req.Limits, domain.Limit{Name: "per-hour", Rule: domain.Rule{Limit: 100, Window: time.Hour}, Cost: limit,
-				Key: keys.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", "per-hour")})
+				Key: h.Keys.Limit(tenant, "", "per-hour", ports.KeyRate)})
 		}
 
 		// The whole budget of every period, spent a millisecond before
@@ -153,7 +155,7 @@ func testBoundary(t *testing.T, h CalendarHarness, l ports.Limiter, cals func(bo
 		}
 		for i, lim := range req.Limits[:n] {
 			for _, p := range []period{before[i], after[i]} {
-				key := keys.PeriodKey(lim.Key, p.start)
+				key := h.Keys.Period(lim.Key, p.start)
 				if at, ok := h.ExpireAt(t, key); !ok || !at.Equal(p.end.Add(time.Minute)) {
 					t.Errorf("%s: key %s expires at %v (%v), want a minute after the period's end %v", lim.Name, key, at, ok, p.end)
 				}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -285,7 +284,7 @@ func TestConcurrencyLimits(t *testing.T, h LimiterHarness) {
 		defer v.Release()
 		w := MustAllow(t, l, h.Request(tenant, 1, slots(2)))
 		defer w.Release()
-		ttls := h.TTLs(t, KeyPrefix+"{"+string(tenant)+"}:"+keylayout.KeyInFlight)
+		ttls := h.TTLs(t, h.Keys.Limit(tenant, "", "", ports.KeyConcurrency))
 		if len(ttls) != 1 {
 			t.Fatalf("keys of the concurrency limit: %v, want one", ttls)
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -33,9 +32,12 @@ type LimiterHarness struct {
 	// clock between two steps (round trips, scheduling). Zero for fakes,
 	// which makes the checks exact.
 	Slack time.Duration
-	// Algorithm names the algorithm, for the shape of the keys the tests
-	// build ([keys.Key]). Empty means fixed window.
+	// Algorithm names the algorithm, for the tests whose expectations
+	// depend on it. Empty means fixed window.
 	Algorithm string
+	// Keys is the store's key layout under [KeyPrefix] for Algorithm:
+	// the tests name every limit's key through it. Required.
+	Keys ports.Keys
 	// Now, if set, reads the limiter's clock: the fake clock's Now. Nil
 	// means time.Now (a real store on this host's clock). The tests of
 	// windows aligned to the epoch read it.
@@ -108,21 +110,17 @@ const KeyPrefix = "portstest:"
 
 // Request returns a request of tenant on route "default" that spends cost
 // from each of limits, named name[i] with rule rules[i]. The keys are
-// built with [keys.Key] under [KeyPrefix] for h's algorithm.
+// named through h.Keys.
 func (h LimiterHarness) Request(tenant domain.TenantID, cost int64, limits ...NamedRule) domain.Request {
-	algorithm := h.Algorithm
-	if algorithm == "" {
-		algorithm = domain.AlgorithmFixedWindow
-	}
 	req := domain.Request{Tenant: tenant, Route: "default"}
 	for _, l := range limits {
 		lim := domain.Limit{
-			Name: l.Name, Rule: l.Rule, Key: keys.Key(KeyPrefix, tenant, algorithm, "", l.Name), Cost: cost, Shadow: l.Shadow,
+			Name: l.Name, Rule: l.Rule, Key: h.Keys.Limit(tenant, "", l.Name, ports.KeyRate), Cost: cost, Shadow: l.Shadow,
 		}
 		if l.Concurrency {
 			lim.Concurrency = true
 			lim.Rule = domain.Rule{Limit: l.Rule.Limit, Window: domain.ConcurrencyWindow}
-			lim.Key = keys.Key(KeyPrefix, tenant, keys.KeyInFlight, "", l.Name)
+			lim.Key = h.Keys.Limit(tenant, "", l.Name, ports.KeyConcurrency)
 		}
 		req.Limits = append(req.Limits, lim)
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	keylayout "github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -23,7 +22,7 @@ func testUsage(t *testing.T, h LimiterHarness, l ports.Limiter, u ports.Usage) {
 	request := func(tenant domain.TenantID) domain.Request {
 		req := h.Request(tenant, 1, NamedRule{Name: domain.DefaultLimit, Rule: rate})
 		q := quota
-		q.Key = keylayout.Key(KeyPrefix, tenant, domain.AlgorithmFixedWindow, "", q.Name)
+		q.Key = h.Keys.Limit(tenant, "", q.Name, ports.KeyCalendar)
 		req.Limits = append(req.Limits, q)
 		return req
 	}

@@ -44,10 +44,19 @@ end
 
 local empty = {count = 0, base = 0, top = 0}
 
+-- last returns the rank of st's newest member (read once, when a search
+-- needs it).
+local function last(st)
+  if not st.last then
+    st.last = redis.call('ZCARD', st.key) - 1
+  end
+  return st.last
+end
+
 local function read(i, key)
   local limit, window = arg(i, L_LIMIT), arg(i, L_WINDOW_US)
   local cutoff = string.format('%d', now - window)
-  local first, last
+  local st = {key = key, first = 0}
   if peek then
     -- Read only: the members still in the window.
     local total = redis.call('ZCARD', key)
@@ -55,16 +64,16 @@ local function read(i, key)
     if live == 0 then
       return empty
     end
-    first, last = total - live, total - 1
+    st.first, st.last = total - live, total - 1
   else
     redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
-    first, last = 0, redis.call('ZCARD', key) - 1
-    if last < 0 then
-      return empty
-    end
   end
-  local c0, w0 = entry(redis.call('ZRANGE', key, first, first)[1])
-  local hi = redis.call('ZRANGE', key, last, last, 'WITHSCORES')
+  local lo = redis.call('ZRANGE', key, st.first, st.first)[1]
+  if not lo then
+    return empty
+  end
+  local c0, w0 = entry(lo)
+  local hi = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local top = entry(hi[1])
   if not c0 or not top then
     if not peek then
@@ -72,23 +81,28 @@ local function read(i, key)
     end
     return empty
   end
-  local base = c0 - w0
-  if top - base > limit then
+  st.base, st.top, st.newest = c0 - w0, top, tonumber(hi[2])
+  if top - st.base > limit then
     -- The limit shrank: only the newest limit units count.
-    base = top - limit
+    st.base = top - limit
     if not peek then
-      local r = search(key, first, last, base + 1)
+      local r = search(key, 0, last(st), st.base + 1)
       if r > 0 then
         redis.call('ZREMRANGEBYRANK', key, 0, r - 1)
-        first, last = 0, last - r
+        st.last = st.last - r
       end
+      -- The oldest kept counts only its part above base: rewritten,
+      -- added before the old member goes (the set, and its TTL, stay).
       local m = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-      local c = entry(m[1])
-      redis.call('ZREM', key, m[1])
-      redis.call('ZADD', key, m[2], member(c, c - base))
+      local c, w = entry(m[1])
+      if w ~= c - st.base then
+        redis.call('ZADD', key, m[2], member(c, c - st.base))
+        redis.call('ZREM', key, m[1])
+      end
     end
   end
-  return {key = key, count = top - base, base = base, top = top, first = first, last = last, newest = tonumber(hi[2])}
+  st.count = top - st.base
+  return st
 end
 
 local function decide(i, st, c)
@@ -109,7 +123,7 @@ local function decide(i, st, c)
     return {0, limit - count, reset, window}
   end
   -- The request whose leaving makes room for this one's cost.
-  local r = search(st.key, st.first, st.last, st.base + count + c - limit)
+  local r = search(st.key, st.first, last(st), st.base + count + c - limit)
   local at = tonumber(redis.call('ZRANGE', st.key, r, r, 'WITHSCORES')[2])
   return {0, limit - count, reset, math.max(window - math.min(math.max(now - at, 0), window), 1)}
 end

@@ -1,21 +1,21 @@
 -- Token bucket as GCRA: a string per limit holding its TAT (theoretical
--- arrival time: when the bucket is full again) as "<seconds>:<ns>" since
--- the epoch, with a TTL until then (at most one window). A request takes
--- cost tokens when TAT − now + cost × interval ≤ limit × interval. The
--- arithmetic is in nanoseconds relative to now, as the memory store's
--- (domain.TokenBucket): the emission interval is window / limit rounded
--- down to the nanosecond, so both stores admit the same rate; an interval
--- in whole µs would round 1.67 µs down to 1 µs and admit 1.67× the rule.
--- A TAT of an older format, whole µs since the epoch, is still read.
+-- arrival time: when the bucket is full again) as "<µs>.<ns>" since the
+-- epoch (the ns of the µs in three digits), with a TTL until then (at
+-- most one window). A request takes cost tokens when TAT − now + cost ×
+-- interval ≤ limit × interval. The arithmetic is in nanoseconds relative
+-- to now, as the memory store's (domain.TokenBucket): the emission
+-- interval is window / limit rounded down to the nanosecond, so both
+-- stores admit the same rate (an interval in whole µs would round 1.67 µs
+-- to 1 µs, 1.67× the rule). A TAT in whole µs, the older form, is read
+-- too, and the older script reads this form as a number of µs, so
+-- replicas of both versions share a bucket during a rolling upgrade.
 -- Arguments per limit: L_LIMIT (the bucket's size), L_INTERVAL_NS (the
 -- emission interval, domain.TokenInterval), L_WINDOW_US.
-local now = clock() -- every decision of this algorithm reads the clock
+local now = clock() -- every decision of this algorithm reads the clock; whole µs
 -- layout: generated from adapters/redis/codec.go (TestLayout)
 local L_INTERVAL_NS = 3
 local L_WINDOW_US = 4
 -- end of layout
-local now_s = idiv(now, 1000000)
-local now_ns = (now - now_s * 1000000) * 1000
 
 -- us is ns in µs, rounded up: a wait is never reported short.
 local function us(ns)
@@ -26,11 +26,9 @@ local function read(i, key)
   local v = redis.call('GET', key)
   local ahead = 0
   if v then
-    local s, ns = string.match(v, '^(%d+):(%d+)$')
-    if s then
-      ahead = (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
-    else
-      ahead = ((tonumber(v) or 0) - now) * 1000
+    local tat, frac = string.match(v, '^(%d+)%.?(%d*)$')
+    if tat then
+      ahead = (tonumber(tat) - now) * 1000 + (tonumber(frac) or 0)
     end
   end
   return {ahead = math.max(ahead, 0)}
@@ -38,9 +36,8 @@ end
 
 -- store sets key's TAT to now + ahead ns, expiring then.
 local function store(key, ahead)
-  local t = now_ns + ahead
-  local s = idiv(t, 1000000000)
-  redis.call('SET', key, string.format('%d:%09d', now_s + s, t - s * 1000000000), 'PX', math.max(math.ceil(ahead / 1000000), 1))
+  local whole = idiv(ahead, 1000)
+  redis.call('SET', key, string.format('%d.%03d', now + whole, ahead - whole * 1000), 'PX', math.max(math.ceil(ahead / 1000000), 1))
 end
 
 local function decide(i, st, c)
