@@ -16,15 +16,14 @@ func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verd
 	decide := func(i int, _ int64) domain.Decision {
 		lim := req.Limits[i]
 		now, _ := l.clock.read()
-		v, ok := l.keys.Load(lim.Key)
+		e, ok := l.keys.load(lim.Key)
 		if !ok {
 			var fresh limiterEntry[S]
 			return l.decide(&fresh, now, lim, 0)
 		}
-		e := v.(*limiterEntry[S])
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if e.swept {
+		if e.idleAt == swept {
 			var fresh limiterEntry[S]
 			return l.decide(&fresh, now, lim, 0)
 		}
@@ -42,8 +41,8 @@ func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 		if lim.Concurrency {
 			continue
 		}
-		if v, ok := l.keys.Load(lim.Key); ok {
-			l.drop(lim.Key, v.(*limiterEntry[S]))
+		if e, ok := l.keys.load(lim.Key); ok {
+			l.drop(lim.Key, e)
 		}
 	}
 	return nil
@@ -55,11 +54,11 @@ func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 func (l *limiter[S, P]) drop(key string, e *limiterEntry[S]) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.swept || e.slots.Held() > 0 {
+	if e.idleAt == swept || e.held() > 0 {
 		return
 	}
-	e.swept = true
-	if l.keys.CompareAndDelete(key, e) {
+	e.idleAt = swept
+	if l.keys.compareAndDelete(key, e) {
 		l.n.Add(-1)
 	}
 }
