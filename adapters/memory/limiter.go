@@ -32,12 +32,21 @@ type Options struct {
 	SweepInterval time.Duration
 	// MaxKeys bounds the keys the store holds, so that clients who invent
 	// tenants cannot grow it without bound. A request that would add a
-	// key to a full store, and holds none of its keys yet, fails with
-	// [ErrFull], except the shared [domain.Unknown] tenant's, which is
-	// always decided: the caller decides a refused request as that
-	// tenant (see also [View].PolicyKeys). Zero means DefaultMaxKeys;
-	// negative, no bound.
+	// key to a full store (or past its family's share, see Family) first
+	// drops the keys whose budget is whole again, at most once a second
+	// whoever asks, so that the sweeper's interval never keeps idle keys
+	// in the way. Still without room, a request that holds none of its
+	// keys yet fails with [ErrFull], except the shared [domain.Unknown]
+	// tenant's, which is always decided: the caller decides a refused
+	// request as that tenant (see also [View].PolicyKeys). Zero means
+	// DefaultMaxKeys; negative, no bound.
 	MaxKeys int
+	// Family names the family of a key, whose keys together hold at most
+	// half of MaxKeys, so that the keys clients name (the values of one
+	// Envoy descriptor) never fill the store for every other family. If
+	// nil, or for a key whose family is empty, the key counts against
+	// MaxKeys alone.
+	Family func(key string) string
 	// View is how the Limiter [New] returns counts; [Limiter.View] gives
 	// others on the same store.
 	View
@@ -194,11 +203,15 @@ type limiter[S any, P state[S]] struct {
 // keyspace is a store's keys: a map of keys, each a domain policy's state
 // under its own mutex, and a sweeper.
 type keyspace[S any] struct {
-	clock   clock
-	keys    shardedMap[S]
-	n       atomic.Int64
-	maxKeys int64 // < 0: no bound
-	sweeper *sweeper
+	clock       clock
+	keys        shardedMap[S]
+	n           atomic.Int64
+	maxKeys     int64 // < 0: no bound
+	sweeper     *sweeper
+	nextReclaim atomic.Int64 // clock nanos before which no reclaim runs
+	family      func(string) string
+	fmu         sync.Mutex       // guards families
+	families    map[string]int64 // keys held per non-empty family
 }
 
 // limiterEntry is one key: the algorithm's state, a calendar limit's
@@ -258,7 +271,7 @@ func (l *limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Lim
 }
 
 func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
-	ks := &keyspace[S]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys)}
+	ks := &keyspace[S]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys), family: opts.Family, families: make(map[string]int64)}
 	ks.keys.init()
 	if ks.maxKeys == 0 {
 		ks.maxKeys = DefaultMaxKeys
@@ -314,6 +327,9 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domai
 			if e.idleAt == swept {
 				retry = true
 				unlock(m)
+				if l.keys.compareAndDelete(req.Limits[i].Key, e) {
+					l.forget(req.Limits[i].Key)
+				}
 				break
 			}
 		}

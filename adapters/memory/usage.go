@@ -59,6 +59,6 @@ func (l *limiter[S, P]) drop(key string, e *limiterEntry[S]) {
 	}
 	e.idleAt = swept
 	if l.keys.compareAndDelete(key, e) {
-		l.n.Add(-1)
+		l.forget(key)
 	}
 }
