@@ -52,10 +52,10 @@ func TestFootprint(t *testing.T) {
 		t.Skip("fills 200000 keys per algorithm")
 	}
 	most := map[string]float64{
-		domain.AlgorithmFixedWindow:   120,
-		domain.AlgorithmSlidingLog:    220,
-		domain.AlgorithmSlidingWindow: 120,
-		domain.AlgorithmTokenBucket:   100,
+		domain.AlgorithmFixedWindow:   210,
+		domain.AlgorithmSlidingLog:    300,
+		domain.AlgorithmSlidingWindow: 210,
+		domain.AlgorithmTokenBucket:   190,
 	}
 	for _, a := range algorithms {
 		got := heapPerKey(t, a, footprintKeys)

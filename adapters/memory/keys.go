@@ -1,8 +1,6 @@
 package memory
 
 import (
-	"hash/maphash"
-	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -16,8 +14,8 @@ import (
 // most once per [reclaimInterval]).
 func (l *limiter[S, P]) entry(req *domain.Request, i int) (*limiterEntry[S], error) {
 	lim := req.Limits[i]
-	if e, ok := l.keys.load(lim.Key); ok {
-		return e, nil
+	if v, ok := l.keys.Load(lim.Key); ok {
+		return v.(*limiterEntry[S]), nil
 	}
 	fam := l.familyOf(lim.Key)
 	if !l.room(req, fam) {
@@ -27,12 +25,12 @@ func (l *limiter[S, P]) entry(req *domain.Request, i int) (*limiterEntry[S], err
 		}
 	}
 	l.sweeper.saw(lim.Rule.Window)
-	e, loaded := l.keys.loadOrStore(lim.Key)
+	v, loaded := l.keys.LoadOrStore(lim.Key, new(limiterEntry[S]))
 	if !loaded {
 		l.n.Add(1)
 		l.count(fam, 1)
 	}
-	return e, nil
+	return v.(*limiterEntry[S]), nil
 }
 
 // room reports whether req may add a key of family fam: while the store
@@ -57,7 +55,7 @@ func (l *limiter[S, P]) room(req *domain.Request, fam string) bool {
 // holdsAny reports whether the store holds a key of one of req's limits.
 func (l *limiter[S, P]) holdsAny(req *domain.Request) bool {
 	for _, lim := range req.Limits {
-		if _, ok := l.keys.load(lim.Key); ok {
+		if _, ok := l.keys.Load(lim.Key); ok {
 			return true
 		}
 	}
@@ -73,49 +71,21 @@ func (l *keyspace[S]) Close() error {
 	return nil
 }
 
-// sweep drops every key whose budget is whole again. It reads each
-// shard under its read lock, so that decisions go on while it does, and
-// marks the idle entries swept; then it deletes them under the write
-// lock. An entry locked by a decision is in use, and left for the next
-// sweep: a decision locks entries before it looks a key up, so waiting
-// for one under a shard's lock could wait forever.
+// sweep drops every key whose budget is whole again.
 func (l *keyspace[S]) sweep() {
 	_, now := l.clock.read()
-	type idleEntry struct {
-		key string
-		e   *limiterEntry[S]
-	}
-	var idle []idleEntry
-	for i := range l.keys.shards {
-		sh := &l.keys.shards[i]
-		idle = idle[:0]
-		sh.mu.RLock()
-		for k, e := range sh.m {
-			if !e.mu.TryLock() {
-				continue
-			}
-			if e.idleAt <= now {
-				e.idleAt = swept
-				idle = append(idle, idleEntry{k, e})
-			}
-			e.mu.Unlock()
-		}
-		sh.mu.RUnlock()
-		if len(idle) == 0 {
-			continue
-		}
-		sh.mu.Lock()
-		for _, ie := range idle {
-			// A decision that met the entry swept may have deleted it,
-			// and added a fresh one.
-			if sh.m[ie.key] == ie.e {
-				delete(sh.m, ie.key)
-				l.forget(ie.key)
+	l.keys.Range(func(k, v any) bool {
+		e := v.(*limiterEntry[S])
+		e.mu.Lock()
+		if e.idleAt != swept && e.idleAt <= now {
+			e.idleAt = swept
+			if l.keys.CompareAndDelete(k, e) {
+				l.forget(k.(string))
 			}
 		}
-		sh.shrink()
-		sh.mu.Unlock()
-	}
+		e.mu.Unlock()
+		return true
+	})
 }
 
 // reclaimInterval is the least time between two sweeps that requests
@@ -124,9 +94,9 @@ func (l *keyspace[S]) sweep() {
 const reclaimInterval = time.Second
 
 // reclaim sweeps now, unless a reclaim ran within [reclaimInterval] or
-// 20 times what the last one took (a million keys take about 0.1 s), so
-// that a key is refused only when the keys held are in use, not merely
-// unswept, and reclaims take at most a twentieth of a core.
+// 20 times what the last one took (a million keys take about half a
+// second), so that a key is refused only when the keys held are in use,
+// not merely unswept, and reclaims take at most a twentieth of a core.
 func (l *keyspace[S]) reclaim() {
 	start := l.clock.nanos()
 	next := l.nextReclaim.Load()
@@ -171,90 +141,4 @@ func (l *keyspace[S]) count(fam string, d int64) {
 func (l *keyspace[S]) forget(key string) {
 	l.n.Add(-1)
 	l.count(l.familyOf(key), -1)
-}
-
-// shards is how many maps the keys are spread over, each under its own
-// lock, so that decisions creating keys on two cores rarely wait on each
-// other, and a sweep holds one shard at a time.
-const shards = 64
-
-// shardedMap maps keys to entries: [shards] Go maps of the keys,
-// spread by a hash of the key. It is smaller than a sync.Map (no boxed
-// key, no node per key) and as fast to read for a store that decides
-// keys it holds.
-type shardedMap[S any] struct {
-	seed   maphash.Seed
-	shards [shards]shard[S]
-}
-
-// shard is one map of a shardedMap, alone on its cache line.
-type shard[S any] struct {
-	mu   sync.RWMutex // guards m, peak
-	m    map[string]*limiterEntry[S]
-	peak int // the most keys m has held since it was made
-	_    [64 - 24 - 8 - 8]byte
-}
-
-// shrink copies s's keys into a new map once it holds under a quarter of
-// its peak, since a Go map keeps the room of its peak: the memory a
-// flood of keys took comes back when they are swept. It requires s.mu
-// held.
-func (s *shard[S]) shrink() {
-	if len(s.m) >= s.peak/4 || s.peak < 64 {
-		return
-	}
-	m := make(map[string]*limiterEntry[S], len(s.m))
-	for k, e := range s.m {
-		m[k] = e
-	}
-	s.m, s.peak = m, len(m)
-}
-
-// init makes m's maps.
-func (m *shardedMap[S]) init() {
-	m.seed = maphash.MakeSeed()
-	for i := range m.shards {
-		m.shards[i].m = make(map[string]*limiterEntry[S])
-	}
-}
-
-func (m *shardedMap[S]) shard(key string) *shard[S] {
-	return &m.shards[maphash.String(m.seed, key)%shards]
-}
-
-// load returns key's entry.
-func (m *shardedMap[S]) load(key string) (*limiterEntry[S], bool) {
-	sh := m.shard(key)
-	sh.mu.RLock()
-	e, ok := sh.m[key]
-	sh.mu.RUnlock()
-	return e, ok
-}
-
-// loadOrStore returns key's entry, adding a new one if there is none,
-// and reports whether it was there.
-func (m *shardedMap[S]) loadOrStore(key string) (*limiterEntry[S], bool) {
-	sh := m.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e, ok := sh.m[key]; ok {
-		return e, true
-	}
-	e := new(limiterEntry[S])
-	sh.m[key] = e
-	sh.peak = max(sh.peak, len(sh.m))
-	return e, false
-}
-
-// compareAndDelete removes key if its entry is e, and reports whether it
-// did.
-func (m *shardedMap[S]) compareAndDelete(key string, e *limiterEntry[S]) bool {
-	sh := m.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.m[key] != e {
-		return false
-	}
-	delete(sh.m, key)
-	return true
 }

@@ -16,11 +16,12 @@ func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verd
 	decide := func(i int, _ int64) domain.Decision {
 		lim := req.Limits[i]
 		now, _ := l.clock.read()
-		e, ok := l.keys.load(lim.Key)
+		v, ok := l.keys.Load(lim.Key)
 		if !ok {
 			var fresh limiterEntry[S]
 			return l.decide(&fresh, now, lim, 0)
 		}
+		e := v.(*limiterEntry[S])
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if e.idleAt == swept {
@@ -41,8 +42,8 @@ func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 		if lim.Concurrency {
 			continue
 		}
-		if e, ok := l.keys.load(lim.Key); ok {
-			l.drop(lim.Key, e)
+		if v, ok := l.keys.Load(lim.Key); ok {
+			l.drop(lim.Key, v.(*limiterEntry[S]))
 		}
 	}
 	return nil
@@ -58,7 +59,7 @@ func (l *limiter[S, P]) drop(key string, e *limiterEntry[S]) {
 		return
 	}
 	e.idleAt = swept
-	if l.keys.compareAndDelete(key, e) {
+	if l.keys.CompareAndDelete(key, e) {
 		l.forget(key)
 	}
 }
