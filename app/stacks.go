@@ -71,7 +71,10 @@ func rlsView(cfg Config) view {
 // closes them both.
 func memoryViews(cfg Config) (*memory.Limiter, views, error) {
 	hv := httpView(cfg)
-	st, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg), View: memoryView(hv)})
+	// A descriptor's values share half the bound at most: clients name
+	// them, and one descriptor's flood must leave room for the others.
+	family := keys.Layout{Prefix: cfg.KeyPrefix, Algorithm: cfg.Algorithm}.Family
+	st, err := memory.New(cfg.Algorithm, memory.Options{MaxKeys: memoryMaxKeys(cfg), Family: family, View: memoryView(hv)})
 	if err != nil {
 		return nil, views{}, err
 	}

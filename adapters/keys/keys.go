@@ -181,6 +181,35 @@ func AppendDescriptorKey(dst []byte, prefix, rlsDomain, algorithm string, window
 	return append(dst, counter...)
 }
 
+// Family returns the family of a key of Envoy's rate limit service
+// ([AppendDescriptorKey]) under l's prefix: the key up to the end of its
+// first entry's key, that is its domain, algorithm, window and first
+// descriptor key without the values, so that a bounded store shares its
+// room among descriptors, not among the values clients send (the memory
+// store's Options.Family). A '_' inside that entry's key ends the family
+// there, as it ends the entry's key in envoyproxy/ratelimit's counter.
+// Any other key (a tenant's, a client address's) has none: "".
+func (l Layout) Family(key string) string {
+	rest, ok := strings.CutPrefix(key, l.Prefix)
+	if !ok || !strings.HasPrefix(rest, "{rls:") {
+		return ""
+	}
+	// The domain escapes '}', so the first one ends the tag; the
+	// algorithm and the window hold no ':'.
+	at := len(key) - len(rest)
+	for _, sep := range []string{"}:", ":", ":"} {
+		i := strings.Index(key[at:], sep)
+		if i < 0 {
+			return ""
+		}
+		at += i + len(sep)
+	}
+	if i := strings.IndexByte(key[at:], '_'); i >= 0 {
+		return key[:at+i+1]
+	}
+	return key
+}
+
 // PeriodKey returns the key of a calendar limit's period that starts at
 // start: base (the limit's [Key] under the fixed window's shape, whatever
 // the algorithm) and the start in Unix seconds, "<base>@<seconds>". No

@@ -179,3 +179,29 @@ func TestLayout(t *testing.T) {
 		t.Errorf("Tenant = %q, want rl:{acme}", got)
 	}
 }
+
+// TestFamily: a descriptor key's family is its domain, algorithm, window
+// and first entry's key, without the values; other keys have none.
+func TestFamily(t *testing.T) {
+	t.Parallel()
+	l := keys.Layout{Prefix: "rl:"}
+	desc := func(d string, w time.Duration, counter string) string {
+		return string(keys.AppendDescriptorKey(nil, "rl:", d, domain.AlgorithmFixedWindow, w, []byte(counter)))
+	}
+	for _, c := range []struct{ key, want string }{
+		{desc("edge", time.Hour, "user_mallory-1_"), "rl:{rls:edge}:fixed_window:3600s:user_"},
+		{desc("edge", time.Hour, "user_alice_path_/login_"), "rl:{rls:edge}:fixed_window:3600s:user_"},
+		{desc("edge", time.Minute, "user_alice_"), "rl:{rls:edge}:fixed_window:60s:user_"},
+		{desc("a}b_c", time.Hour, "path_/x_"), "rl:{rls:a%7Db_c}:fixed_window:3600s:path_"},
+		{desc("edge", time.Hour, "nounderscore"), desc("edge", time.Hour, "nounderscore")},
+		{keys.Key("rl:", "acme", domain.AlgorithmFixedWindow, "", "default"), ""},
+		{keys.Key("rl:", domain.AnonymousSubject(netip.MustParseAddr("192.0.2.1"), 64), domain.AlgorithmTokenBucket, "", "default"), ""},
+		{"other:{rls:edge}:fixed_window:60s:user_a_", ""},
+		{"rl:{rls:edge", ""},
+		{"rl:{rls:edge}:fixed_window", ""},
+	} {
+		if got := l.Family(c.key); got != c.want {
+			t.Errorf("Family(%q) = %q, want %q", c.key, got, c.want)
+		}
+	}
+}

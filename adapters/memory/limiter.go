@@ -12,9 +12,11 @@ import (
 	"github.com/tollgate/tollgate/ports"
 )
 
-// DefaultMaxKeys is the default [Options].MaxKeys: about 200 MB of the
-// largest states (a sliding log of a few hundred instants is more; a
-// fixed window is about 150 bytes a key).
+// DefaultMaxKeys is the default [Options].MaxKeys. A key of 19 bytes
+// costs about 195 bytes of heap (210 of RSS) under the fixed window or
+// the sliding window, 180 (195) under the token bucket, and 290 (310)
+// under a sliding log of one entry, 16 bytes more per entry: the default
+// bound is about 210 MB of RSS (TestFootprint measures it).
 const DefaultMaxKeys = 1_000_000
 
 // Options configure a memory store. The zero value is ready to use.
@@ -30,12 +32,21 @@ type Options struct {
 	SweepInterval time.Duration
 	// MaxKeys bounds the keys the store holds, so that clients who invent
 	// tenants cannot grow it without bound. A request that would add a
-	// key to a full store, and holds none of its keys yet, fails with
-	// [ErrFull], except the shared [domain.Unknown] tenant's, which is
-	// always decided: the caller decides a refused request as that
-	// tenant (see also [View].PolicyKeys). Zero means DefaultMaxKeys;
-	// negative, no bound.
+	// key to a full store (or past its family's share, see Family) first
+	// drops the keys whose budget is whole again, at most once a second
+	// whoever asks, so that the sweeper's interval never keeps idle keys
+	// in the way. Still without room, a request that holds none of its
+	// keys yet fails with [ErrFull], except the shared [domain.Unknown]
+	// tenant's, which is always decided: the caller decides a refused
+	// request as that tenant (see also [View].PolicyKeys). Zero means
+	// DefaultMaxKeys; negative, no bound.
 	MaxKeys int
+	// Family names the family of a key, whose keys together hold at most
+	// half of MaxKeys, so that the keys clients name (the values of one
+	// Envoy descriptor) never fill the store for every other family. If
+	// nil, or for a key whose family is empty, the key counts against
+	// MaxKeys alone.
+	Family func(key string) string
 	// View is how the Limiter [New] returns counts; [Limiter.View] gives
 	// others on the same store.
 	View
@@ -192,42 +203,75 @@ type limiter[S any, P state[S]] struct {
 // keyspace is a store's keys: a map of keys, each a domain policy's state
 // under its own mutex, and a sweeper.
 type keyspace[S any] struct {
-	clock   clock
-	keys    sync.Map // string → *limiterEntry[S]
-	n       atomic.Int64
-	maxKeys int64 // < 0: no bound
-	sweeper *sweeper
+	clock       clock
+	keys        sync.Map // string → *limiterEntry[S]
+	n           atomic.Int64
+	maxKeys     int64 // < 0: no bound
+	sweeper     *sweeper
+	nextReclaim atomic.Int64 // clock nanos before which no reclaim runs
+	family      func(string) string
+	fmu         sync.Mutex       // guards families
+	families    map[string]int64 // keys held per non-empty family
 }
 
 // limiterEntry is one key: the algorithm's state, a calendar limit's
 // period ([domain.Limit.Calendar]: a fixed window over the period,
 // whatever the algorithm), or a concurrency limit's slots
-// ([domain.Limit.Concurrency]).
+// ([domain.Limit.Concurrency]). The last two are apart, allocated for
+// the keys that use them, so that the algorithm's keys (nearly all)
+// carry one pointer for them.
 type limiterEntry[S any] struct {
-	mu     sync.Mutex // guards state, period, slots, idleAt, swept
+	mu     sync.Mutex // guards idleAt, more, state
+	idleAt int64      // clock nanos from which state is whole again; neverIdle while a slot is held; swept once removed
+	more   *calendarSlots
 	state  S
-	period domain.PeriodWindow
-	slots  domain.Slots
-	idleAt int64 // clock nanos from which state is whole again; never while a slot is held
-	swept  bool  // removed from the map: Allow retries on a fresh entry
 }
 
-// neverIdle is the idleAt of an entry whose slots are held.
-const neverIdle = math.MaxInt64
+// calendarSlots is a calendar limit's period or a concurrency limit's
+// slots: one key is only ever one kind, but the kinds share its entry.
+type calendarSlots struct {
+	period domain.PeriodWindow
+	slots  domain.Slots
+}
+
+const (
+	// neverIdle is the idleAt of an entry whose slots are held.
+	neverIdle = math.MaxInt64
+	// swept is the idleAt of an entry removed from the map: Allow
+	// retries on a fresh one.
+	swept = math.MinInt64
+)
+
+// extra returns e's period and slots, allocating them. It requires e.mu
+// held.
+func (e *limiterEntry[S]) extra() *calendarSlots {
+	if e.more == nil {
+		e.more = new(calendarSlots)
+	}
+	return e.more
+}
+
+// held returns the slots of e held. It requires e.mu held.
+func (e *limiterEntry[S]) held() int64 {
+	if e.more == nil {
+		return 0
+	}
+	return e.more.slots.Held()
+}
 
 // decide is lim's decision at cost on e, without spending.
 func (l *limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
 	if lim.Concurrency {
-		return e.slots.Decide(lim.Rule.Limit, cost)
+		return e.extra().slots.Decide(lim.Rule.Limit, cost)
 	}
 	if cal := lim.Calendar; cal != nil {
-		return e.period.Decide(now, *cal, lim.Rule.Limit, cost)
+		return e.extra().period.Decide(now, *cal, lim.Rule.Limit, cost)
 	}
 	return P(&e.state).Decide(now, lim.Rule, l.Windows, cost)
 }
 
 func newLimiter[S any, P state[S]](opts Options) *limiter[S, P] {
-	ks := &keyspace[S]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys)}
+	ks := &keyspace[S]{clock: newClock(opts.Now), maxKeys: int64(opts.MaxKeys), family: opts.Family, families: make(map[string]int64)}
 	if ks.maxKeys == 0 {
 		ks.maxKeys = DefaultMaxKeys
 	}
@@ -279,11 +323,11 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domai
 			e.mu.Lock()
 			entries[i], held[m] = e, e
 			m++
-			if e.swept {
+			if e.idleAt == swept {
 				retry = true
 				unlock(m)
 				if l.keys.CompareAndDelete(req.Limits[i].Key, e) {
-					l.n.Add(-1)
+					l.forget(req.Limits[i].Key)
 				}
 				break
 			}
@@ -304,18 +348,18 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domai
 			switch {
 			case c == 0 || !domain.Spends(req, l.Counting, v, i):
 			case req.Limits[i].Concurrency:
-				e.slots.Acquire()
+				e.extra().slots.Acquire()
 				if r == nil {
 					r = &release[S]{clock: l.clock}
 				}
 				r.entries = append(r.entries, e)
 			case req.Limits[i].Calendar != nil:
-				e.period.Spend(now, *req.Limits[i].Calendar, c)
+				e.extra().period.Spend(now, *req.Limits[i].Calendar, c)
 			default:
 				P(&e.state).Spend(now, req.Limits[i].Rule, l.Windows, c)
 			}
 			e.idleAt = nanos + int64(max(v.Decisions[i].ResetAfter, v.Decisions[i].RetryAfter))
-			if e.slots.Held() > 0 {
+			if e.held() > 0 {
 				e.idleAt = neverIdle
 			}
 		}
@@ -345,8 +389,8 @@ func (r *release[S]) release() {
 	}
 	for _, e := range r.entries {
 		e.mu.Lock()
-		e.slots.Release()
-		if e.slots.Held() == 0 {
+		e.more.slots.Release()
+		if e.more.slots.Held() == 0 {
 			e.idleAt = r.clock.nanos()
 		}
 		e.mu.Unlock()

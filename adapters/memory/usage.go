@@ -24,7 +24,7 @@ func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verd
 		e := v.(*limiterEntry[S])
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if e.swept {
+		if e.idleAt == swept {
 			var fresh limiterEntry[S]
 			return l.decide(&fresh, now, lim, 0)
 		}
@@ -55,11 +55,11 @@ func (l *limiter[S, P]) Reset(_ context.Context, req domain.Request) error {
 func (l *limiter[S, P]) drop(key string, e *limiterEntry[S]) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.swept || e.slots.Held() > 0 {
+	if e.idleAt == swept || e.held() > 0 {
 		return
 	}
-	e.swept = true
+	e.idleAt = swept
 	if l.keys.CompareAndDelete(key, e) {
-		l.n.Add(-1)
+		l.forget(key)
 	}
 }

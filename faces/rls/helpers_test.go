@@ -106,6 +106,7 @@ type faceOptions struct {
 	layers      []ports.Layer        // between the engine and the store's call count
 	store       ports.Limiter        // nil: the memory store
 	clock       *portstest.FakeClock // nil: a new one at t0
+	maxKeys     int                  // the memory store's bound; 0: its default
 }
 
 // newFace returns a face with yaml's configuration on a fixed-window
@@ -121,7 +122,8 @@ func newFaceWith(t testing.TB, yaml string, fo faceOptions) *face {
 	if clk == nil {
 		clk = portstest.NewFakeClock(t0)
 	}
-	store, err := memory.New(fo.algorithm, memory.Options{Now: clk.Now, SweepInterval: -1, View: rlsView(fo.countDenied)})
+	layout := keys.Layout{Prefix: "rl:", Algorithm: fo.algorithm}
+	store, err := memory.New(fo.algorithm, memory.Options{Now: clk.Now, SweepInterval: -1, MaxKeys: fo.maxKeys, Family: layout.Family, View: rlsView(fo.countDenied)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func newFaceWith(t testing.TB, yaml string, fo faceOptions) *face {
 		calls.next = fo.store
 	}
 	eng := engine.New(&engine.Snapshot{Policy: domain.DefaultPolicy(domain.Rule{Limit: 1, Window: time.Minute}, false)},
-		engine.Options{Limiter: ports.Chain(calls, fo.layers...), Keys: keys.Layout{Prefix: "rl:", Algorithm: fo.algorithm}, Algorithm: fo.algorithm})
+		engine.Options{Limiter: ports.Chain(calls, fo.layers...), Keys: layout, Algorithm: fo.algorithm})
 	return &face{Server: rls.New(parse(t, yaml), withEngine(fo.opts, eng)), clock: clk, calls: calls, store: store}
 }
 
