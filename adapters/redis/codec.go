@@ -161,9 +161,8 @@ type call struct {
 }
 
 // encode returns the arguments of c's EVALSHA (numkeys, KEYS, ARGV) in
-// a builder from the pool (putArgs), or an error for a request the
-// layout cannot carry.
-func (c *call) encode() (*args, error) {
+// a builder from the pool (putArgs).
+func (c *call) encode() *args {
 	n, sh := len(c.req.Limits), c.shape
 	keys := n + 2*sh.calendars
 	b := getArgs(3+keys+argLimits+sh.stride*n, sh.stride*n, keys+2)
@@ -194,7 +193,7 @@ func (c *call) encode() (*args, error) {
 	for _, h := range released {
 		b.str(h)
 	}
-	return b, nil
+	return b
 }
 
 // keys appends KEYS: each limit's (a calendar limit's current period's),

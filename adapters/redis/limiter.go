@@ -164,10 +164,7 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, dst []domain.Deci
 		}
 		c.holder, c.leases = l.opts.Leases.Holder(), l.opts.Leases
 	}
-	b, err := c.encode()
-	if err != nil {
-		return domain.Verdict{}, err
-	}
+	b := c.encode()
 	r, reusable, err := runArgs(ctx, l.spec.script, l.client, b, 1+replyStride*len(req.Limits))
 	var v domain.Verdict
 	if err == nil {
