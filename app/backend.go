@@ -60,6 +60,9 @@ type sharedStore struct {
 	// store (this replica's own included), and returns where to announce
 	// them.
 	listenResets func(prefix string, heard func(domain.TenantID, []string)) resetBus
+	// board is where the replicas post what each has seen, for the
+	// fleet's top tenants.
+	board func(prefix string) ports.Board
 }
 
 // resetBus carries resets to the other replicas, until closed.
@@ -114,6 +117,8 @@ type backend struct {
 	keys    ports.Keys    // the store's key layout
 	pinger  ports.Pinger
 	usage   ports.Usage // the store's, resetting the layers' memory of a tenant too
+	board   ports.Board // the replicas' posts; nil for a store in process
+	replica string      // this replica's name among those sharing the store
 	closers []io.Closer // closed in order: the layers' goroutines, then the store
 }
 
@@ -141,7 +146,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg)}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), replica: env.replica}
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
@@ -155,6 +160,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		})
 		inner = append(inner, b.Layer())
 		be.closers = append(be.closers, b)
+		be.board = op.shared.board(cfg.KeyPrefix)
 		if cfg.FailMode == FailLocal && cfg.Replicas == 0 {
 			count, closer := op.shared.countReplicas(cfg, env)
 			replicas = count
@@ -248,6 +254,7 @@ func redisShared(client *conn.Client) *sharedStore {
 		listenResets: func(prefix string, heard func(domain.TenantID, []string)) resetBus {
 			return fleet.ListenResets(client, prefix, heard)
 		},
+		board: func(prefix string) ports.Board { return fleet.NewBoard(client, prefix) },
 	}
 }
 

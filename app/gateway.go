@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/internal/watch"
 	"github.com/tollgate/tollgate/metrics"
 )
 
@@ -45,18 +47,40 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
-	eng := newEngine(cfg, snap, be, m, log)
+	w := newWatch(cfg, be, log)
+	if w != nil {
+		be.closers = append([]io.Closer{w}, be.closers...) // stops posting before the store closes
+	}
+	eng := newEngine(cfg, snap, be, w, m, log)
 	m.Routes(snap.Policy)
 	ls := faceListeners(cfg, eng, m, log)
 	ls, face := withRLS(ls, cfg, rlsCfg, eng, be.pinger, m, log)
-	ls = append(ls, adminListener(cfg, eng, be.pinger, reg, m, log))
+	ls = append(ls, adminListener(cfg, eng, be.pinger, w, reg, m, log))
 	r := &reloader{cfg: cfg, eng: eng, log: log, routes: m.Routes, rls: rlsCfg, face: face}
 	return &gateway{cfg: cfg, log: log, snap: snap, backend: be, listeners: ls, reloader: r}, nil
 }
 
+// newWatch returns what watches who is being limited, posting through
+// be's board on a shared store; nil when TOLLGATE_TOP_TENANTS is 0, and
+// without an admin token (nothing could read it).
+func newWatch(cfg Config, be backend, log *slog.Logger) *watch.Watch {
+	if cfg.AdminToken == "" || cfg.TopTenants == 0 {
+		return nil
+	}
+	return watch.New(watch.Options{Top: cfg.TopTenants, Board: be.board, Replica: be.replica, Log: log})
+}
+
+// watcher is w as the engine's watcher, nil when w is.
+func watcher(w *watch.Watch) engine.Watcher {
+	if w == nil {
+		return nil
+	}
+	return w
+}
+
 // newEngine returns the engine that decides with be's limiter, starting
-// with snap.
-func newEngine(cfg Config, snap *engine.Snapshot, be backend, m *metrics.Metrics, log *slog.Logger) *engine.Engine {
+// with snap, telling w (when not nil) who each decision was about.
+func newEngine(cfg Config, snap *engine.Snapshot, be backend, w *watch.Watch, m *metrics.Metrics, log *slog.Logger) *engine.Engine {
 	anonymous := engine.AnonymousShared
 	if cfg.Anonymous == AnonymousIP {
 		anonymous = engine.AnonymousPerAddress
@@ -70,6 +94,7 @@ func newEngine(cfg Config, snap *engine.Snapshot, be backend, m *metrics.Metrics
 		Anonymous:  anonymous,
 		IPv6Prefix: cfg.IPv6Prefix,
 		Observer:   m,
+		Watcher:    watcher(w),
 		Log:        log,
 	})
 }

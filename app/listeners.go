@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/faces/check"
 	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/internal/watch"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -95,10 +96,13 @@ func faceListeners(cfg Config, eng *engine.Engine, m *metrics.Metrics, log *slog
 // adminListener returns the admin listener (TOLLGATE_ADMIN_ADDR):
 // /healthz, /readyz (asking ready), /metrics from reg, the usage API on
 // eng with TOLLGATE_ADMIN_TOKEN, and pprof with TOLLGATE_PPROF.
-func adminListener(cfg Config, eng *engine.Engine, ready ports.Pinger, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
+func adminListener(cfg Config, eng *engine.Engine, ready ports.Pinger, w *watch.Watch, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
 	h := admin.New(ready, cfg.RedisTimeout, reg, log)
 	if cfg.AdminToken != "" {
 		h = admin.WithUsage(h, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
+	}
+	if w != nil {
+		h = admin.WithTop(h, admin.TopOptions{Engine: eng, Watch: w, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
 	}
 	// The admin API reads no body: one sent anyway must not hold the
 	// answer. (pprof's symbol lookup reads its POST body: it is outside.)

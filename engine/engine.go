@@ -48,6 +48,17 @@ type Observer interface {
 	InFlight(limit string, delta int)
 }
 
+// Watcher is told who each decision of [Engine.Decide] was about, for
+// the views of who is being limited. Watched must be cheap, must never
+// block, and must be safe for concurrent use; it must not keep limits
+// or v.Decisions past its return.
+type Watcher interface {
+	// Watched records the verdict v on the request of subject (the
+	// tenant, or what unresolved traffic is metered as) on route, from
+	// client, over limits (v.Decisions, when not nil, in their order).
+	Watched(subject domain.TenantID, route string, client netip.Addr, limits []domain.Limit, v domain.Verdict)
+}
+
 // Options configure [New].
 type Options struct {
 	// Limiter decides the requests of [Engine.Decide]: the store under
@@ -73,6 +84,8 @@ type Options struct {
 	IPv6Prefix int
 	// Observer records decisions. May be nil.
 	Observer Observer
+	// Watcher records who each decision was about. May be nil.
+	Watcher Watcher
 	// Log gets at most one line a second about requests a shadow limit
 	// would have denied, and one a minute about a full store. May be nil.
 	Log *slog.Logger
@@ -218,6 +231,9 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 		return Result{}, err
 	}
 	e.observer.Decided(res.Route, v, time.Since(start))
+	if e.opts.Watcher != nil {
+		e.opts.Watcher.Watched(res.Subject, res.Route.Name, d.Client, req.Limits, v)
+	}
 	if v.Outcome == domain.OutcomeShadowDenied {
 		e.logShadow(res, req, v)
 	}

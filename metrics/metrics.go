@@ -123,7 +123,7 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	}, []string{"route"})
 	adminActions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_admin_actions_total",
-		Help: "Calls of the usage API, by action: usage (a read), reset, unauthorized (no or a wrong bearer token).",
+		Help: "Calls of the admin API, by action: usage (a read), reset, top (the most denied tenants), denials (a feed opened), unauthorized (no or a wrong bearer token).",
 	}, []string{"action"})
 	for _, a := range AdminActions {
 		adminActions.WithLabelValues(a)
@@ -308,7 +308,7 @@ func (m *Metrics) Unrouted(code int) {
 }
 
 // AdminActions are the actions tollgate_admin_actions_total counts.
-var AdminActions = []string{"usage", "reset", "unauthorized"}
+var AdminActions = []string{"usage", "reset", "unauthorized", "top", "denials"}
 
 // AdminAction counts one call of the usage API: action is one of
 // [AdminActions].
