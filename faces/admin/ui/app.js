@@ -149,10 +149,11 @@ function drawChart(series) {
   g.clearRect(0, 0, w, h);
   const css = getComputedStyle(document.documentElement);
   const pad = { l: 48, r: 8, t: 8, b: 20 };
-  const now = Math.floor(Date.now() / 1000);
+  // The last 60 whole seconds the gateway counted, on its clock.
+  const end = series.length ? series[series.length - 1].t : Math.floor(Date.now() / 1000) - 1;
   const byT = new Map(series.map((s) => [s.t, s]));
   const points = [];
-  for (let t = now - 60; t < now; t++) points.push(byT.get(t) || { t, allowed: 0, denied: 0 });
+  for (let t = end - 59; t <= end; t++) points.push(byT.get(t) || { t, allowed: 0, denied: 0 });
   const top = Math.max(1, ...points.map((p) => Math.max(p.allowed, p.denied)));
   const x = (i) => pad.l + (i / (points.length - 1)) * (w - pad.l - pad.r);
   const y = (v) => h - pad.b - (v / top) * (h - pad.t - pad.b);
