@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/faces/admin"
+	"github.com/tollgate/tollgate/internal/watch"
 )
 
 // openAPIPath is the OpenAPI description of the admin listener, from this
@@ -114,14 +115,18 @@ func (d openAPIDoc) operations(t *testing.T) []string {
 }
 
 // servedOperations returns every "METHOD path" the admin listener routes
-// with the usage API on: admin.New's own paths, and admin.WithUsage's.
+// with the usage API on: admin.New's own paths, admin.WithUsage's and
+// admin.WithTop's.
 func servedOperations(t *testing.T) []string {
 	t.Helper()
 	base := admin.New(pingerFunc(func(context.Context) error { return nil }), time.Second, prometheus.NewRegistry(), nil)
 	f := newFixture(t, nil, nil)
 	withUsage := admin.WithUsage(base, admin.UsageOptions{Engine: f.eng, Token: token})
+	w := watch.New(watch.Options{Top: 3})
+	t.Cleanup(func() { w.Close() })
+	withTop := admin.WithTop(withUsage, admin.TopOptions{Engine: f.eng, Watch: w, Token: token})
 	var ops []string
-	for name, h := range map[string]http.Handler{"admin.New": base, "admin.WithUsage": withUsage} {
+	for name, h := range map[string]http.Handler{"admin.New": base, "admin.WithUsage": withUsage, "admin.WithTop": withTop} {
 		routes, ok := h.(chi.Routes)
 		if !ok {
 			t.Fatalf("%s returns a %T, no longer a chi router: list its routes another way here", name, h)

@@ -28,11 +28,6 @@ func pageHandler() http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			h.Set("Allow", "GET, HEAD")
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{"method not allowed: the page is GET /ui/"})
-			return
-		}
 		fileServer.ServeHTTP(w, r)
 	})
 }

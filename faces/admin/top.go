@@ -74,7 +74,9 @@ func WithTop(admin http.Handler, opts TopOptions) http.Handler {
 	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
 	})
-	r.Mount("/ui/", pageHandler())
+	pageFiles := pageHandler()
+	r.Get("/ui/", pageFiles.ServeHTTP)
+	r.Get("/ui/{file}", pageFiles.ServeHTTP)
 	r.NotFound(admin.ServeHTTP)
 	r.MethodNotAllowed(admin.ServeHTTP)
 	return r
