@@ -69,7 +69,7 @@ func fleetTop(t *testing.T, rdb goredis.UniversalClient, url string, environ ...
 			}
 		}
 	}
-	keys := scanKeys(t, rdb, prefix+"{top}*")
+	keys := scanKeys(t, rdb, prefix+"{top:board}*")
 	if len(keys) != 3 {
 		t.Errorf("board keys %v, want the index and two posts", keys)
 	}

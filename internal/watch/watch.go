@@ -339,10 +339,12 @@ type minuteCounts struct {
 // out of the fleet's answers within it.
 func (w *Watch) postTTL() time.Duration { return 5 * w.opts.Interval }
 
-// post posts this replica's sketches and series on the board.
+// post posts this replica's sketches, each minute's ShardFactor×Top
+// most counted tenants (every tenant above 1/(ShardFactor×Top) of the
+// minute's denials), and its series on the board.
 func (w *Watch) post(now time.Time) {
 	minute := minuteOf(now)
-	p := post{Minute: minute, Limits: w.minutes(minute, slots, w.opts.Top*ShardFactor*Shards), Series: w.Series()}
+	p := post{Minute: minute, Limits: w.minutes(minute, slots, w.opts.Top*ShardFactor), Series: w.Series()}
 	data, err := json.Marshal(p)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), w.opts.Interval)

@@ -15,10 +15,10 @@ import (
 const MaxPostTTL = 30 * time.Second
 
 // Board is the board of who is being limited on Redis: each replica's
-// post is a string, <prefix>{top}:<id>, with the post's TTL, indexed by
-// a sorted set, <prefix>{top}, of replica ids scored with their post's
+// post is a string, <prefix>{top:board}:<id>, with the post's TTL, indexed by
+// a sorted set, <prefix>{top:board}, of replica ids scored with their post's
 // expiry on Redis's clock, its TTL the longest post's (at most
-// [MaxPostTTL]). All of them share the hash tag {top}: one slot, on a
+// [MaxPostTTL]). All of them share the hash tag {top:board}: one slot, on a
 // Redis Cluster too, so that one script reads them.
 //
 // Board is safe for concurrent use by multiple goroutines. It does not
@@ -38,7 +38,7 @@ var (
 // NewBoard returns the board of the gateways whose keys start with
 // prefix. It does no I/O.
 func NewBoard(c *conn.Client, prefix string) *Board {
-	return &Board{c: c, index: prefix + "{top}"}
+	return &Board{c: c, index: prefix + "{top:board}"}
 }
 
 // Key returns the board's index key; a replica's post is the index

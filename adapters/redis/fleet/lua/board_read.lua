@@ -1,5 +1,5 @@
 -- Reads every post alive on the board of who is being limited.
--- KEYS[1] the board's index, <prefix>{top} (see board_post.lua).
+-- KEYS[1] the board's index, <prefix>{top:board} (see board_post.lua).
 -- Returns {id_1, post_1, id_2, post_2, …}. The posts' keys are
 -- KEYS[1] .. ':' .. id, in the index's slot (its hash tag).
 local t = redis.call('TIME')
