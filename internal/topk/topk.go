@@ -97,6 +97,13 @@ func (s *Sketch) Touch(key uint64) bool {
 	return ok
 }
 
+// Keys calls f with the key of every monitored item.
+func (s *Sketch) Keys(f func(key uint64)) {
+	for _, k := range s.keys {
+		f(k)
+	}
+}
+
 // Reset empties the sketch, keeping its memory.
 func (s *Sketch) Reset() {
 	clear(s.index)

@@ -76,3 +76,38 @@ func deniedEngine(b *testing.B, on bool) (*engine.Engine, []engine.Described, fu
 		}
 	}
 }
+
+// BenchmarkWatched is the watch's own cost per decision: a denial of
+// one of 1000 tenants in turn (flood: each replaces a counter), of one
+// of 10 (hot: each is counted already), and an admission of a tenant
+// counted (watched) and of one never denied (others, most admissions).
+func BenchmarkWatched(b *testing.B) {
+	w := watch.New(watch.Options{Top: 20})
+	defer w.Close()
+	tenants := make([]domain.TenantID, 1000)
+	quiet := make([]domain.TenantID, 1000)
+	for i := range tenants {
+		tenants[i] = domain.TenantID("tenant-" + strconv.Itoa(i))
+		quiet[i] = domain.TenantID("quiet-" + strconv.Itoa(i))
+	}
+	for _, tt := range []struct {
+		name    string
+		tenants []domain.TenantID
+		n       int
+		v       domain.Verdict
+	}{
+		{"denied/flood", tenants, 1000, denied()},
+		{"denied/hot", tenants, 10, denied()},
+		{"allowed/watched", tenants, 10, allowed()},
+		{"allowed/others", quiet, 1000, allowed()},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				w.Watched(tt.tenants[i%tt.n], "", client, limits, tt.v)
+				i++
+			}
+		})
+	}
+}

@@ -75,11 +75,16 @@ type Options struct {
 // a denied tenant is admitted, and never blocks on a reader. Its memory
 // is fixed per limit ([MemoryBound]) whatever the number of tenants.
 type Watch struct {
-	opts   Options
-	seed   maphash.Seed
-	minute atomic.Int64 // the current minute since the epoch, as the clock last read
-	limits sync.Map     // limit name → *limitWatch
-	counts [Shards]shardCounts
+	opts     Options
+	seed     maphash.Seed
+	minute   atomic.Int64                           // the current minute since the epoch, as the clock last read
+	limits   atomic.Pointer[map[string]*limitWatch] // by limit name; replaced whole, under limitsMu, to add one
+	limitsMu sync.Mutex
+	counts   [Shards]shardCounts
+	// watched has a bit set for every tenant some sketch may count (and
+	// some it no longer does): an admission of a tenant whose bit is
+	// clear, most of them, costs no lookup. Rebuilt every minute.
+	watched atomic.Pointer[filter]
 
 	feed        chan Event   // to the fan-out: at most FeedRate a second
 	feedSent    atomic.Int64 // events queued this second
@@ -100,6 +105,29 @@ type Watch struct {
 type shardCounts struct {
 	allowed, denied atomic.Int64
 	_               [48]byte
+}
+
+// filter is a set of tenants' hashes, one bit each: no false negative
+// for a tenant added since it was made, a few false positives.
+type filter [filterBits / 64]atomic.Uint64
+
+const filterBits = 1 << 16
+
+func filterBit(h uint64) (word int, mask uint64) {
+	b := (h >> 20) % filterBits
+	return int(b / 64), 1 << (b % 64)
+}
+
+func (f *filter) add(h uint64) {
+	i, m := filterBit(h)
+	if f[i].Load()&m == 0 {
+		f[i].Or(m)
+	}
+}
+
+func (f *filter) has(h uint64) bool {
+	i, m := filterBit(h)
+	return f[i].Load()&m != 0
 }
 
 // limitWatch is one limit's sketches: per shard, one per minute kept.
@@ -152,6 +180,8 @@ func New(opts Options) *Watch {
 		hub: map[*Reader]struct{}{}, stop: make(chan struct{})}
 	w.postFailed.Interval = time.Minute
 	w.minute.Store(minuteOf(opts.Now()))
+	w.watched.Store(new(filter))
+	w.limits.Store(&map[string]*limitWatch{})
 	w.done.Add(2)
 	go w.tick()
 	go w.fanOut()
@@ -184,6 +214,9 @@ func (w *Watch) Watched(subject domain.TenantID, route string, client netip.Addr
 	if len(v.Decisions) != len(limits) {
 		return // decided without the limits: a fail mode
 	}
+	if v.Allowed && !w.watched.Load().has(h) {
+		return // a tenant no sketch counts: nothing to record
+	}
 	minute := w.minute.Load()
 	first := -1
 	for i, d := range v.Decisions {
@@ -199,6 +232,7 @@ func (w *Watch) Watched(subject domain.TenantID, route string, client netip.Addr
 		case !v.Allowed && !d.Allowed:
 			lw := w.limitOf(limits[i].Name, true)
 			lw.denied.Store(true)
+			w.watched.Load().add(h)
 			lw.shards[sh].add(minute, h, string(subject), w.opts.Top*ShardFactor)
 			if first < 0 {
 				first = i
@@ -211,16 +245,33 @@ func (w *Watch) Watched(subject domain.TenantID, route string, client netip.Addr
 }
 
 // limitOf returns the watch of the limit name, made when create is true
-// (nil otherwise when there is none yet).
+// (nil otherwise when there is none yet). Limits come from the policy:
+// a new one, rare, copies the map.
 func (w *Watch) limitOf(name string, create bool) *limitWatch {
-	if lw, ok := w.limits.Load(name); ok {
-		return lw.(*limitWatch)
+	if lw := (*w.limits.Load())[name]; lw != nil || !create {
+		return lw
 	}
-	if !create {
-		return nil
+	w.limitsMu.Lock()
+	defer w.limitsMu.Unlock()
+	old := *w.limits.Load()
+	if lw := old[name]; lw != nil {
+		return lw
 	}
-	lw, _ := w.limits.LoadOrStore(name, new(limitWatch))
-	return lw.(*limitWatch)
+	m := make(map[string]*limitWatch, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	lw := new(limitWatch)
+	m[name] = lw
+	w.limits.Store(&m)
+	return lw
+}
+
+// eachLimit calls f with every limit's watch.
+func (w *Watch) eachLimit(f func(name string, lw *limitWatch)) {
+	for name, lw := range *w.limits.Load() {
+		f(name, lw)
+	}
 }
 
 // add counts a denial of tenant, of hash h, in minute.
@@ -282,13 +333,37 @@ func (w *Watch) tick() {
 		case <-t.C:
 		}
 		now := w.opts.Now()
-		w.minute.Store(minuteOf(now))
+		if m := minuteOf(now); m != w.minute.Load() {
+			w.minute.Store(m)
+			w.refilter()
+		}
 		w.feedSent.Store(0)
 		w.takeSecond(now)
 		if w.opts.Board != nil {
 			w.post(now)
 		}
 	}
+}
+
+// refilter makes the filter of watched tenants anew from the sketches,
+// dropping the tenants they no longer count. A tenant added meanwhile
+// to the old filter may miss an admission or two: Allowed is a count
+// from below.
+func (w *Watch) refilter() {
+	f := new(filter)
+	w.eachLimit(func(_ string, lw *limitWatch) {
+		for s := range lw.shards {
+			sh := &lw.shards[s]
+			sh.mu.Lock()
+			for _, sk := range sh.sketch {
+				if sk != nil {
+					sk.Keys(f.add)
+				}
+			}
+			sh.mu.Unlock()
+		}
+	})
+	w.watched.Store(f)
 }
 
 // takeSecond appends the decisions since the last tick to the series.
@@ -362,8 +437,7 @@ func (w *Watch) post(now time.Time) {
 // minute that hold denials, each cut to keep counters (0: all).
 func (w *Watch) minutes(minute int64, n, keep int) map[string][]minuteCounts {
 	out := map[string][]minuteCounts{}
-	w.limits.Range(func(k, v any) bool {
-		lw := v.(*limitWatch)
+	w.eachLimit(func(name string, lw *limitWatch) {
 		var ms []minuteCounts
 		for m := minute - int64(n) + 1; m <= minute; m++ {
 			i := int(m % int64(slots))
@@ -386,9 +460,8 @@ func (w *Watch) minutes(minute int64, n, keep int) map[string][]minuteCounts {
 			ms = append(ms, minuteCounts{Minute: m, Summary: u})
 		}
 		if len(ms) > 0 {
-			out[k.(string)] = ms
+			out[name] = ms
 		}
-		return true
 	})
 	return out
 }
