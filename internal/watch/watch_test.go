@@ -227,37 +227,43 @@ func TestHeavyTenantNeverMissed(t *testing.T) {
 	}
 }
 
-// TestMemoryFixed: a million distinct denied tenants leave the heap
-// within the stated bound of the sketches, whatever came before.
+// TestMemoryFixed: a million distinct denied tenants of the longest ids,
+// over two limits
+// and every minute the sketches keep, leave the heap within the stated
+// bound of the sketches, and under 2 MiB.
 func TestMemoryFixed(t *testing.T) {
-	const k = 20
-	w := newWatch(t, watch.Options{Top: k})
-	v := denied()
-	flood := func(from, n int) {
-		for i := from; i < from+n; i++ {
-			w.Watched(domain.TenantID(fmt.Sprintf("t-%d", i)), "", client, limits, v)
+	synctest.Test(t, func(t *testing.T) {
+		const k = 20
+		w := newWatch(t, watch.Options{Top: k})
+		both := domain.Verdict{Outcome: domain.OutcomeDenied, Decisions: []domain.Decision{{Allowed: false}, {Allowed: false}}}
+		heap := func() int64 {
+			runtime.GC()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			return int64(ms.HeapAlloc)
 		}
-	}
-	heap := func() int64 {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
-	before := heap()
-	flood(0, 10_000)
-	warm := heap()
-	flood(10_000, 1_000_000)
-	after := heap()
-	bound := watch.MemoryBound(k, 1)
-	t.Logf("heap: %d before, %d after 10 000 tenants, %d after 1 010 000 (bound of one limit's sketches %d)", before, warm, after, bound)
-	if grew := after - before; grew > bound {
-		t.Errorf("heap grew %d bytes over a million tenants, more than the bound %d", grew, bound)
-	}
-	if bound > 2<<20 {
-		t.Errorf("MemoryBound(20, 1) = %d, over 2 MiB", bound)
-	}
+		before := heap()
+		const minutes = 7 // more than the sketches keep
+		for m := range minutes {
+			for i := range 1_000_000 / minutes {
+				// The longest tenant ids: 64 bytes.
+				w.Watched(domain.TenantID(fmt.Sprintf("t-%d-%061d", m, i)), "", client, limits, both)
+			}
+			time.Sleep(time.Minute)
+			synctest.Wait()
+		}
+		after := heap()
+		bound := watch.MemoryBound(k, 2)
+		t.Logf("heap grew %d bytes over a million tenants on 2 limits (bound %d)", after-before, bound)
+		if grew := after - before; grew > bound || grew > 2<<20 {
+			t.Errorf("heap grew %d bytes, more than the bound %d or 2 MiB", grew, bound)
+		}
+		top, _ := w.Top(t.Context(), 5*time.Minute)
+		if len(top.Limits) != 2 || len(top.Limits[0].Tenants) != k {
+			t.Errorf("top: %d limits, want 2 of %d tenants", len(top.Limits), k)
+		}
+	})
 }
 
 // TestFeedCapped: the feed carries at most FeedRate denials a second,
