@@ -32,12 +32,19 @@ type Counter struct {
 // value is not usable; call [New]. A Sketch is not safe for concurrent
 // use.
 type Sketch struct {
-	nodes []Counter        // the counters, in the order they were first used
+	nodes []Counter        // the counters but their counts, in the order they were first used
 	keys  []uint64         // each node's key
 	pos   []int32          // each node's position in heap
-	heap  []int32          // nodes, a min-heap by Count: heap[0] is the smallest
+	heap  []slot           // a min-heap by count: heap[0] is the smallest
 	index map[uint64]int32 // key → its node
 	n     int64            // events added since the last reset: the sum of counts
+}
+
+// slot is a place in the heap: a node's count, kept here so that the
+// heap's comparisons read one array.
+type slot struct {
+	count int64
+	node  int32
 }
 
 // New returns an empty sketch that monitors at most capacity items
@@ -46,7 +53,7 @@ func New(capacity int) *Sketch {
 	capacity = max(capacity, 1)
 	return &Sketch{
 		nodes: make([]Counter, 0, capacity), keys: make([]uint64, 0, capacity),
-		pos: make([]int32, 0, capacity), heap: make([]int32, 0, capacity),
+		pos: make([]int32, 0, capacity), heap: make([]slot, 0, capacity),
 		index: make(map[uint64]int32, capacity),
 	}
 }
@@ -64,26 +71,27 @@ func (s *Sketch) N() int64 { return s.n }
 func (s *Sketch) Add(key uint64, item string, n int64) {
 	s.n += n
 	if i, ok := s.index[key]; ok {
-		s.nodes[i].Count += n
-		s.down(int(s.pos[i]))
+		h := int(s.pos[i])
+		s.heap[h].count += n
+		s.down(h)
 		return
 	}
 	if len(s.nodes) < cap(s.nodes) {
 		i := int32(len(s.nodes))
-		s.nodes = append(s.nodes, Counter{Item: item, Count: n})
+		s.nodes = append(s.nodes, Counter{Item: item})
 		s.keys = append(s.keys, key)
 		s.pos = append(s.pos, int32(len(s.heap)))
-		s.heap = append(s.heap, i)
+		s.heap = append(s.heap, slot{count: n, node: i})
 		s.index[key] = i
 		s.up(len(s.heap) - 1)
 		return
 	}
-	i := s.heap[0]
-	least := s.nodes[i].Count
+	i, least := s.heap[0].node, s.heap[0].count
 	delete(s.index, s.keys[i])
-	s.nodes[i] = Counter{Item: item, Count: least + n, Err: least}
+	s.nodes[i] = Counter{Item: item, Err: least}
 	s.keys[i] = key
 	s.index[key] = i
+	s.heap[0].count = least + n
 	s.down(0)
 }
 
@@ -116,20 +124,21 @@ func (s *Sketch) Reset() {
 // first, the events it has seen, and its floor.
 func (s *Sketch) Summary() Summary {
 	cs := slices.Clone(s.nodes)
+	for i := range cs {
+		cs[i].Count = s.heap[s.pos[i]].count
+	}
 	sortCounters(cs)
 	sum := Summary{Counters: cs, N: s.n}
 	if len(s.nodes) == cap(s.nodes) {
-		sum.Floor = s.nodes[s.heap[0]].Count
+		sum.Floor = s.heap[0].count
 	}
 	return sum
 }
 
-func (s *Sketch) count(h int) int64 { return s.nodes[s.heap[h]].Count }
-
 func (s *Sketch) up(h int) {
 	for h > 0 {
 		p := (h - 1) / 2
-		if s.count(p) <= s.count(h) {
+		if s.heap[p].count <= s.heap[h].count {
 			return
 		}
 		s.swap(h, p)
@@ -138,17 +147,18 @@ func (s *Sketch) up(h int) {
 }
 
 func (s *Sketch) down(h int) {
-	n := len(s.heap)
+	heap := s.heap
+	n := len(heap)
 	for {
 		l := 2*h + 1
 		if l >= n {
 			return
 		}
 		least := l
-		if r := l + 1; r < n && s.count(r) < s.count(l) {
+		if r := l + 1; r < n && heap[r].count < heap[l].count {
 			least = r
 		}
-		if s.count(h) <= s.count(least) {
+		if heap[h].count <= heap[least].count {
 			return
 		}
 		s.swap(h, least)
@@ -158,8 +168,8 @@ func (s *Sketch) down(h int) {
 
 func (s *Sketch) swap(h, g int) {
 	s.heap[h], s.heap[g] = s.heap[g], s.heap[h]
-	s.pos[s.heap[h]] = int32(h)
-	s.pos[s.heap[g]] = int32(g)
+	s.pos[s.heap[h].node] = int32(h)
+	s.pos[s.heap[g].node] = int32(g)
 }
 
 // Summary is a sketch's content, or part of it: its counters, the

@@ -134,8 +134,8 @@ func (w *Watch) Top(ctx context.Context, window time.Duration) (Top, error) {
 // shorter).
 func MemoryBound(top, limits int) int64 {
 	const perCounter = 40 + // topk.Counter
-		16 + // its key, its position and its place in the heap
+		28 + // its key, its position and its place in the heap
 		64 + // the tenant id it holds
-		80 // its index entry, the map's room for growth, and what the shard's slices round up
+		68 // its index entry and the map's room for growth
 	return int64(limits) * int64(slots) * Shards * int64(ShardFactor*top) * perCounter
 }
