@@ -78,6 +78,22 @@ func fleetTop(t *testing.T, rdb goredis.UniversalClient, url string, environ ...
 			t.Errorf("key %s: PTTL %v, want a TTL", k, ttl)
 		}
 	}
+
+	// A replica that stops drops out of the others' answers when its
+	// post expires (5 s).
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for top := topCall(t, a); top.Replicas != 1; top = topCall(t, a) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a stopped replica still counted after 60 s: %+v", top)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if top := topCall(t, a); len(top.Limits) != 1 || top.Limits[0].Denied != 3 {
+		t.Errorf("after b stopped: %+v, want a's own 3 denials", top.Limits)
+	}
 }
 
 func topCall(t *testing.T, g *apptest.Gateway) admin.TopBody {
