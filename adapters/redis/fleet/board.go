@@ -52,10 +52,7 @@ func (b *Board) Post(ctx context.Context, replica string, data []byte, ttl time.
 	args := append(postScript.Args(2, 4), b.index, b.index+":"+replica, replica, data, millisUp(ttl), millisUp(MaxPostTTL))
 	cmd := goredis.NewCmd(ctx, args...)
 	if err := b.c.Eval(ctx, cmd, postScript); err != nil {
-		if goredis.HasErrorPrefix(err, "WRONGTYPE") {
-			err = fmt.Errorf("%w: %w", ports.ErrKeyType, err)
-		}
-		return fmt.Errorf("redis: post on %q: %w", b.index, err)
+		return fmt.Errorf("redis: post on %q: %w", b.index, keyType(err))
 	}
 	return nil
 }
@@ -64,15 +61,11 @@ func (b *Board) Post(ctx context.Context, replica string, data []byte, ttl time.
 // (lua/board_read.lua).
 func (b *Board) Posts(ctx context.Context) (map[string][]byte, error) {
 	cmd := goredis.NewCmd(ctx, append(readScript.Args(1, 0), b.index)...)
-	err := b.c.Eval(ctx, cmd, readScript)
-	var vals []string
-	if err == nil {
-		vals, err = cmd.StringSlice()
+	if err := b.c.Eval(ctx, cmd, readScript); err != nil {
+		return nil, fmt.Errorf("redis: read the posts of %q: %w", b.index, keyType(err))
 	}
+	vals, err := cmd.StringSlice()
 	if err != nil {
-		if goredis.HasErrorPrefix(err, "WRONGTYPE") {
-			err = fmt.Errorf("%w: %w", ports.ErrKeyType, err)
-		}
 		return nil, fmt.Errorf("redis: read the posts of %q: %w", b.index, err)
 	}
 	posts := make(map[string][]byte, len(vals)/2)
@@ -80,4 +73,13 @@ func (b *Board) Posts(ctx context.Context) (map[string][]byte, error) {
 		posts[vals[i]] = []byte(vals[i+1])
 	}
 	return posts, nil
+}
+
+// keyType is err, wrapping ports.ErrKeyType when Redis answered
+// WRONGTYPE (something else wrote the key).
+func keyType(err error) error {
+	if goredis.HasErrorPrefix(err, "WRONGTYPE") {
+		return fmt.Errorf("%w: %w", ports.ErrKeyType, err)
+	}
+	return err
 }
