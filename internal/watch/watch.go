@@ -130,9 +130,9 @@ func (f *filter) has(h uint64) bool {
 	return f[i].Load()&m != 0
 }
 
-// limitWatch is one limit's sketches: per shard, one per minute kept.
+// limitWatch is one limit's sketches, made at its first denial: per
+// shard, one per minute kept.
 type limitWatch struct {
-	denied atomic.Bool // some tenant was denied: admissions are worth looking up
 	shards [Shards]shard
 }
 
@@ -226,12 +226,11 @@ func (w *Watch) Watched(subject domain.TenantID, route string, client netip.Addr
 		switch {
 		case d.Shadow:
 		case v.Allowed && d.Allowed:
-			if lw := w.limitOf(limits[i].Name, false); lw != nil && lw.denied.Load() {
+			if lw := w.limitOf(limits[i].Name, false); lw != nil {
 				lw.shards[sh].touch(minute, h)
 			}
 		case !v.Allowed && !d.Allowed:
 			lw := w.limitOf(limits[i].Name, true)
-			lw.denied.Store(true)
 			w.watched.Load().add(h)
 			lw.shards[sh].add(minute, h, string(subject), w.opts.Top*ShardFactor)
 			if first < 0 {
