@@ -164,3 +164,48 @@ func TestDenialsFeed(t *testing.T) {
 	}
 	t.Fatalf("no dropped event: %v", sc.Err())
 }
+
+// TestDenialsFeedsBounded: one replica serves at most MaxFeedReaders
+// feeds at once; one more is 503, and a feed that ends frees its place.
+func TestDenialsFeedsBounded(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := topServer(t)
+	open := func() *http.Response {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/denials", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var feeds []*http.Response
+	for range admin.MaxFeedReaders {
+		resp := open()
+		if resp.StatusCode != 200 {
+			t.Fatalf("feed %d: %d, want 200", len(feeds), resp.StatusCode)
+		}
+		feeds = append(feeds, resp)
+	}
+	resp := open()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("one feed too many: %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	resp.Body.Close()
+	feeds[0].Body.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp := open()
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a feed closed never freed its place: %d", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, f := range feeds[1:] {
+		f.Body.Close()
+	}
+}
