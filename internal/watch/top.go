@@ -128,7 +128,7 @@ func (w *Watch) Top(ctx context.Context, window time.Duration) (Top, error) {
 
 // MemoryBound is the most memory, in bytes, the sketches of limits
 // limits take with top tenants kept each: per limit, Shards shards of
-// ShardFactor×top counters for each of the minutes kept, each counter
+// top counters for each of the minutes kept, each counter
 // with its entry in an index and its tenant id (at most
 // [domain.MaxTenantIDLen] bytes; a subject of unresolved traffic is
 // shorter).
@@ -136,6 +136,6 @@ func MemoryBound(top, limits int) int64 {
 	const perCounter = 40 + // topk.Counter
 		28 + // its key, its position and its place in the heap
 		64 + // the tenant id it holds
-		68 // its index entry and the map's room for growth
-	return int64(limits) * int64(slots) * Shards * int64(ShardFactor*top) * perCounter
+		84 // its index entry and the map's room for growth
+	return int64(limits) * int64(slots) * Shards * int64(top) * perCounter
 }

@@ -34,12 +34,15 @@ const (
 	// the MaxWindow before it.
 	slots = int(MaxWindow/Slot) + 1
 	// Shards split each limit's sketch by tenant, so that concurrent
-	// decisions rarely wait for one another; a tenant lives in one
-	// shard, so each shard's guarantee is the sketch's.
-	Shards = 4
-	// ShardFactor is each shard's capacity in counters, per tenant kept:
-	// more counters than shown, for the ranks near the last shown.
-	ShardFactor = 4
+	// decisions rarely wait for one another. Each holds as many
+	// counters as tenants are shown, and a tenant lives in one shard, so
+	// each shard keeps the sketch's guarantee: more than 1/Top of the
+	// denials is never missed. Together they hold Shards×Top counters,
+	// for the ranks near the last shown.
+	Shards = 16
+	// postKeep is how many counters of each minute a replica posts for
+	// the others, per tenant shown.
+	postKeep = 4
 	// FeedRate is the most denials a second the feed carries from one
 	// replica; the rest are dropped and counted.
 	FeedRate = 100
@@ -205,7 +208,7 @@ func minuteOf(t time.Time) int64 { return t.Unix() / int64(Slot/time.Second) }
 // admitted tenant's admission on each limit that watches it.
 func (w *Watch) Watched(subject domain.TenantID, route string, client netip.Addr, limits []domain.Limit, v domain.Verdict) {
 	h := maphash.String(w.seed, string(subject))
-	sh := int(h >> 62) // the top bits: the sketches' maps use the low ones
+	sh := int(h >> 60) // the top bits: the sketches' maps use the low ones
 	if v.Allowed {
 		w.counts[sh].allowed.Add(1)
 	} else {
@@ -232,7 +235,7 @@ func (w *Watch) Watched(subject domain.TenantID, route string, client netip.Addr
 		case !v.Allowed && !d.Allowed:
 			lw := w.limitOf(limits[i].Name, true)
 			w.watched.Load().add(h)
-			lw.shards[sh].add(minute, h, string(subject), w.opts.Top*ShardFactor)
+			lw.shards[sh].add(minute, h, string(subject), w.opts.Top)
 			if first < 0 {
 				first = i
 			}
@@ -413,12 +416,12 @@ type minuteCounts struct {
 // out of the fleet's answers within it.
 func (w *Watch) postTTL() time.Duration { return 5 * w.opts.Interval }
 
-// post posts this replica's sketches, each minute's ShardFactor×Top
-// most counted tenants (every tenant above 1/(ShardFactor×Top) of the
-// minute's denials), and its series on the board.
+// post posts this replica's sketches, each minute's postKeep×Top most
+// counted tenants (every tenant above 1/(postKeep×Top) of the minute's
+// denials), and its series on the board.
 func (w *Watch) post(now time.Time) {
 	minute := minuteOf(now)
-	p := post{Minute: minute, Limits: w.minutes(minute, slots, w.opts.Top*ShardFactor), Series: w.Series()}
+	p := post{Minute: minute, Limits: w.minutes(minute, slots, postKeep*w.opts.Top), Series: w.Series()}
 	data, err := json.Marshal(p)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), w.opts.Interval)
