@@ -110,7 +110,13 @@ func adminListener(cfg Config, eng *engine.Engine, ready ports.Pinger, w *watch.
 	if cfg.Pprof {
 		h = admin.WithPprof(h)
 	}
-	return &listener{name: "admin", addr: cfg.AdminAddr, variable: EnvPrefix + "ADMIN_ADDR", srv: newHTTPServer(h, log)}
+	srv := newHTTPServer(h, log)
+	if w != nil {
+		// An open feed of denials is a request that never ends by
+		// itself: closing the watch at shutdown ends every feed.
+		srv.RegisterOnShutdown(func() { w.Close() })
+	}
+	return &listener{name: "admin", addr: cfg.AdminAddr, variable: EnvPrefix + "ADMIN_ADDR", srv: srv}
 }
 
 // newHTTPServer returns a server with timeouts against slow clients.

@@ -149,3 +149,25 @@ func TestTopOff(t *testing.T) {
 		}
 	}
 }
+
+// TestTopFeedEndsAtShutdown: an open feed of denials ends when the
+// gateway shuts down, rather than holding the shutdown to its grace.
+func TestTopFeedEndsAtShutdown(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t, "TOLLGATE_ADMIN_TOKEN="+adminToken)
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.Admin+"/v1/denials", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	start := time.Now()
+	if err := g.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The grace is 10 s: a feed that held it would take that long.
+	if took := time.Since(start); took >= app.ShutdownTimeout {
+		t.Errorf("shutdown with a feed open took %s, the whole grace", took)
+	}
+}
