@@ -284,7 +284,7 @@ func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.Tena
 		req.Limits[n] = e.limit(tenant, subject, keyRoute, l)
 		req.Limits[n].Cost = route.Cost
 		if l.Tokens {
-			req.Limits[n].Cost, req.Limits[n].Reserve = d.reservation(route), true
+			req.Limits[n].Cost = d.reservation(route)
 		}
 		n++
 	}
@@ -311,6 +311,7 @@ func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l d
 		Shadow:      l.Shadow,
 		Calendar:    cal,
 		Concurrency: l.Concurrency,
+		Reserve:     l.Tokens,
 	}
 }
 

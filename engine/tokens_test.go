@@ -247,3 +247,61 @@ func TestTokensOnlyRouteWithoutSource(t *testing.T) {
 		t.Fatalf("a route whose only limit counts tokens, without a source: metered %v, %v; want not metered", res.Metered, err)
 	}
 }
+
+func (b *budgets) Peek(_ context.Context, req domain.Request) (domain.Verdict, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v := domain.Verdict{Allowed: true}
+	for _, l := range req.Limits {
+		v.Decisions = append(v.Decisions, domain.Decision{Allowed: true, Limit: l.Rule.Limit, Remaining: max(l.Rule.Limit-b.spent[l.Key], 0)})
+	}
+	return v, nil
+}
+
+func (b *budgets) Reset(context.Context, domain.Request) error { return nil }
+
+func TestSpend(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{
+		{Name: "tpm", Rule: domain.Rule{Limit: 1000, Window: time.Minute}, Tokens: true},
+		{Name: "inflight", Rule: domain.Rule{Limit: 2, Window: domain.ConcurrencyWindow}, Concurrency: true},
+	}, []domain.Route{{Name: "render", Path: "/render", Cost: 1, Tokens: "header:X-Units",
+		Limits: []domain.PolicyLimit{{Name: "pages", Rule: domain.Rule{Limit: 50, Window: time.Hour}, Tokens: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &budgets{spent: map[string]int64{}}
+	e := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Settler: store, Usage: store, Keys: keys.Layout{Prefix: "rl:"}})
+	us, err := e.Spend(t.Context(), "acme", "tpm", "", 1200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if us[0].Limit.Name != "tpm" || us[0].Decision.Remaining != 0 || us[0].Meter() != "tokens" || store.of("rl:{acme}:tpm") != 1200 {
+		t.Fatalf("spent 1200 of 1000: %+v, tpm %d; want it counted past the budget", us[0], store.of("rl:{acme}:tpm"))
+	}
+	if _, err := e.Spend(t.Context(), "acme", "pages", "render", 7); err != nil || store.of("rl:{acme}:route:render:pages") != 7 {
+		t.Fatalf("a route's own limit: %v, spent %d", err, store.of("rl:{acme}:route:render:pages"))
+	}
+	if _, err := e.Spend(t.Context(), "acme", "pages", "", 1); err != nil || store.of("rl:{acme}:route:render:pages") != 8 {
+		t.Fatalf("a route's own limit without the route: %v, spent %d", err, store.of("rl:{acme}:route:render:pages"))
+	}
+	for _, tt := range []struct {
+		id, limit, route string
+		amount           int64
+		want             error
+	}{
+		{"acme", "nope", "", 1, engine.ErrNoLimit},
+		{"acme", "tpm", "", -1, engine.ErrBadAmount},
+		{"acme", "tpm", "", engine.MaxSpend + 1, engine.ErrBadAmount},
+		{"acme", "inflight", "", 1, engine.ErrNoSpend},
+		{"acme", "pages", "other", 1, engine.ErrWrongRoute},
+		{"a/b", "tpm", "", 1, domain.ErrInvalidTenant},
+	} {
+		if _, err := e.Spend(t.Context(), domain.TenantID(tt.id), tt.limit, tt.route, tt.amount); !errors.Is(err, tt.want) {
+			t.Errorf("Spend(%q, %q, %q, %d): %v, want %v", tt.id, tt.limit, tt.route, tt.amount, err, tt.want)
+		}
+	}
+	if store.of("rl:{acme}:tpm") != 1200 {
+		t.Errorf("refused spends changed the budget: tpm %d", store.of("rl:{acme}:tpm"))
+	}
+}

@@ -311,7 +311,7 @@ func (m *Metrics) Unrouted(code int) {
 }
 
 // AdminActions are the actions tollgate_admin_actions_total counts.
-var AdminActions = []string{"usage", "reset", "unauthorized"}
+var AdminActions = []string{"usage", "reset", "spend", "unauthorized"}
 
 // AdminAction counts one call of the usage API: action is one of
 // [AdminActions].
