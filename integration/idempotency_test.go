@@ -57,4 +57,3 @@ func TestRedisIdempotency(t *testing.T) {
 		}
 	}
 }
-
