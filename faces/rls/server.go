@@ -113,8 +113,11 @@ type config struct {
 	maxDomain int // the longest domain a request may name
 }
 
-// New returns the face, deciding with cfg (nil: no domain) until
-// [Server.SetConfig].
+// New returns the face, deciding with cfg until [Server.SetConfig]. A
+// nil cfg is no configuration loaded yet (one coming over xDS): until
+// the first SetConfig every call is answered the gRPC error UNKNOWN "no
+// rate limit configuration loaded", as envoyproxy/ratelimit answers, so
+// that Envoy's failure_mode_deny decides.
 func New(cfg *rlsconf.Config, opts Options) *Server {
 	if opts.Engine == nil {
 		panic("rls: New needs an engine")
@@ -137,12 +140,14 @@ func New(cfg *rlsconf.Config, opts Options) *Server {
 }
 
 // SetConfig makes c the configuration of every request that starts
-// after it (nil: no domain). Requests in flight finish with the old one.
+// after it (nil: none loaded, as for [New]). Requests in flight finish
+// with the old one.
 func (s *Server) SetConfig(c *rlsconf.Config) {
-	if c == nil {
-		c = new(rlsconf.Config)
-	}
 	g := &config{rules: c, maxDomain: MinDomainLen}
+	if c == nil {
+		s.cfg.Store(g)
+		return
+	}
 	for _, d := range c.Domains() {
 		g.maxDomain = max(g.maxDomain, len(d))
 	}
@@ -158,7 +163,7 @@ func (s *Server) Drain() {
 	s.drainOnce.Do(func() { close(s.draining) })
 }
 
-// Config returns the configuration in use.
+// Config returns the configuration in use, nil when none is loaded.
 func (s *Server) Config() *rlsconf.Config { return s.cfg.Load().rules }
 
 // streamWorkers is how many goroutines serve calls: each keeps the stack
@@ -184,7 +189,8 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 
 // ShouldRateLimit implements pb.RateLimitServiceServer: it decides every
 // descriptor of req and answers as envoyproxy/ratelimit does. A request
-// it cannot decide gets a gRPC error: INVALID_ARGUMENT for an empty
+// it cannot decide gets a gRPC error: UNKNOWN before any configuration
+// is loaded ([New]), INVALID_ARGUMENT for an empty
 // domain or descriptor list (with envoyproxy/ratelimit's messages), a
 // descriptor without entries, an entry with an empty key, a limit
 // override whose unit is not SECOND to WEEK, more than
@@ -194,6 +200,10 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 // bounded memory store is full. Nothing is spent for any of them.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	cfg := s.cfg.Load()
+	if cfg.rules == nil {
+		s.opts.Metrics.RLSRequest(UnknownDomainLabel, codeName(codes.Unknown))
+		return nil, errNoConfig
+	}
 	p := getPlan()
 	defer putPlan(p)
 	if err := p.build(cfg, s.opts.Engine, req); err != nil {
@@ -224,6 +234,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 var (
 	errUnavailable = status.Error(codes.Unavailable, "rate limit store unavailable")
 	errStoreFull   = status.Error(codes.ResourceExhausted, "rate limit store is full")
+	// errNoConfig is envoyproxy/ratelimit's answer before its first
+	// configuration, word for word.
+	errNoConfig = status.Error(codes.Unknown, "no rate limit configuration loaded")
 )
 
 // decideError maps the engine's error to the gRPC error answered.
@@ -282,6 +295,8 @@ func codeName(c codes.Code) string {
 		return "CANCELLED"
 	case codes.DeadlineExceeded:
 		return "DEADLINE_EXCEEDED"
+	case codes.Unknown:
+		return "UNKNOWN"
 	}
 	return "INTERNAL"
 }
