@@ -194,4 +194,3 @@ func Decode(resources []*anypb.Any) (*rlsconf.Config, error) {
 	}
 	return rlsconf.FromResources(rs)
 }
-
