@@ -35,7 +35,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
 	}
-	rlsCfg, err := loadRLS(cfg)
+	rlsCfg, err := loadRLS(cfg, log)
 	if err != nil {
 		return nil, err
 	}

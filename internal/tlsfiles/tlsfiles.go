@@ -37,6 +37,19 @@ type Files struct {
 	CA string
 }
 
+// FileError is a file that cannot be read or does not hold what it
+// should: Path is the file's path as given in [Files].
+type FileError struct {
+	Path string
+	Err  error
+}
+
+// Error returns "path: reason".
+func (e *FileError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns e.Err.
+func (e *FileError) Unwrap() error { return e.Err }
+
 // Source holds what Files' files held when last read, and reads them
 // again at most once per interval when a handshake needs them. A change
 // that does not parse (a key that does not match its certificate, as
@@ -58,7 +71,8 @@ type Source struct {
 // Load reads and checks f's files and returns their Source, which reads
 // them again at most once per interval (zero: [DefaultInterval]; a
 // negative interval reads them at every handshake). The error names the
-// file that cannot be read or does not hold what it should. Rejected
+// file that cannot be read or does not hold what it should (a
+// [*FileError]; a pair that does not match names the certificate). Rejected
 // changes later are logged on log (nil: not at all).
 func Load(f Files, interval time.Duration, log *slog.Logger) (*Source, error) {
 	if (f.Cert == "") != (f.Key == "") {
@@ -89,7 +103,7 @@ func (s *Source) read() (raw [3][]byte, err error) {
 			continue
 		}
 		if raw[i], err = os.ReadFile(path); err != nil {
-			return raw, err
+			return raw, &FileError{Path: path, Err: err}
 		}
 	}
 	return raw, nil
@@ -102,7 +116,7 @@ func (s *Source) parse(raw [3][]byte) (*tls.Certificate, *x509.CertPool, error) 
 	if s.files.Cert != "" {
 		c, err := tls.X509KeyPair(raw[0], raw[1])
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s and %s: %w", s.files.Cert, s.files.Key, err)
+			return nil, nil, &FileError{Path: s.files.Cert, Err: fmt.Errorf("with the key %s: %w", s.files.Key, err)}
 		}
 		cert = &c
 	}
@@ -110,7 +124,7 @@ func (s *Source) parse(raw [3][]byte) (*tls.Certificate, *x509.CertPool, error) 
 	if s.files.CA != "" {
 		pool = x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(raw[2]) {
-			return nil, nil, fmt.Errorf("%s: no PEM certificate in it", s.files.CA)
+			return nil, nil, &FileError{Path: s.files.CA, Err: errors.New("no PEM certificate in it")}
 		}
 	}
 	return cert, pool, nil
