@@ -126,6 +126,7 @@ func withRLS(ls []*listener, cfg Config, rc *rlsConfig, eng *engine.Engine, read
 		Ready:           ready,
 		ReadyTimeout:    cfg.RedisTimeout,
 		ResponseHeaders: cfg.RLSResponseHeaders,
+		Shadow:          cfg.Shadow,
 		Metrics:         m,
 		Log:             log,
 	})

@@ -79,6 +79,11 @@ type Options struct {
 	// that has one (TOLLGATE_RLS_RESPONSE_HEADERS), as
 	// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED does.
 	ResponseHeaders bool
+	// Shadow answers OK overall where the descriptors say OVER_LIMIT
+	// (each status keeps its code), as envoyproxy/ratelimit's
+	// SHADOW_MODE: limits are counted and reported, never enforced
+	// (TOLLGATE_SHADOW).
+	Shadow bool
 	// Metrics records answers. May be nil.
 	Metrics Metrics
 	// Log gets one line per call whose handler panicked (answered
@@ -226,6 +231,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 	}
 	resp := p.response(v, s.opts.ResponseHeaders)
+	if s.opts.Shadow && resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+		resp.OverallCode = pb.RateLimitResponse_OK
+	}
 	s.count(p, req, v, resp)
 	return resp, nil
 }

@@ -6,6 +6,8 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tollgate/tollgate/faces/rls"
 )
 
 // TestNoConfigLoaded: before its first configuration (one awaited over
@@ -29,4 +31,13 @@ func TestNoConfigLoaded(t *testing.T) {
 	}
 	f.SetConfig(parse(t, basicYAML))
 	check(t, "once loaded", f.ask(t, rq("test-domain", 0, desc("key2=x"))), ok, st{ok, lim(20, minute, ""), 19, 50})
+}
+
+// TestGlobalShadow: with Options.Shadow a request over its limits is
+// answered OK overall, each status keeping its code, and still counted.
+func TestGlobalShadow(t *testing.T) {
+	t.Parallel()
+	f := newFaceWith(t, basicYAML, faceOptions{opts: rls.Options{Shadow: true}})
+	check(t, "the one hit", f.ask(t, rq("test-domain", 0, desc("key3=x"))), ok, st{ok, lim(1, hourU, ""), 0, 3590})
+	check(t, "over the limit", f.ask(t, rq("test-domain", 0, desc("key3=x"))), ok, st{over, lim(1, hourU, ""), 0, 3590})
 }
