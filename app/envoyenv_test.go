@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/faces/rls/rlsxds/xdstest"
 	"github.com/tollgate/tollgate/internal/logtest"
@@ -85,10 +83,6 @@ func TestRunAsEnvoyRatelimitErrors(t *testing.T) {
 		{[]string{"/bin/ratelimit"}, []string{"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/nowhere.crt", "GRPC_SERVER_TLS_KEY=/nowhere.key", "HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0"},
 			"TOLLGATE_RLS_TLS_CERT: /nowhere.crt"},
 	} {
-		var stderr bytes.Buffer
-		err := app.Run(t.Context(), tc.args, tc.environ, io.Discard, &stderr)
-		if app.ExitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("Run(%v, %v) = %v (exit %d), want exit 2, one line naming %s", tc.args, tc.environ, err, app.ExitCode(err), tc.want)
-		}
+		exitsTwo(t, tc.args, tc.environ, tc.want)
 	}
 }

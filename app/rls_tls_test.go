@@ -1,10 +1,8 @@
 package app_test
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,7 +18,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/tollgate/tollgate/app"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/faces/rls/rlsxds/xdstest"
 	"github.com/tollgate/tollgate/internal/logtest"
@@ -208,16 +205,6 @@ func TestRunRLSTLSErrors(t *testing.T) {
 		{append(xds, "TOLLGATE_RLS_XDS_TLS_CA="+notPEM), []string{"TOLLGATE_RLS_XDS_TLS_CA", "no PEM certificate"}},
 		{append(xds, "TOLLGATE_RLS_XDS_TLS_KEY="+key), []string{"TOLLGATE_RLS_XDS_TLS_KEY"}},
 	} {
-		var stderr bytes.Buffer
-		err := app.Run(t.Context(), []string{"tollgate"}, append(tc.environ, "TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0"), io.Discard, &stderr)
-		if got := app.ExitCode(err); got != 2 {
-			t.Errorf("Run(%v) exit = %d (%v), want 2", tc.environ, got, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("Run(%v) message %q lacks %q", tc.environ, err, w)
-			}
-		}
+		exitsTwo(t, []string{"tollgate"}, append(tc.environ, "TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0"), tc.want...)
 	}
 }

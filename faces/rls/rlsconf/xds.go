@@ -2,8 +2,10 @@ package rlsconf
 
 import (
 	"cmp"
+	"fmt"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // FromResources loads the RateLimitConfig resources an xDS server sends
@@ -65,4 +67,57 @@ func policyOf(p *rlsconfv3.RateLimitPolicy) *yamlRateLimit {
 		}{r.GetName()})
 	}
 	return rl
+}
+
+// Resources returns the RateLimitConfig resources an xDS server sends
+// for files, one per file, named by the file's name: what Envoy
+// Gateway's controller would send for the same configuration. Files
+// that [Parse] rejects are rejected with its error. value_to_metric and
+// share_threshold have no field in the proto and are left out.
+func Resources(files []File) ([]*rlsconfv3.RateLimitConfig, error) {
+	if _, err := Parse(files); err != nil {
+		return nil, err
+	}
+	out := make([]*rlsconfv3.RateLimitConfig, len(files))
+	for i, f := range files {
+		var root yamlRoot
+		if err := decode(f.Data, &root); err != nil {
+			return nil, &FileError{Path: f.Name, Err: err}
+		}
+		ds, err := protoDescriptors(root.Descriptors)
+		if err != nil {
+			return nil, &FileError{Path: f.Name, Err: err}
+		}
+		out[i] = &rlsconfv3.RateLimitConfig{Name: f.Name, Domain: root.Domain, Descriptors: ds}
+	}
+	return out, nil
+}
+
+// protoDescriptors converts descriptors of a file (checked by Parse).
+func protoDescriptors(ds []yamlDescriptor) ([]*rlsconfv3.RateLimitDescriptor, error) {
+	var out []*rlsconfv3.RateLimitDescriptor
+	for _, d := range ds {
+		pd := &rlsconfv3.RateLimitDescriptor{Key: d.Key, Value: d.Value, ShadowMode: d.ShadowMode, QuotaMode: d.QuotaMode, DetailedMetric: d.DetailedMetric}
+		if rl := d.RateLimit; rl != nil {
+			unit, _ := parseUnit(rl.Unit) // UnitUnknown when unlimited
+			pd.RateLimit = &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit(unit), RequestsPerUnit: rl.RequestsPerUnit, Unlimited: rl.Unlimited, Name: rl.Name}
+			for _, r := range rl.Replaces {
+				pd.RateLimit.Replaces = append(pd.RateLimit.Replaces, &rlsconfv3.RateLimitReplace{Name: r.Name})
+			}
+		}
+		md, err := convertMetadata(d.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		if md != nil {
+			if pd.Metadata, err = structpb.NewStruct(md); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrMetadata, err)
+			}
+		}
+		if pd.Descriptors, err = protoDescriptors(d.Descriptors); err != nil {
+			return nil, err
+		}
+		out = append(out, pd)
+	}
+	return out, nil
 }

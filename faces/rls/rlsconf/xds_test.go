@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/tollgate/faces/rls/rlsconf"
@@ -130,5 +131,24 @@ func TestFromResourcesRejects(t *testing.T) {
 				t.Errorf("FromResources = %v, want %v naming %q", err, tc.want, tc.path)
 			}
 		})
+	}
+}
+
+// TestResources: files become the resources an xDS server sends for
+// them, field for field; a file Parse rejects is rejected.
+func TestResources(t *testing.T) {
+	t.Parallel()
+	got, err := rlsconf.Resources([]rlsconf.File{{Name: "d.yaml", Data: []byte(xdsYAML)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := xdsProto(t)
+	want.Name = "d.yaml"
+	if len(got) != 1 || !proto.Equal(got[0], want) {
+		t.Errorf("Resources = %v, want %v", got, want)
+	}
+	_, err = rlsconf.Resources([]rlsconf.File{{Name: "bad.yaml", Data: []byte("domain: d\nbogus: 1\n")}})
+	if !errors.Is(err, rlsconf.ErrUnknownKey) {
+		t.Errorf("Resources of a file with an unknown key = %v, want %v", err, rlsconf.ErrUnknownKey)
 	}
 }
