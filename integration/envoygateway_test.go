@@ -48,12 +48,15 @@ func egClient(t *testing.T, eg *apptest.EnvoyGateway, addr string) pb.RateLimitS
 	return pb.NewRateLimitServiceClient(conn)
 }
 
+// egAsk1 is one descriptor, k=v.
+func egAsk1(v string) []*ratelimitv3.RateLimitDescriptor {
+	return []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: v}}}}
+}
+
 // egAsk asks for one hit of k=v in domain d.
 func egAsk(t *testing.T, c pb.RateLimitServiceClient, v string) *pb.RateLimitResponse {
 	t.Helper()
-	resp, err := c.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: v}}},
-	}})
+	resp, err := c.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "d", Descriptors: egAsk1(v)})
 	if err != nil {
 		t.Fatalf("ShouldRateLimit: %v", err)
 	}
