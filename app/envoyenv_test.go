@@ -3,6 +3,7 @@ package app_test
 import (
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,27 @@ func TestRunAsEnvoyRatelimitErrors(t *testing.T) {
 			"TOLLGATE_RLS_TLS_CERT: /nowhere.crt"},
 	} {
 		exitsTwo(t, tc.args, tc.environ, tc.want)
+	}
+}
+
+// TestEnvoyGatewayExample: docs/rls.md shows examples/envoy-gateway.yaml's
+// ConfigMap as it is.
+func TestEnvoyGatewayExample(t *testing.T) {
+	t.Parallel()
+	example, err := os.ReadFile("../examples/envoy-gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/rls.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(example), "apiVersion: v1\n")
+	end := strings.Index(string(example), "\n---\n")
+	if start < 0 || end < start {
+		t.Fatalf("examples/envoy-gateway.yaml: no ConfigMap document first")
+	}
+	if configMap := string(example[start : end+1]); !strings.Contains(string(doc), "```yaml\n"+configMap+"```\n") {
+		t.Errorf("docs/rls.md does not show examples/envoy-gateway.yaml's ConfigMap as it is:\n%s", configMap)
 	}
 }
