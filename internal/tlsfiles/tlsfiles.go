@@ -64,6 +64,7 @@ type Source struct {
 	mu      sync.Mutex // guards the fields below
 	checked time.Time  // when the files were last read
 	raw     [3][]byte  // cert, key and CA as last read, parsed or not
+	readErr string     // the last read error logged; "" once they read
 	cert    *tls.Certificate
 	pool    *x509.CertPool
 }
@@ -131,31 +132,44 @@ func (s *Source) parse(raw [3][]byte) (*tls.Certificate, *x509.CertPool, error) 
 }
 
 // current returns the certificate and pool in use, having read the files
-// again when interval has passed since the last read.
+// again when interval has passed since the last read. One handshake reads
+// them, outside the lock; the others meanwhile use what was read last.
 func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.interval > 0 && time.Since(s.checked) < s.interval {
-		return s.cert, s.pool
+	cert, pool := s.cert, s.pool
+	due := s.interval <= 0 || time.Since(s.checked) >= s.interval
+	if due {
+		s.checked = time.Now()
 	}
-	s.checked = time.Now()
+	s.mu.Unlock()
+	if !due {
+		return cert, pool
+	}
 	raw, err := s.read()
-	if err != nil {
-		s.log.Warn("TLS files unreadable; keeping the certificates in use", "err", err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err != nil:
+		if msg := err.Error(); msg != s.readErr {
+			s.readErr = msg // logged again only once it changes
+			s.log.Warn("TLS files unreadable; keeping the certificates in use", "err", err)
+		}
+		return s.cert, s.pool
+	case bytes.Equal(raw[0], s.raw[0]) && bytes.Equal(raw[1], s.raw[1]) && bytes.Equal(raw[2], s.raw[2]):
+		s.readErr = ""
 		return s.cert, s.pool
 	}
-	if bytes.Equal(raw[0], s.raw[0]) && bytes.Equal(raw[1], s.raw[1]) && bytes.Equal(raw[2], s.raw[2]) {
-		return s.cert, s.pool
-	}
-	cert, pool, err := s.parse(raw)
+	s.readErr = ""
+	// The files' content is noted whether it loads or not: a rejected
+	// change (perhaps half replaced) is logged once, and read again at
+	// the next interval.
+	s.raw = raw
+	cert, pool, err = s.parse(raw)
 	if err != nil {
-		// Perhaps half replaced: read again at the next interval, and
-		// logged again only if it changes again.
 		s.log.Warn("TLS files changed but rejected; keeping the certificates in use", "err", err)
-		s.raw = raw
 		return s.cert, s.pool
 	}
-	s.raw, s.cert, s.pool = raw, cert, pool
+	s.cert, s.pool = cert, pool
 	s.log.Info("TLS files reloaded", "cert", s.files.Cert, "ca", s.files.CA)
 	return cert, pool
 }
