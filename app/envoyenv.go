@@ -39,10 +39,13 @@ func envoyMode(args []string) (bool, []string) {
 // TOLLGATE_* variables it sets.
 type envoyEnv struct {
 	// httpAddr is HOST:PORT: /healthcheck, and the admin endpoints
-	// unless TOLLGATE_ADMIN_ADDR is set (then both listeners serve them).
+	// unless TOLLGATE_ADMIN_ADDR is set.
 	httpAddr string
-	// metricsAddr is PROMETHEUS_ADDR with USE_PROMETHEUS=true (the
-	// admin endpoints, /metrics among them); "" otherwise.
+	// adminOnHTTP is true when the admin listener is HOST:PORT
+	// (TOLLGATE_ADMIN_ADDR unset).
+	adminOnHTTP bool
+	// metricsAddr is PROMETHEUS_ADDR with USE_PROMETHEUS=true: /metrics;
+	// "" otherwise.
 	metricsAddr string
 	// ignored are the envoyproxy/ratelimit variables set that tollgate
 	// does not honour, sorted.
@@ -162,6 +165,7 @@ func fromEnvoy(environ []string) ([]string, *envoyEnv, error) {
 	r.e.httpAddr = r.addr("HOST", "0.0.0.0", "PORT", "8080")
 	if in[EnvPrefix+"ADMIN_ADDR"] == "" {
 		r.out[EnvPrefix+"ADMIN_ADDR"] = r.e.httpAddr
+		r.e.adminOnHTTP = true
 	}
 	if r.bool("USE_PROMETHEUS") {
 		r.e.metricsAddr = r.get("PROMETHEUS_ADDR", ":9090")
@@ -366,9 +370,10 @@ func (e *envoyEnv) warn(log *slog.Logger) {
 }
 
 // withEnvoy adds to g's listeners what envoyproxy/ratelimit serves over
-// HTTP: GET /healthcheck beside the admin endpoints, on HOST:PORT (the
-// admin listener's address unless TOLLGATE_ADMIN_ADDR is set, else a
-// listener of its own) and, with USE_PROMETHEUS, on PROMETHEUS_ADDR.
+// HTTP: GET /healthcheck on HOST:PORT, beside the admin endpoints when
+// the admin listener is there (TOLLGATE_ADMIN_ADDR unset), else on a
+// listener of its own; and with USE_PROMETHEUS, /metrics on
+// PROMETHEUS_ADDR.
 func (g *gateway) withEnvoy(e *envoyEnv) {
 	var admin *listener
 	for _, l := range g.listeners {
@@ -377,12 +382,22 @@ func (g *gateway) withEnvoy(e *envoyEnv) {
 		}
 	}
 	srv := admin.srv.(*http.Server)
-	srv.Handler = withHealthcheck(srv.Handler, g.backend.pinger, g.cfg.RedisTimeout)
-	if g.cfg.AdminAddr != e.httpAddr {
-		g.listeners = append(g.listeners, &listener{name: "http", addr: e.httpAddr, variable: "PORT", srv: newHTTPServer(srv.Handler, g.log)})
+	adminHandler := srv.Handler
+	if e.adminOnHTTP {
+		srv.Handler = withHealthcheck(adminHandler, g.backend.pinger, g.cfg.RedisTimeout)
+	} else {
+		g.listeners = append(g.listeners, &listener{name: "http", addr: e.httpAddr, variable: "PORT",
+			srv: newHTTPServer(withHealthcheck(http.NotFoundHandler(), g.backend.pinger, g.cfg.RedisTimeout), g.log)})
 	}
 	if e.metricsAddr != "" {
-		g.listeners = append(g.listeners, &listener{name: "prometheus", addr: e.metricsAddr, variable: "PROMETHEUS_ADDR", srv: newHTTPServer(srv.Handler, g.log)})
+		metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/metrics" {
+				http.NotFound(w, r)
+				return
+			}
+			adminHandler.ServeHTTP(w, r)
+		})
+		g.listeners = append(g.listeners, &listener{name: "prometheus", addr: e.metricsAddr, variable: "PROMETHEUS_ADDR", srv: newHTTPServer(metrics, g.log)})
 	}
 }
 

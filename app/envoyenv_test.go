@@ -49,6 +49,12 @@ func TestRunAsEnvoyRatelimit(t *testing.T) {
 	if code, body := fetchBody(t, "http://"+prom+"/metrics"); code != http.StatusOK || !strings.Contains(body, "tollgate_") {
 		t.Errorf("/metrics on PROMETHEUS_ADDR (%s) = %d, want 200 with tollgate's metrics", prom, code)
 	}
+	if code, _ := fetchBody(t, "http://"+prom+"/healthz"); code != http.StatusNotFound {
+		t.Errorf("/healthz on PROMETHEUS_ADDR = %d, want 404: only /metrics is served there", code)
+	}
+	if code, _ := fetchBody(t, g.Admin+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz on PORT = %d, want 200: the admin endpoints are there", code)
+	}
 	if l := logtest.Lines(t, g.Logs(), "envoyproxy/ratelimit variables ignored: tollgate does not honour them"); len(l) != 1 || l[0]["variables"] != "PROMETHEUS_MAPPER_YAML" {
 		t.Errorf("the warning of ignored variables: %v, want one naming PROMETHEUS_MAPPER_YAML", l)
 	}
@@ -64,6 +70,31 @@ func TestRunAsEnvoyRatelimit(t *testing.T) {
 		resp, err := ask(t, c, "a")
 		if err != nil || resp.OverallCode != want {
 			t.Errorf("hit %d: %v, %v; want %v", i+1, resp, err, want)
+		}
+	}
+}
+
+// TestRunAsEnvoyRatelimitAdminAddr: with TOLLGATE_ADMIN_ADDR set, the
+// admin endpoints are served there, and PORT serves /healthcheck alone.
+func TestRunAsEnvoyRatelimitAdminAddr(t *testing.T) {
+	t.Parallel()
+	eg := apptest.NewEnvoyGateway(t)
+	g := eg.Start(t, "TOLLGATE_ADMIN_ADDR=127.0.0.1:0")
+	port, _ := logtest.Lines(t, g.Logs(), "tollgate listening")[0]["http"].(string)
+	if port == "" || "http://"+port == g.Admin {
+		t.Fatalf("PORT's listener %q beside the admin listener %s, want one of its own", port, g.Admin)
+	}
+	for _, tc := range []struct {
+		url  string
+		want int
+	}{
+		{"http://" + port + "/healthcheck", http.StatusOK},
+		{"http://" + port + "/healthz", http.StatusNotFound},
+		{g.Admin + "/healthz", http.StatusOK},
+		{g.Admin + "/healthcheck", http.StatusNotFound},
+	} {
+		if code, _ := fetchBody(t, tc.url); code != tc.want {
+			t.Errorf("GET %s = %d, want %d", tc.url, code, tc.want)
 		}
 	}
 }
