@@ -386,6 +386,8 @@ func printUsage(w io.Writer) {
 	for _, s := range stores {
 		fmt.Fprintf(w, "  %-15s %s\n", s.name, s.summary)
 	}
+	fmt.Fprintln(w, "Run as ratelimit (/bin/ratelimit) or with "+EnvoyRatelimitFlag+", tollgate reads envoyproxy/ratelimit's variables")
+	fmt.Fprintln(w, "(GRPC_PORT, PORT, CONFIG_TYPE, REDIS_URL, ...) for what they name: docs/rls.md, \"Run as envoyproxy/ratelimit\".")
 }
 
 // The checks of the table.

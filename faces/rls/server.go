@@ -178,8 +178,9 @@ func (s *Server) Config() *rlsconf.Config { return s.cfg.Load().rules }
 const streamWorkers = 256
 
 // NewGRPCServer returns a gRPC server (HTTP/2 without TLS, as Envoy's
-// rate limit filter speaks to a cluster without a transport socket)
-// serving s's RateLimitService and Health, with opts after its own
+// rate limit filter speaks to a cluster without a transport socket, or
+// TLS given grpc.Creds in opts) serving s's RateLimitService and Health,
+// with opts after its own
 // (bounds on streams per connection and keepalive: [MaxStreamsPerConn]). A
 // call whose handler panics is answered INTERNAL and logged (Options.Log);
 // the other calls go on. The caller serves it on a listener and stops it
