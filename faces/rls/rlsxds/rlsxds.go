@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/tollgate/tollgate/faces/rls/rlsconf"
@@ -91,7 +92,11 @@ func Run(ctx context.Context, o Options) error {
 	if o.NackPace <= 0 {
 		o.NackPace = DefaultNackPace
 	}
-	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(o.Creds))
+	// A ping every 5 minutes finds a server gone without a word (a
+	// half-open connection would hold the stream, and the configuration,
+	// forever), and is as often as a gRPC server allows by default.
+	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(o.Creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Minute, Timeout: 20 * time.Second}))
 	if err != nil {
 		return fmt.Errorf("rlsxds: %s: %w", o.Addr, err)
 	}
