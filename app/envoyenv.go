@@ -218,6 +218,13 @@ func fromEnvoy(environ []string) ([]string, *envoyEnv, error) {
 
 	r.redis()
 
+	if p := r.get("CACHE_KEY_PREFIX", ""); p != "" {
+		r.set("KEY_PREFIX", p)
+	}
+	// One domain over several files or resources is always merged.
+	if b, err := strconv.ParseBool(in["MERGE_DOMAIN_CONFIG"]); err == nil && b {
+		r.read["MERGE_DOMAIN_CONFIG"] = true
+	}
 	if r.bool("LIMIT_RESPONSE_HEADERS_ENABLED") {
 		r.set("RLS_RESPONSE_HEADERS", "true")
 	}

@@ -72,8 +72,8 @@ func TestFromEnvoy(t *testing.T) {
 		},
 		{
 			name:    "a unix socket, a password alone",
-			environ: []string{"REDIS_URL=/var/run/redis.sock", "REDIS_AUTH=s3cret"},
-			want:    map[string]string{"STORE": "redis", "REDIS_URL": "unix://:s3cret@/var/run/redis.sock"},
+			environ: []string{"REDIS_URL=/var/run/redis.sock", "REDIS_AUTH=s3cret", "CACHE_KEY_PREFIX=edge:", "MERGE_DOMAIN_CONFIG=true"},
+			want:    map[string]string{"STORE": "redis", "REDIS_URL": "unix://:s3cret@/var/run/redis.sock", "KEY_PREFIX": "edge:"},
 			http:    "0.0.0.0:8080",
 		},
 		{
@@ -85,7 +85,7 @@ func TestFromEnvoy(t *testing.T) {
 		{
 			name: "what tollgate does not honour is named; its own listeners win",
 			environ: []string{"USE_STATSD=true", "STATSD_HOST=statsd", "GRPC_CLIENT_TLS_SAN=envoy", "RUNTIME_IGNOREDOTFILES=false",
-				"LOG_FORMAT=text", "MERGE_DOMAIN_CONFIG=true", "TRACING_ENABLED=false", "BACKEND_TYPE=redis", "DEBUG_PORT=6070",
+				"LOG_FORMAT=text", "MERGE_DOMAIN_CONFIG=false", "TRACING_ENABLED=false", "BACKEND_TYPE=redis", "DEBUG_PORT=6070",
 				"TOLLGATE_ADMIN_ADDR=:9090", "TOLLGATE_LISTEN_ADDR=:8000", "TOLLGATE_RLS_ADDR=:7000", "TOLLGATE_ALGORITHM=sliding_window"},
 			want:     map[string]string{"ADMIN_ADDR": ":9090", "LISTEN_ADDR": ":8000", "RLS_ADDR": "0.0.0.0:8081", "ALGORITHM": "sliding_window"},
 			http:     "0.0.0.0:8080",
