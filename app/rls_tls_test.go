@@ -79,7 +79,9 @@ func serverName(t *testing.T, addr string, ca *tlstest.CA, cert, key string) str
 func TestRunRLSMutualTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeAt(t, filepath.Join(dir, "rls.yaml"), rlsYAML("5"))
+	// A day's window: the steps below span a rotation, and a minute's
+	// window could end between them.
+	writeAt(t, filepath.Join(dir, "rls.yaml"), strings.Replace(rlsYAML("5"), "unit: minute", "unit: day", 1))
 	ca := tlstest.NewCA(t, "ca")
 	certs := t.TempDir()
 	cert, key := ca.WritePair(t, certs, "tls", "first", "localhost", "127.0.0.1")
@@ -115,10 +117,11 @@ func TestRunRLSMutualTLS(t *testing.T) {
 	}
 }
 
-// xdsRule is domain d whose key k allows rpu a minute.
+// xdsRule is domain d whose key k allows rpu a day: a test's steps
+// never span the end of its window.
 func xdsRule(rpu uint32) *rlsconfv3.RateLimitConfig {
 	return &rlsconfv3.RateLimitConfig{Name: "d", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{
-		{Key: "k", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: rpu}},
+		{Key: "k", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_DAY, RequestsPerUnit: rpu}},
 	}}
 }
 

@@ -22,11 +22,12 @@ import (
 )
 
 // egDomain is what Envoy Gateway's controller sends for a route with a
-// global rate limit: domain d, descriptor k at rpu a minute (and, when
+// global rate limit: domain d, descriptor k at rpu a day, so that no
+// test's steps span the end of a window (and, when
 // broken, k twice, which envoyproxy/ratelimit refuses).
 func egDomain(rpu uint32, broken bool) *rlsconfv3.RateLimitConfig {
 	c := &rlsconfv3.RateLimitConfig{Name: "d", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{
-		{Key: "k", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: rpu}},
+		{Key: "k", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_DAY, RequestsPerUnit: rpu}},
 	}}
 	if broken {
 		c.Descriptors = append(c.Descriptors, &rlsconfv3.RateLimitDescriptor{Key: "k"})
