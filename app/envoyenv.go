@@ -182,8 +182,8 @@ func fromEnvoy(environ []string) ([]string, *envoyEnv, error) {
 		r.set("RLS_TLS_CLIENT_CA", r.get("GRPC_CLIENT_TLS_CACERT", ""))
 	}
 
-	// Where the configuration comes from.
-	// The runtime directory, read (as there) whatever CONFIG_TYPE says.
+	// Where the configuration comes from: the runtime directory (its
+	// variables read, as there, whatever CONFIG_TYPE says), or xDS.
 	dir := filepath.Join(r.get("RUNTIME_ROOT", "/srv/runtime_data/current"), r.get("RUNTIME_SUBDIRECTORY", ""), r.get("RUNTIME_APPDIRECTORY", "config"))
 	switch typ := r.get("CONFIG_TYPE", "FILE"); typ {
 	case "FILE":
