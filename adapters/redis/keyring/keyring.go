@@ -87,14 +87,14 @@ func (s *Store) keys(tenant domain.TenantID) []string {
 func (s *Store) Create(ctx context.Context, k ports.APIKey, max int, now time.Time) error {
 	k.Removed = false
 	res, err := createScript.Run(ctx, s.rdb, s.keys(k.Tenant), k.ID, encode(k), string(k.Tenant), max,
-		now.UnixMilli(), TTL.Milliseconds(), LogLen, newEpoch()).Int64Slice()
+		now.UnixMilli(), TTL.Milliseconds(), LogLen, newEpoch()).Slice()
 	if err != nil {
 		return fmt.Errorf("keyring: create: %w", err)
 	}
 	switch res[0] {
-	case -1:
+	case int64(-1):
 		return ports.ErrTooManyKeys
-	case -2:
+	case int64(-2):
 		return ports.ErrKeyExists
 	}
 	return nil
