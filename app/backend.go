@@ -11,8 +11,10 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/adapters/redis/fleet"
+	"github.com/tollgate/tollgate/adapters/redis/keyring"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
@@ -42,7 +44,8 @@ type opened struct {
 	views   views        // the HTTP faces' limiter and the rate limit service's
 	usage   ports.Usage  // the store's reads and resets
 	pinger  ports.Pinger // its readiness check
-	closers []io.Closer  // what to close, in order, after the layers'
+	apiKeys ports.APIKeys
+	closers []io.Closer // what to close, in order, after the layers'
 	// shared is what a store the replicas share gives its layers; nil
 	// for a store in process, which neither fails nor has other replicas.
 	shared *sharedStore
@@ -115,6 +118,10 @@ type backend struct {
 	pinger  ports.Pinger
 	usage   ports.Usage // the store's, resetting the layers' memory of a tenant too
 	closers []io.Closer // closed in order: the layers' goroutines, then the store
+	// apiKeys are the API keys issued at runtime, on the store; shared
+	// tells whether other replicas share them (keyRing).
+	apiKeys ports.APIKeys
+	shared  bool
 }
 
 // Close closes what the backend holds, in order, and returns the errors.
@@ -141,7 +148,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg)}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), apiKeys: op.apiKeys, shared: op.shared != nil}
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
@@ -201,7 +208,7 @@ func openMemory(_ context.Context, cfg Config, _ backendEnv) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	return opened{views: vs, usage: st, pinger: alwaysUp{}, closers: []io.Closer{st}}, nil
+	return opened{views: vs, usage: st, pinger: alwaysUp{}, apiKeys: memory.NewAPIKeys(), closers: []io.Closer{st}}, nil
 }
 
 // memoryMaxKeys is TOLLGATE_MEMORY_MAX_KEYS as memory.Options wants it:
@@ -235,7 +242,8 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 		client.Close()
 		return opened{}, err
 	}
-	return opened{views: vs, usage: usage, pinger: client, closers: []io.Closer{leases, client}, shared: redisShared(client)}, nil
+	return opened{views: vs, usage: usage, pinger: client, apiKeys: keyring.New(client.Redis(), cfg.KeyPrefix),
+		closers: []io.Closer{leases, client}, shared: redisShared(client)}, nil
 }
 
 // redisShared is what the Redis store of client gives the layers: the

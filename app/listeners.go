@@ -103,6 +103,7 @@ func adminListener(cfg Config, eng *engine.Engine, ready ports.Pinger, reg *prom
 	// The admin API reads no body: one sent anyway must not hold the
 	// answer. (pprof's symbol lookup reads its POST body: it is outside.)
 	h = httpface.IgnoreBodies(h)
+	h = withKeyAPI(h, cfg, eng, m, log) // reads its own bodies
 	if cfg.Pprof {
 		h = admin.WithPprof(h)
 	}
