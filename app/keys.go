@@ -16,10 +16,6 @@ import (
 // may have missed stops resolving here within that.
 const keyTrust = time.Second
 
-// keyStartWait bounds the first read of the key store at start-up; the
-// replica reads it again every 100ms after.
-const keyStartWait = 5 * time.Second
-
 // newKeyRing returns the ring of the API keys issued at runtime on be's
 // store, read once: nil without TOLLGATE_ADMIN_TOKEN (no key API, and
 // only the tenants file's keys resolve). On a store other replicas
@@ -33,9 +29,11 @@ func newKeyRing(ctx context.Context, cfg Config, be backend, log *slog.Logger) *
 		opts.Trust = keyTrust
 	}
 	ring := engine.NewKeyRing(opts)
-	sctx, cancel := context.WithTimeout(ctx, keyStartWait)
+	// Bounded as the start-up check of Redis is; Run reads again every
+	// 100ms, and a failure is logged.
+	sctx, cancel := context.WithTimeout(ctx, max(redisStartupTimeout, cfg.RedisTimeout))
 	defer cancel()
-	_ = ring.Sync(sctx) // a failure is logged; Run reads again
+	_ = ring.Sync(sctx)
 	return ring
 }
 
