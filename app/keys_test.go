@@ -127,3 +127,45 @@ func TestRuntimeKeys(t *testing.T) {
 		t.Error("the key is in the logs or /metrics")
 	}
 }
+
+// TestRuntimeKeysBound: a tenant has at most 100 live keys; the 101st is
+// refused with 409 and nothing is created, and a revoked key frees its
+// place. Without a tenants file any valid tenant id may have keys.
+func TestRuntimeKeysBound(t *testing.T) {
+	t.Parallel()
+	g := apptest.Start(t, "TOLLGATE_ADMIN_TOKEN="+adminToken)
+	auth := http.Header{"Authorization": {"Bearer " + adminToken}}
+	var last admin.CreatedKeyBody
+	for i := range 100 {
+		resp, body := testhttp.Do(t, "POST", g.Admin+"/v1/tenants/hooli/keys", "", auth)
+		if resp.StatusCode != 201 || json.Unmarshal([]byte(body), &last) != nil {
+			t.Fatalf("key %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	if resp, body := testhttp.Do(t, "POST", g.Admin+"/v1/tenants/hooli/keys", "", auth); resp.StatusCode != 409 || !strings.Contains(body, "100 live keys") {
+		t.Errorf("key 101: %d %s, want 409", resp.StatusCode, body)
+	}
+	_, body := testhttp.Do(t, "GET", g.Admin+"/v1/tenants/hooli/keys", "", auth)
+	var list admin.KeysBody
+	if err := json.Unmarshal([]byte(body), &list); err != nil || len(list.Keys) != 100 {
+		t.Fatalf("list: %d keys, %v; want 100", len(list.Keys), err)
+	}
+	if resp, _ := testhttp.Do(t, "DELETE", g.Admin+"/v1/tenants/hooli/keys/"+last.ID, "", auth); resp.StatusCode != 204 {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	resp, body := testhttp.Do(t, "POST", g.Admin+"/v1/tenants/hooli/keys", "", auth)
+	if resp.StatusCode != 201 || json.Unmarshal([]byte(body), &last) != nil {
+		t.Fatalf("a key after a revocation: %d %s, want 201", resp.StatusCode, body)
+	}
+	// Without a tenants file, a runtime key names its tenant (over the
+	// header); the header still names the others.
+	for _, tt := range []struct{ key, header, want string }{
+		{last.Key, "globex", `"tenant":"hooli"`},
+		{"tg_nope", "globex", `"tenant":"globex"`},
+		{"", "", `"tenant":"unknown"`},
+	} {
+		if _, body := get(t, g.Public+"/x", "X-API-Key", tt.key, "X-Tenant-ID", tt.header); !strings.Contains(body, tt.want) {
+			t.Errorf("key %q, header %q: %s, want %s", tt.key, tt.header, body, tt.want)
+		}
+	}
+}
