@@ -213,7 +213,7 @@ func (r *KeyRing) catchUp(ctx context.Context) error {
 		}
 	}
 	for {
-		ch, err := r.opts.Store.Changes(ctx, r.cursor, syncBatch)
+		ch, err := r.opts.Store.Changes(ctx, r.cursor, syncBatch, time.Now())
 		if err != nil {
 			return err
 		}

@@ -39,7 +39,7 @@ func (g generated) Load(_ context.Context, each func(ports.APIKey)) (ports.KeyCu
 	return ports.KeyCursor{Epoch: "bench"}, nil
 }
 
-func (g generated) Changes(_ context.Context, since ports.KeyCursor, _ int) (ports.KeyChanges, error) {
+func (g generated) Changes(_ context.Context, since ports.KeyCursor, _ int, _ time.Time) (ports.KeyChanges, error) {
 	return ports.KeyChanges{Cursor: since}, nil
 }
 

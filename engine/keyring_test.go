@@ -200,14 +200,14 @@ type flaky struct {
 
 var errDown = errors.New("store down")
 
-func (f *flaky) Changes(ctx context.Context, since ports.KeyCursor, max int) (ports.KeyChanges, error) {
+func (f *flaky) Changes(ctx context.Context, since ports.KeyCursor, max int, now time.Time) (ports.KeyChanges, error) {
 	if f.down.Load() {
 		return ports.KeyChanges{}, errDown
 	}
 	if f.gap.Swap(false) {
 		return ports.KeyChanges{Cursor: since, Gap: true}, nil
 	}
-	return f.APIKeys.Changes(ctx, since, max)
+	return f.APIKeys.Changes(ctx, since, max, now)
 }
 
 func (f *flaky) Load(ctx context.Context, each func(ports.APIKey)) (ports.KeyCursor, error) {

@@ -62,7 +62,7 @@ func TestAPIKeysLogTrimmed(t *testing.T) {
 	if _, err := s.Revoke(ctx, "acme", "key_first", now.Add(3*time.Hour), now); err != nil {
 		t.Fatal(err)
 	}
-	after, err := s.Changes(ctx, start, 10)
+	after, err := s.Changes(ctx, start, 10, now)
 	if err != nil || after.Gap || len(after.Keys) != 1 {
 		t.Fatalf("Changes after one revocation = %+v, %v", after, err)
 	}
@@ -74,11 +74,46 @@ func TestAPIKeysLogTrimmed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ch, err := s.Changes(ctx, start, 10); err != nil || !ch.Gap {
+	if ch, err := s.Changes(ctx, start, 10, now); err != nil || !ch.Gap {
 		t.Errorf("Changes from %d changes back = gap %v, %v; want a gap", keyring.LogLen+1, ch.Gap, err)
 	}
-	ch, err := s.Changes(ctx, after.Cursor, 10)
+	ch, err := s.Changes(ctx, after.Cursor, 10, now)
 	if err != nil || ch.Gap || len(ch.Keys) != 10 {
 		t.Errorf("Changes from %d changes back = %d changes, gap %v, %v; want 10", keyring.LogLen, len(ch.Keys), ch.Gap, err)
 	}
+}
+
+// TestAPIKeysSwept: a read of the changes removes the expired keys of
+// the tenants whose sets it renews (a tenant of one expired key: the
+// tenant too), and leaves the live ones.
+func TestAPIKeysSwept(t *testing.T) {
+	t.Parallel()
+	rdb := startRedis(t).Client
+	prefix := uniquePrefix(t)
+	s := keyring.New(rdb, prefix)
+	ctx := t.Context()
+	now := time.Now()
+	for _, k := range []ports.APIKey{
+		{ID: "key_gone", Tenant: "acme", Prefix: "tg_abc", CreatedAt: now, ExpiresAt: now.Add(time.Minute)},
+		{ID: "key_kept", Tenant: "acme", Prefix: "tg_abc", CreatedAt: now},
+		{ID: "key_alone", Tenant: "globex", Prefix: "tg_abc", CreatedAt: now, ExpiresAt: now.Add(time.Minute)},
+	} {
+		if err := s.Create(ctx, k, 10, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Changes(ctx, ports.KeyCursor{}, 10, now.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	all := prefix + "{apikeys}:all"
+	if got := rdb.HKeys(ctx, all).Val(); len(got) != 1 || got[0] != "key_kept" {
+		t.Errorf("records after the read: %v, want [key_kept]", got)
+	}
+	if got := rdb.SMembers(ctx, prefix+"{apikeys}:tenants").Val(); len(got) != 1 || got[0] != "acme" {
+		t.Errorf("tenants after the read: %v, want [acme]", got)
+	}
+	if n := rdb.Exists(ctx, prefix+"{apikeys}:t:globex").Val(); n != 0 {
+		t.Error("globex's set outlived its one key")
+	}
+	checkTTLs(t, rdb, prefix+"*", keyring.TTL)
 }

@@ -69,8 +69,9 @@ type APIKeys interface {
 	// key as it stands. A key id tenant does not have live is
 	// [ErrNoAPIKey].
 	Revoke(ctx context.Context, tenant domain.TenantID, id string, at, now time.Time) (APIKey, error)
-	// Changes returns at most max of the changes made after since.
-	Changes(ctx context.Context, since KeyCursor, max int) (KeyChanges, error)
+	// Changes returns at most max of the changes made after since. The
+	// store may drop keys expired at now meanwhile, which are no change.
+	Changes(ctx context.Context, since KeyCursor, max int, now time.Time) (KeyChanges, error)
 	// Load calls each with every key the store holds, and returns a
 	// position taken before it read the first: the changes after it
 	// bring what Load read up to date.

@@ -90,7 +90,7 @@ func (s *APIKeys) Revoke(_ context.Context, tenant domain.TenantID, id string, a
 }
 
 // Changes returns the changes after since (see [ports.APIKeys]).
-func (s *APIKeys) Changes(_ context.Context, since ports.KeyCursor, max int) (ports.KeyChanges, error) {
+func (s *APIKeys) Changes(_ context.Context, since ports.KeyCursor, max int, _ time.Time) (ports.KeyChanges, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := ports.KeyCursor{Epoch: s.epoch, Seq: s.seq}

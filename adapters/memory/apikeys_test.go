@@ -34,11 +34,11 @@ func TestAPIKeysLogWraps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ch, _ := s.Changes(ctx, start, 10); !ch.Gap {
+	if ch, _ := s.Changes(ctx, start, 10, now); !ch.Gap {
 		t.Errorf("Changes from %d changes back = %+v, want a gap", n, ch.Cursor)
 	}
 	behind := ports.KeyCursor{Epoch: start.Epoch, Seq: uint64(n - memory.KeyLogLen)}
-	ch, err := s.Changes(ctx, behind, memory.KeyLogLen)
+	ch, err := s.Changes(ctx, behind, memory.KeyLogLen, now)
 	if err != nil || ch.Gap || len(ch.Keys) != memory.KeyLogLen {
 		t.Fatalf("Changes from KeyLogLen back = %d changes, gap %v, %v; want %d", len(ch.Keys), ch.Gap, err, memory.KeyLogLen)
 	}

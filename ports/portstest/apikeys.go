@@ -146,11 +146,11 @@ func TestAPIKeys(t *testing.T, newStore func(t *testing.T) ports.APIKeys) {
 		if err != nil || len(loaded) != 1 || !sameKey(loaded[0], a0) {
 			t.Fatalf("Load = %+v, %v, want [%s]", loaded, err, a0.ID)
 		}
-		ch, err := s.Changes(ctx, cur, 10)
+		ch, err := s.Changes(ctx, cur, 10, t0)
 		if err != nil || ch.Gap || len(ch.Keys) != 0 || ch.Cursor != cur {
 			t.Fatalf("Changes(Load's cursor) = %+v, %v, want none, the same cursor", ch, err)
 		}
-		if ch, _ := s.Changes(ctx, ports.KeyCursor{Epoch: cur.Epoch + "x", Seq: cur.Seq}, 10); !ch.Gap {
+		if ch, _ := s.Changes(ctx, ports.KeyCursor{Epoch: cur.Epoch + "x", Seq: cur.Seq}, 10, t0); !ch.Gap {
 			t.Errorf("Changes(another epoch) = %+v, want a gap", ch)
 		}
 		a1 := key("acme", 1, time.Time{})
@@ -163,7 +163,7 @@ func TestAPIKeys(t *testing.T, newStore func(t *testing.T) ports.APIKeys) {
 		if _, err := s.Revoke(ctx, "acme", a1.ID, t0.Add(time.Minute), t0); err != nil {
 			t.Fatal(err)
 		}
-		first, err := s.Changes(ctx, cur, 2)
+		first, err := s.Changes(ctx, cur, 2, t0)
 		if err != nil || first.Gap || len(first.Keys) != 2 {
 			t.Fatalf("Changes(max 2) = %+v, %v, want 2 changes", first, err)
 		}
@@ -173,14 +173,14 @@ func TestAPIKeys(t *testing.T, newStore func(t *testing.T) ports.APIKeys) {
 		if k := first.Keys[1]; k.ID != a0.ID || !k.Removed || k.Hash != a0.Hash {
 			t.Errorf("change 2 = %+v, want %s removed", k, a0.ID)
 		}
-		rest, err := s.Changes(ctx, first.Cursor, 10)
+		rest, err := s.Changes(ctx, first.Cursor, 10, t0)
 		if err != nil || rest.Gap || len(rest.Keys) != 1 {
 			t.Fatalf("Changes(after 2) = %+v, %v, want 1 change", rest, err)
 		}
 		if k := rest.Keys[0]; k.ID != a1.ID || k.Removed || !k.ExpiresAt.Equal(t0.Add(time.Minute)) {
 			t.Errorf("change 3 = %+v, want %s expiring at t0+1m", k, a1.ID)
 		}
-		if end, _ := s.Changes(ctx, rest.Cursor, 10); end.Gap || len(end.Keys) != 0 || end.Cursor != rest.Cursor {
+		if end, _ := s.Changes(ctx, rest.Cursor, 10, t0); end.Gap || len(end.Keys) != 0 || end.Cursor != rest.Cursor {
 			t.Errorf("Changes(at the end) = %+v, want none", end)
 		}
 		loaded = nil

@@ -60,7 +60,9 @@ var (
 //
 // A record is "id|tenant|SHA-256 in hex|prefix|created ms|expires ms
 // (0: never)|removed (0/1)". A key revoked without grace is removed at
-// once; an expired one when its tenant's next key is created.
+// once; an expired one when its tenant's next key is created, or when
+// the replicas' reads of the changes renew its tenant's set (a few
+// tenants each read, all in turn), whichever comes first.
 //
 // Store is safe for concurrent use by multiple goroutines. It does not
 // own the client.
@@ -138,9 +140,9 @@ func (s *Store) Revoke(ctx context.Context, tenant domain.TenantID, id string, a
 }
 
 // Changes returns the changes after since (see [ports.APIKeys]).
-func (s *Store) Changes(ctx context.Context, since ports.KeyCursor, max int) (ports.KeyChanges, error) {
+func (s *Store) Changes(ctx context.Context, since ports.KeyCursor, max int, now time.Time) (ports.KeyChanges, error) {
 	res, err := pollScript.Run(ctx, s.rdb, []string{s.meta, s.all, s.log, s.tenants},
-		since.Seq, max, TTL.Milliseconds(), renewBatch, s.set).Slice()
+		since.Seq, max, TTL.Milliseconds(), renewBatch, s.set, now.UnixMilli()).Slice()
 	if err != nil {
 		return ports.KeyChanges{}, fmt.Errorf("keyring: changes: %w", err)
 	}

@@ -1,9 +1,9 @@
 -- Returns the store's position and the changes after a position, and
 -- renews the TTL of the store's keys: meta, all, log and tenants each
 -- time, and the sets of a few tenants (a cursor over tenants walks them
--- all in turn).
+-- all in turn), whose expired keys it removes.
 -- KEYS: meta, all, log, tenants
--- ARGV: since (seq), max changes, ttl (ms), tenant sets to renew, what a tenant's set's key starts with
+-- ARGV: since (seq), max changes, ttl (ms), tenant sets to renew, what a tenant's set's key starts with, now (ms)
 -- Returns {epoch ('' for an empty store), seq, change...}; a change is seq|record.
 local meta, all, log, tenants = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local epoch = redis.call('HGET', meta, 'epoch')
@@ -16,8 +16,24 @@ for i = 1, 4 do
 end
 local scan = redis.call('SSCAN', tenants, redis.call('HGET', meta, 'rc') or '0', 'COUNT', ARGV[4])
 redis.call('HSET', meta, 'rc', scan[1])
+local now = tonumber(ARGV[6])
 for _, t in ipairs(scan[2]) do
-  redis.call('PEXPIRE', ARGV[5] .. t, ARGV[3])
+  local set = ARGV[5] .. t
+  for _, id in ipairs(redis.call('SMEMBERS', set)) do
+    local rec = redis.call('HGET', all, id)
+    local exp = rec and tonumber(string.match(rec, '|(%d+)|%d$'))
+    if not rec or (exp > 0 and exp <= now) then
+      redis.call('SREM', set, id)
+      if rec then
+        redis.call('HDEL', all, id)
+      end
+    end
+  end
+  if redis.call('SCARD', set) == 0 then
+    redis.call('SREM', tenants, t)
+  else
+    redis.call('PEXPIRE', set, ARGV[3])
+  end
 end
 local out = {epoch, seq}
 local since = tonumber(ARGV[1])
