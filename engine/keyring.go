@@ -63,7 +63,7 @@ type KeyRingOptions struct {
 	// DefaultMaxKeysPerTenant.
 	MaxPerTenant int
 	// Log gets at most one line a minute about reads of the store that
-	// fail, and one when they succeed again. May be nil.
+	// fail, and at most one a minute when they succeed again. May be nil.
 	Log *slog.Logger
 	// OnError, if not nil, is told of every read of the store that
 	// failed.
@@ -91,6 +91,7 @@ type KeyRing struct {
 	confirmed atomic.Int64 // the start of the last read that succeeded, since base (ns); 0: none
 	failing   atomic.Bool
 	failLog   throttle.Log
+	backLog   throttle.Log
 }
 
 // ringKey is what the ring holds of a key.
@@ -118,6 +119,7 @@ func NewKeyRing(opts KeyRingOptions) *KeyRing {
 	// (never).
 	r := &KeyRing{opts: opts, base: time.Now().Add(-time.Second), byHash: make(map[[sha256.Size]byte]ringKey)}
 	r.failLog.Interval = time.Minute
+	r.backLog.Interval = time.Minute
 	return r
 }
 
@@ -199,7 +201,9 @@ func (r *KeyRing) Sync(ctx context.Context) error {
 	}
 	r.confirmed.Store(start)
 	if r.failing.Swap(false) {
-		r.opts.Log.Info("keys: the key store answers again")
+		r.backLog.Do(func(n int64) {
+			r.opts.Log.Info("keys: the key store answers again", "recoveries_since_last_line", n)
+		})
 	}
 	return nil
 }
