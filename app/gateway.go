@@ -46,7 +46,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
-	ring := newKeyRing(ctx, cfg, be, log)
+	ring := newKeyRing(ctx, cfg, be, reg, log)
 	eng := newEngine(cfg, snap, be, ring, m, log)
 	m.Routes(snap.Policy)
 	ls := faceListeners(cfg, eng, m, log)

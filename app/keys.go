@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/admin"
 	"github.com/tollgate/tollgate/metrics"
@@ -20,11 +22,11 @@ const keyTrust = time.Second
 // store, read once: nil without TOLLGATE_ADMIN_TOKEN (no key API, and
 // only the tenants file's keys resolve). On a store other replicas
 // share, the ring trusts what it holds for keyTrust after its last read.
-func newKeyRing(ctx context.Context, cfg Config, be backend, log *slog.Logger) *engine.KeyRing {
+func newKeyRing(ctx context.Context, cfg Config, be backend, reg prometheus.Registerer, log *slog.Logger) *engine.KeyRing {
 	if cfg.AdminToken == "" || be.apiKeys == nil {
 		return nil
 	}
-	opts := engine.KeyRingOptions{Store: be.apiKeys, Log: log}
+	opts := engine.KeyRingOptions{Store: be.apiKeys, Log: log, OnRead: metrics.NewKeys(reg).Read}
 	if be.shared {
 		opts.Trust = keyTrust
 	}

@@ -65,9 +65,9 @@ type KeyRingOptions struct {
 	// Log gets at most one line a minute about reads of the store that
 	// fail, and at most one a minute when they succeed again. May be nil.
 	Log *slog.Logger
-	// OnError, if not nil, is told of every read of the store that
-	// failed.
-	OnError func(error)
+	// OnRead, if not nil, is told of every read of the store: its error
+	// (nil when it succeeded), and how many keys the ring then holds.
+	OnRead func(err error, held int)
 }
 
 // KeyRing is the API keys issued at runtime, as one replica holds them:
@@ -188,10 +188,10 @@ func (r *KeyRing) Sync(ctx context.Context) error {
 	defer r.syncMu.Unlock()
 	start := int64(time.Since(r.base))
 	err := r.catchUp(ctx)
+	if r.opts.OnRead != nil {
+		r.opts.OnRead(err, r.Len())
+	}
 	if err != nil {
-		if r.opts.OnError != nil {
-			r.opts.OnError(err)
-		}
 		r.failing.Store(true)
 		r.failLog.Do(func(n int64) {
 			r.opts.Log.Warn("keys: the key store does not answer; runtime API keys stop resolving once it has not answered for a while",

@@ -226,7 +226,11 @@ func TestKeyRingTrust(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &flaky{APIKeys: memory.NewAPIKeys()}
 		var failures atomic.Int64
-		ring := engine.NewKeyRing(engine.KeyRingOptions{Store: store, Trust: time.Second, OnError: func(error) { failures.Add(1) }})
+		ring := engine.NewKeyRing(engine.KeyRingOptions{Store: store, Trust: time.Second, OnRead: func(err error, _ int) {
+			if err != nil {
+				failures.Add(1)
+			}
+		}})
 		e := keyEngine(t, &recorder{}, ring, true, engine.AnonymousShared)
 		ctx := t.Context()
 		key, _, err := e.IssueKey(ctx, "globex", 0)
