@@ -33,6 +33,8 @@ const LogLen = 4096
 const renewBatch = 16
 
 var (
+	//go:embed lua/prune.lua
+	pruneSrc string
 	//go:embed lua/create.lua
 	createSrc string
 	//go:embed lua/revoke.lua
@@ -42,10 +44,11 @@ var (
 	//go:embed lua/poll.lua
 	pollSrc string
 
-	createScript = goredis.NewScript(createSrc)
+	// prune.lua heads the scripts that prune a tenant's expired keys.
+	createScript = goredis.NewScript(pruneSrc + createSrc)
 	revokeScript = goredis.NewScript(revokeSrc)
 	listScript   = goredis.NewScript(listSrc)
-	pollScript   = goredis.NewScript(pollSrc)
+	pollScript   = goredis.NewScript(pruneSrc + pollSrc)
 )
 
 // Store is the API keys issued at runtime, on Redis: their SHA-256,

@@ -8,21 +8,7 @@ local meta, all, log, tenants, set = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('HEXISTS', all, ARGV[1]) == 1 then
   return {-2}
 end
-local now = tonumber(ARGV[5])
-local live = 0
-for _, id in ipairs(redis.call('SMEMBERS', set)) do
-  local rec = redis.call('HGET', all, id)
-  local exp = rec and tonumber(string.match(rec, '|(%d+)|%d$'))
-  if not rec or (exp > 0 and exp <= now) then
-    redis.call('SREM', set, id)
-    if rec then
-      redis.call('HDEL', all, id)
-    end
-  else
-    live = live + 1
-  end
-end
-if live >= tonumber(ARGV[4]) then
+if prune(all, set, tonumber(ARGV[5])) >= tonumber(ARGV[4]) then
   return {-1}
 end
 redis.call('HSET', all, ARGV[1], ARGV[2])

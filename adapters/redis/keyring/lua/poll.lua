@@ -19,17 +19,7 @@ redis.call('HSET', meta, 'rc', scan[1])
 local now = tonumber(ARGV[6])
 for _, t in ipairs(scan[2]) do
   local set = ARGV[5] .. t
-  for _, id in ipairs(redis.call('SMEMBERS', set)) do
-    local rec = redis.call('HGET', all, id)
-    local exp = rec and tonumber(string.match(rec, '|(%d+)|%d$'))
-    if not rec or (exp > 0 and exp <= now) then
-      redis.call('SREM', set, id)
-      if rec then
-        redis.call('HDEL', all, id)
-      end
-    end
-  end
-  if redis.call('SCARD', set) == 0 then
+  if prune(all, set, now) == 0 then
     redis.call('SREM', tenants, t)
   else
     redis.call('PEXPIRE', set, ARGV[3])
