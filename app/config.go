@@ -31,6 +31,7 @@ const (
 
 	AnonymousShared = "shared"
 	AnonymousIP     = "ip"
+	AnonymousReject = "reject"
 
 	// ListenOff as TOLLGATE_LISTEN_ADDR runs no proxy listener.
 	ListenOff = "off"

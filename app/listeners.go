@@ -104,6 +104,7 @@ func adminListener(cfg Config, eng *engine.Engine, idem ports.Idempotency, ready
 	// hold the answer. (pprof's symbol lookup reads its POST body: it is
 	// outside.)
 	h = httpface.IgnoreBodies(h, admin.ReadsBody)
+	h = withKeyAPI(h, cfg, eng, m, log) // reads its own bodies
 	if cfg.Pprof {
 		h = admin.WithPprof(h)
 	}

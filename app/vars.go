@@ -158,9 +158,9 @@ var variables = []variable{
 			return valid(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)])
 		}},
 	{name: "TENANTS_FILE", accepts: "empty, or the path of a JSON tenants file", check: parsed},
-	{name: "ANONYMOUS", def: AnonymousShared, accepts: "shared (one tenant, unknown) or ip (per client address)",
+	{name: "ANONYMOUS", def: AnonymousShared, accepts: "shared (one tenant, unknown), ip (per client address) or reject (401, nothing forwarded nor spent)",
 		check: func(c Config, _ map[string]bool) error {
-			return valid(oneOf(c.Anonymous, AnonymousShared, AnonymousIP))
+			return valid(oneOf(c.Anonymous, AnonymousShared, AnonymousIP, AnonymousReject))
 		}},
 	{name: "IPV6_PREFIX", def: "64", accepts: "an integer from 32 to 128", unread: withoutIP,
 		check: func(c Config, _ map[string]bool) error {
