@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/faces/rls/rlsxds/xdstest"
+	"github.com/tollgate/tollgate/internal/freeport"
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/tlsfiles"
 	"github.com/tollgate/tollgate/internal/tlsfiles/tlstest"
@@ -210,4 +212,31 @@ func TestRunRLSTLSErrors(t *testing.T) {
 	} {
 		exitsTwo(t, []string{"tollgate"}, append(tc.environ, "TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0"), tc.want...)
 	}
+}
+
+// TestRunRLSXDSServerLate: started before its xDS server listens, the
+// rate limit service serves (every call an error), retries, and decides
+// once the server is up and has sent its configuration.
+func TestRunRLSXDSServerLate(t *testing.T) {
+	t.Parallel()
+	port, err := freeport.Loopback()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	g := apptest.Start(t, "TOLLGATE_LISTEN_ADDR=off", "TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_XDS="+addr)
+	c := pb.NewRateLimitServiceClient(rlsClient(t, g))
+	waitWithin(t, 30*time.Second, "a retry logged", func() bool {
+		return len(logtest.Lines(t, g.Logs(), "rate limit service: xDS stream ended; retrying")) > 0
+	})
+	if _, err := ask(t, c, "a"); status.Code(err) != codes.Unknown {
+		t.Errorf("with no xDS server: %v, want UNKNOWN", err)
+	}
+	xds := xdstest.New("default") // TOLLGATE_RLS_XDS_NODE_ID's default
+	xds.Set(t, "1", xdsRule(5))
+	xds.Start(t, addr)
+	waitWithin(t, 30*time.Second, "the configuration once the server is up", func() bool {
+		resp, err := ask(t, c, "a")
+		return err == nil && resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() == 5
+	})
 }
