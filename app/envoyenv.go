@@ -56,6 +56,11 @@ type envoyEnv struct {
 	// noRedis is true when REDIS_URL is unset: the store is then
 	// TOLLGATE_STORE's, not Redis.
 	noRedis bool
+	// healthFollowsStore is REDIS_HEALTH_CHECK_ACTIVE_CONNECTION:
+	// /healthcheck answers 500 while the store does not answer. Without
+	// it, as envoyproxy/ratelimit by default, /healthcheck says the
+	// process serves, and the fail mode decides while Redis is down.
+	healthFollowsStore bool
 }
 
 // envoyVariables are envoyproxy/ratelimit's variables (its settings,
@@ -82,7 +87,7 @@ REDIS_CLUSTER_PIPELINE_PARALLELISM REDIS_PERSECOND REDIS_PERSECOND_SOCKET_TYPE R
 REDIS_PERSECOND_URL REDIS_PERSECOND_POOL_SIZE REDIS_PERSECOND_AUTH REDIS_PERSECOND_TLS
 REDIS_SENTINEL_AUTH REDIS_PERSECOND_SENTINEL_AUTH REDIS_PERSECOND_PIPELINE_WINDOW
 REDIS_PERSECOND_PIPELINE_LIMIT REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM
-REDIS_HEALTH_CHECK_ACTIVE_CONNECTION REDIS_TIMEOUT REDIS_PERSECOND_TIMEOUT REDIS_POOL_ON_EMPTY_BEHAVIOR
+REDIS_TIMEOUT REDIS_PERSECOND_TIMEOUT REDIS_POOL_ON_EMPTY_BEHAVIOR
 REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR REDIS_STARTUP_INITIAL_INTERVAL REDIS_STARTUP_MAX_INTERVAL
 REDIS_STARTUP_MAX_ELAPSED_TIME MEMCACHE_HOST_PORT MEMCACHE_MAX_IDLE_CONNS MEMCACHE_SRV
 MEMCACHE_SRV_REFRESH MEMCACHE_TLS MEMCACHE_TLS_CLIENT_CERT MEMCACHE_TLS_CLIENT_KEY MEMCACHE_TLS_CACERT
@@ -170,6 +175,7 @@ func fromEnvoy(environ []string) ([]string, *envoyEnv, error) {
 	if r.bool("USE_PROMETHEUS") {
 		r.e.metricsAddr = r.get("PROMETHEUS_ADDR", ":9090")
 	}
+	r.e.healthFollowsStore = r.bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")
 
 	// TLS on the gRPC listener.
 	if r.bool("GRPC_SERVER_USE_TLS") {
@@ -390,11 +396,15 @@ func (g *gateway) withEnvoy(e *envoyEnv) {
 	}
 	srv := admin.srv.(*http.Server)
 	adminHandler := srv.Handler
+	var store ports.Pinger // nil: /healthcheck says the process serves
+	if e.healthFollowsStore {
+		store = g.backend.pinger
+	}
 	if e.adminOnHTTP {
-		srv.Handler = withHealthcheck(adminHandler, g.backend.pinger, g.cfg.RedisTimeout)
+		srv.Handler = withHealthcheck(adminHandler, store, g.cfg.RedisTimeout)
 	} else {
 		g.listeners = append(g.listeners, &listener{name: "http", addr: e.httpAddr, variable: "PORT",
-			srv: newHTTPServer(withHealthcheck(http.NotFoundHandler(), g.backend.pinger, g.cfg.RedisTimeout), g.log)})
+			srv: newHTTPServer(withHealthcheck(http.NotFoundHandler(), store, g.cfg.RedisTimeout), g.log)})
 	}
 	if e.metricsAddr != "" {
 		metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -409,8 +419,8 @@ func (g *gateway) withEnvoy(e *envoyEnv) {
 }
 
 // withHealthcheck serves envoyproxy/ratelimit's GET /healthcheck beside
-// next: 200 OK when ready answers within timeout (as /readyz), 500
-// otherwise.
+// next: 200 OK, or with ready set, 200 OK when ready answers within
+// timeout (as /readyz) and 500 otherwise.
 func withHealthcheck(next http.Handler, ready ports.Pinger, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthcheck" {
