@@ -11,8 +11,11 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/adapters/redis/fleet"
+	"github.com/tollgate/tollgate/adapters/redis/keyring"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
@@ -39,10 +42,12 @@ var stores = []store{
 // opened is a store built by its row's open: what the engine decides
 // with, and what the layers around it need of it.
 type opened struct {
-	views   views        // the HTTP faces' limiter and the rate limit service's
-	usage   ports.Usage  // the store's reads and resets
-	pinger  ports.Pinger // its readiness check
-	closers []io.Closer  // what to close, in order, after the layers'
+	views   views             // the HTTP faces' limiter and the rate limit service's
+	usage   ports.Usage       // the store's reads and resets
+	idem    ports.Idempotency // calls made once (a spend's Idempotency-Key)
+	pinger  ports.Pinger      // its readiness check
+	apiKeys ports.APIKeys     // the API keys issued at runtime
+	closers []io.Closer       // what to close, in order, after the layers'
 	// shared is what a store the replicas share gives its layers; nil
 	// for a store in process, which neither fails nor has other replicas.
 	shared *sharedStore
@@ -112,14 +117,21 @@ type backendEnv struct {
 // Limiter the engine decides with (the store's, wrapped in its layers),
 // the store's readiness check, and what to close at the end.
 type backend struct {
-	limiter ports.Limiter // the HTTP faces'
-	planned ports.Limiter // the rate limit service's (nil without it)
-	keys    ports.Keys    // the store's key layout
-	pinger  ports.Pinger
-	usage   ports.Usage // the store's, resetting the layers' memory of a tenant too
-	board   ports.Board // the replicas' posts; nil for a store in process
-	replica string      // this replica's name among those sharing the store
-	closers []io.Closer // closed in order: the layers' goroutines, then the store
+	limiter    ports.Limiter // the HTTP faces'
+	planned    ports.Limiter // the rate limit service's (nil without it)
+	keys       ports.Keys    // the store's key layout
+	pinger     ports.Pinger
+	usage      ports.Usage       // the store's, resetting the layers' memory of a tenant too
+	settler    ports.Settler     // the HTTP view's: settles token reservations
+	rlsSettler ports.Settler     // the rate limit service's view's: charges denied hits
+	idem       ports.Idempotency // the store's memory of calls made once
+	board      ports.Board       // the replicas' posts; nil for a store in process
+	replica    string            // this replica's name among those sharing the store
+	closers    []io.Closer       // closed in order: the layers' goroutines, then the store
+	// apiKeys are the API keys issued at runtime, on the store; shared
+	// tells whether other replicas share them (keyRing).
+	apiKeys ports.APIKeys
+	shared  bool
 }
 
 // Close closes what the backend holds, in order, and returns the errors.
@@ -146,7 +158,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg), replica: env.replica}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.views.httpSettler, rlsSettler: op.views.rlsSettler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil, replica: env.replica}
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
@@ -207,7 +219,8 @@ func openMemory(_ context.Context, cfg Config, _ backendEnv) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	return opened{views: vs, usage: st, pinger: alwaysUp{}, closers: []io.Closer{st}}, nil
+	op := opened{views: vs, usage: st, idem: memory.NewIdempotency(nil), pinger: alwaysUp{}, apiKeys: memory.NewAPIKeys(), closers: []io.Closer{st}}
+	return op, nil
 }
 
 // memoryMaxKeys is TOLLGATE_MEMORY_MAX_KEYS as memory.Options wants it:
@@ -241,7 +254,9 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 		client.Close()
 		return opened{}, err
 	}
-	return opened{views: vs, usage: usage, pinger: client, closers: []io.Closer{leases, client}, shared: redisShared(client)}, nil
+	op := opened{views: vs, usage: usage, idem: redis.NewIdempotency(client, cfg.KeyPrefix), pinger: client,
+		apiKeys: keyring.New(client.Redis(), cfg.KeyPrefix), closers: []io.Closer{leases, client}, shared: redisShared(client)}
+	return op, nil
 }
 
 // redisShared is what the Redis store of client gives the layers: the

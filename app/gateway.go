@@ -24,6 +24,7 @@ type gateway struct {
 	log       *slog.Logger
 	snap      *engine.Snapshot // as loaded at start-up
 	backend   backend
+	ring      *engine.KeyRing // nil: no key API
 	listeners []*listener
 	reloader  *reloader
 }
@@ -37,7 +38,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
 	}
-	rlsCfg, err := loadRLS(cfg)
+	rlsCfg, err := loadRLS(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +52,14 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	if w != nil {
 		be.closers = append([]io.Closer{w}, be.closers...) // stops posting before the store closes
 	}
-	eng := newEngine(cfg, snap, be, w, m, log)
+	ring := newKeyRing(ctx, cfg, be, reg, log)
+	eng := newEngine(cfg, snap, be, ring, w, m, log)
 	m.Routes(snap.Policy)
 	ls := faceListeners(cfg, eng, m, log)
 	ls, face := withRLS(ls, cfg, rlsCfg, eng, be.pinger, m, log)
-	ls = append(ls, adminListener(cfg, eng, be.pinger, w, reg, m, log))
+	ls = append(ls, adminListener(cfg, eng, be.idem, be.pinger, w, reg, m, log))
 	r := &reloader{cfg: cfg, eng: eng, log: log, routes: m.Routes, rls: rlsCfg, face: face}
-	return &gateway{cfg: cfg, log: log, snap: snap, backend: be, listeners: ls, reloader: r}, nil
+	return &gateway{cfg: cfg, log: log, snap: snap, backend: be, ring: ring, listeners: ls, reloader: r}, nil
 }
 
 // newWatch returns what watches who is being limited, posting through
@@ -79,23 +81,32 @@ func watcher(w *watch.Watch) engine.Watcher {
 }
 
 // newEngine returns the engine that decides with be's limiter, starting
-// with snap, telling w (when not nil) who each decision was about.
-func newEngine(cfg Config, snap *engine.Snapshot, be backend, w *watch.Watch, m *metrics.Metrics, log *slog.Logger) *engine.Engine {
+// with snap, resolves the runtime keys of ring (may be nil), and tells w
+// (when not nil) who each decision was about.
+func newEngine(cfg Config, snap *engine.Snapshot, be backend, ring *engine.KeyRing, w *watch.Watch, m *metrics.Metrics, log *slog.Logger) *engine.Engine {
 	anonymous := engine.AnonymousShared
-	if cfg.Anonymous == AnonymousIP {
+	switch cfg.Anonymous {
+	case AnonymousIP:
 		anonymous = engine.AnonymousPerAddress
+	case AnonymousReject:
+		anonymous = engine.AnonymousReject
 	}
 	return engine.New(snap, engine.Options{
-		Limiter:    be.limiter,
-		Planned:    be.planned,
-		Usage:      be.usage,
-		Keys:       be.keys,
-		Algorithm:  cfg.Algorithm,
-		Anonymous:  anonymous,
-		IPv6Prefix: cfg.IPv6Prefix,
-		Observer:   m,
-		Watcher:    watcher(w),
-		Log:        log,
+		Limiter: be.limiter,
+		Planned: be.planned,
+		Usage:   be.usage,
+		Settler: be.settler,
+		// Reports to the rate limit service are charged when denied.
+		PlannedSettler:     be.rlsSettler,
+		PlannedChargeEvery: rlsView(cfg).chargeEvery,
+		Keys:               be.keys,
+		KeyRing:            ring,
+		Algorithm:          cfg.Algorithm,
+		Anonymous:          anonymous,
+		IPv6Prefix:         cfg.IPv6Prefix,
+		Observer:           m,
+		Watcher:            watcher(w),
+		Log:                log,
 	})
 }
 
@@ -112,6 +123,9 @@ func (g *gateway) serve(ctx context.Context, hup <-chan os.Signal) error {
 	rctx, stopReloads := context.WithCancel(ctx)
 	defer stopReloads()
 	go g.reloader.run(rctx, hup)
+	if g.ring != nil {
+		go g.ring.Run(rctx)
+	}
 	var err error
 	select {
 	case err = <-serveErr:

@@ -31,6 +31,18 @@ type Decision struct {
 	// included when it took one: more than Limit after a limit lowered
 	// under running requests (Remaining is 0 then). 0 for a rate limit.
 	Held int64
+	// Spent is what a Reserve limit ([Limit.Reserve]) spent: its Cost,
+	// or less when less remained; 0 when it spent nothing, and for any
+	// other limit.
+	Spent int64
+	// Mark is where a Reserve limit's spend was counted (its window,
+	// period or entry), in a form only the store that decided reads: a
+	// settlement lands there or nowhere. 0 for any other limit.
+	Mark int64
+	// Reserved is, in a usage read ([ports.Usage]), how much of a token
+	// limit's spend is reservations of requests still in flight (not
+	// yet settled), as far as the store knows; 0 otherwise.
+	Reserved int64
 }
 
 // CeilSeconds returns d in whole seconds, rounded up: a client told to

@@ -36,6 +36,12 @@ type Limit struct {
 	// takes one slot, which it holds until [Verdict.Release]; a denied
 	// one takes none. Rule.Window is [ConcurrencyWindow].
 	Concurrency bool
+	// Reserve makes Cost a reservation of units the request's answer
+	// reports only when it ends (a token limit): the limit admits while
+	// it has anything left, and spends Cost, or what remains when that
+	// is less ([Decision.Spent]). A settlement later
+	// replaces what was spent with what was used. Cost is then at least 1.
+	Reserve bool
 }
 
 // Request is what a limiter decides: one request of Tenant on Route,

@@ -37,7 +37,7 @@ func (r *recorder) Allow(_ context.Context, req domain.Request, _ []domain.Decis
 		}
 	}
 	return domain.Settle(req, domain.CountAdmitted, nil, func(i int, _ int64) domain.Decision {
-		return domain.Decision{Allowed: true, Limit: req.Limits[i].Rule.Limit}
+		return domain.Decision{Allowed: true, Limit: req.Limits[i].Rule.Limit, Remaining: req.Limits[i].Rule.Limit}
 	}), nil
 }
 
@@ -429,3 +429,5 @@ func TestDecideSkipConcurrencyOnly(t *testing.T) {
 		t.Errorf("the proxy's decision: metered %v, %v, request %+v; want metered on rl:{unknown}:in_flight:route:slow:inflight", res.Metered, err, rec.reqs)
 	}
 }
+
+func (r *recorder) Settled(*domain.Route, int64, int64, error) {}

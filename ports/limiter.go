@@ -126,3 +126,22 @@ type Roll struct {
 type Pinger interface {
 	Ping(ctx context.Context) error
 }
+
+// Settler replaces what admitted requests reserved with what they used:
+// the second half of a token limit ([domain.Limit.Reserve]), whose cost
+// is known only when the request's answer ends.
+//
+// Settle spends used − adm[i].Spent more (a negative difference gives
+// back) from each Reserve limit i of req, in the window, period or entry
+// its admission counted in (adm[i].Mark, from the verdict of the store
+// that decided it): a window or period since ended is left as it is, a
+// count never goes below zero, and a spend past the limit is counted
+// all the same (the work was done). Limits that are not Reserve are left
+// alone. A zero adm[i] (Spent and Mark 0) charges used in the current
+// window or period: a report of work done elsewhere. It creates no key
+// without a TTL, makes at most one round trip and is never resent, so
+// a settlement lands at most once; the caller settles each admitted
+// request once. Implementations are safe for concurrent use.
+type Settler interface {
+	Settle(ctx context.Context, req domain.Request, adm []domain.Decision, used int64) error
+}
