@@ -221,23 +221,28 @@ func TestSlidingLogAdjustKeepsSums(t *testing.T) {
 }
 
 // TestSlidingLogAdjustPastTheLimit: an extra charge fills the log at
-// most, and a full log of one-unit entries still takes a report.
+// most (the newest limit units count), and a report fills it too.
 func TestSlidingLogAdjustPastTheLimit(t *testing.T) {
 	t.Parallel()
 	rule := domain.Rule{Limit: 5, Window: time.Minute}
 	var l domain.SlidingLog
-	for i := range 5 {
-		l.Spend(t0.Add(time.Duration(i)*s), rule, 1)
-	}
-	l.Adjust(t0.Add(10*s), rule, 0, 3) // a full log: the oldest units make room
-	d := l.Decide(t0.Add(10*s), rule, 1)
+	l.Spend(t0, rule, 1)
+	mark := l.Reserve(t0.Add(s), rule, 2)
+	l.Spend(t0.Add(2*s), rule, 1)
+	l.Adjust(t0.Add(3*s), rule, mark, 10) // 12 units: the newest 5 count
+	d := l.Decide(t0.Add(3*s), rule, 1)
 	if d.Allowed || d.Remaining != 0 || l.Len() > 5 {
-		t.Fatalf("a full log charged 3: %+v, Len %d; want denied, nothing left, at most 5 entries", d, l.Len())
+		t.Fatalf("charged 10 more: %+v, Len %d; want denied, nothing left, at most 5 entries", d, l.Len())
 	}
-	// Only the newest 5 units count: the report's 3 (t0+10s) and the
-	// entries of t0+3s and t0+4s; one unit comes back at t0+63s.
-	if d := l.Decide(t0.Add(63*s+1), rule, 1); !d.Allowed {
-		t.Errorf("at t0+63s: %+v, want allowed", d)
+	// 4 of the reservation's units and t0+2s's count: room at t0+61s.
+	if d := l.Decide(t0.Add(61*s+1), rule, 4); !d.Allowed {
+		t.Errorf("at t0+61s: %+v, want 4 allowed", d)
+	}
+	var full domain.SlidingLog
+	full.Spend(t0, rule, 4)
+	full.Adjust(t0, rule, 0, 3)
+	if d := full.Decide(t0, rule, 0); d.Remaining != 0 {
+		t.Errorf("reported 3 with 1 left: %+v, want the log full", d)
 	}
 }
 

@@ -103,25 +103,14 @@ func (l *SlidingLog) Reserve(now time.Time, rule Rule, cost int64) int64 {
 // the sum of the entries; once it has left, nothing changes. The log
 // holds at most the limit: a delta that takes it past keeps the newest
 // limit units, as a limit that shrank does (the log is full). A mark of
-// 0 logs delta units at now as a new entry, the log full at most.
+// 0 logs delta units at now as [SlidingLog.Spend] does: the log full at
+// most.
 func (l *SlidingLog) Adjust(now time.Time, rule Rule, mark, delta int64) {
 	t := now.UnixNano()
 	cutoff := t - int64(rule.Window)
 	l.trim(cutoff, rule.Limit)
 	if mark == 0 {
-		if delta <= 0 {
-			return
-		}
-		if l.n >= int(rule.Limit) {
-			l.drop() // a unit at least: it leaves for the new entry's
-		}
-		top := l.base
-		if l.n > 0 {
-			top = l.at(l.n - 1).cum
-			t = max(t, l.at(l.n-1).t)
-		}
-		l.push(logEntry{t: t, cum: top + delta}, int(rule.Limit))
-		l.trim(cutoff, rule.Limit)
+		l.spend(t, rule, delta)
 		return
 	}
 	k := l.find(mark)

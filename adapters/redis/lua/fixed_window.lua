@@ -262,3 +262,40 @@ local function spend(i, key, st, c)
     redis.call('PEXPIRE', key, arg(i, L_WINDOW_MS))
   end
 end
+
+-- A Reserve limit's mark is its window's end (PEXPIRETIME, ms on Redis's
+-- clock), the companion's field too: a settlement lands in the window
+-- while the counter still expires then and it has not ended.
+local rsv
+if rsv_key then
+  rsv = {
+    mark = function(_, key)
+      return redis.call('PEXPIRETIME', key)
+    end,
+    field = function(_, mark)
+      return mark
+    end,
+    live = function(_, f)
+      return clock() < f * 1000
+    end,
+    till = function(_, f)
+      return f
+    end,
+    adjust = function(i, key, mark, delta)
+      if mark == 0 then
+        if delta > 0 then
+          spend(i, key, read(i, key), delta)
+        end
+        return
+      end
+      if redis.call('PEXPIRETIME', key) ~= mark or clock() >= mark * 1000 then
+        return
+      end
+      local count = tonumber(redis.call('GET', key) or '0')
+      local d = math.max(count + delta, 0) - count
+      if d ~= 0 then
+        redis.call('INCRBY', key, d)
+      end
+    end,
+  }
+end

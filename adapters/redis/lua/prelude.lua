@@ -89,6 +89,43 @@ local kinds = ARGV[A_KINDS]
 local flags = ARGV[A_FLAGS]
 local n = #kinds
 local stride = tonumber(ARGV[A_STRIDE])
+-- A Reserve limit (a token limit: its flag has 4 added) admits while
+-- anything remains, and spends its cost or what remains (run.lua); its
+-- reservations in flight are counted in a hash of its own key, its
+-- companion (KEYS after the calendar limits' neighbours, one per Reserve
+-- limit in order), under a field per window its admissions counted in.
+-- The shapes that return early take no Reserve limit (their flags are
+-- '0'). ARGV[A_MODE] 's' settles the request's limits (every one a
+-- Reserve limit): L_COST is what to spend more (negative: give back), and
+-- after every limit's arguments come its mark and what its admission
+-- spent (0 and 0: charge now).
+local settling = ARGV[A_MODE] == 's'
+local rsv_key -- limit index → its companion's key
+if string.find(flags, '[4-7]') then
+  rsv_key = {}
+  local k = n
+  for i = 1, n do
+    if string.byte(kinds, i) == 99 then
+      k = k + 2
+    end
+  end
+  for i = 1, n do
+    if string.byte(flags, i) >= 52 then
+      k = k + 1
+      rsv_key[i] = KEYS[k]
+    end
+  end
+end
+-- settled returns limit i's mark and what its admission spent, in a
+-- settlement.
+local function settled(i)
+  return tonumber(ARGV[A_LIMITS + n * stride + 2 * i - 1]), tonumber(ARGV[A_LIMITS + n * stride + 2 * i])
+end
+-- fmt is an integer as Redis should read it (a Lua number is sent with
+-- 14 digits).
+local function fmt(x)
+  return string.format('%d', x)
+end
 
 -- raw returns limit i's argument k (an L_ name) as sent; arg, as a
 -- number.
@@ -220,6 +257,43 @@ if kinds ~= 'r' and string.find(kinds, 'c', 1, true) then
     -- whose end a reload moved ends when it now does.
     redis.call('PEXPIREAT', st.key, st.e + 60000)
   end
+end
+-- A calendar Reserve limit: its mark is the period's start (ms), the
+-- companion's field too; a settlement lands in that period while it is
+-- Redis's current one.
+local cal_rsv
+if cal_read and rsv_key then
+  cal_rsv = {
+    mark = function(_, _, st)
+      return st.s
+    end,
+    field = function(_, mark)
+      return mark
+    end,
+    live = function(_, f, st)
+      return f == st.s
+    end,
+    till = function(_, _, st)
+      return st.e + 60000
+    end,
+    adjust = function(i, _, mark, delta)
+      local st = cal_read(i)
+      if st.err then
+        return
+      end
+      if mark == 0 then
+        if delta > 0 then
+          cal_spend(i, st, delta)
+        end
+        return
+      end
+      local d = math.max(st.count + delta, 0) - st.count
+      if st.s == mark and d ~= 0 then
+        redis.call('INCRBY', st.key, d)
+        redis.call('PEXPIREAT', st.key, st.e + 60000)
+      end
+    end,
+  }
 end
 
 -- A concurrency limit: a sorted set of the slots held, each member a

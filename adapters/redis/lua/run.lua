@@ -1,7 +1,68 @@
 -- The general path (after the prelude and the body): every limit read
 -- and decided, then all spent or none. Its closure is made only by the
 -- requests that get this far (lua/prelude.lua).
-local function run(read, decide, spend)
+-- The reservations in flight of Reserve limit i (rsv: its kind's
+-- functions): its companion hash, a field per window its admissions
+-- counted in, the units not yet settled. The hash lives until its newest
+-- window ends (never a key without a TTL); a crashed replica's
+-- reservation shows until then. Past four fields, the ones whose window
+-- ended are dropped.
+local function rsv_add(i, rsv, st, mark, units)
+  local key, f = rsv_key[i], rsv.field(i, mark)
+  redis.call('HINCRBY', key, fmt(f), units)
+  local till = math.ceil(rsv.till(i, f, st))
+  if redis.call('PEXPIRETIME', key) < till then
+    redis.call('PEXPIREAT', key, fmt(till))
+  end
+  if redis.call('HLEN', key) > 4 then
+    local all = redis.call('HGETALL', key)
+    for j = 1, #all, 2 do
+      if not rsv.live(i, tonumber(all[j]), st) then
+        redis.call('HDEL', key, all[j])
+      end
+    end
+  end
+end
+
+-- rsv_read returns the units of limit i's reservations in flight whose
+-- window still counts.
+local function rsv_read(i, rsv, st)
+  local all = redis.call('HGETALL', rsv_key[i])
+  local sum = 0
+  for j = 1, #all, 2 do
+    if rsv.live(i, tonumber(all[j]), st) then
+      sum = sum + tonumber(all[j + 1])
+    end
+  end
+  return sum
+end
+
+-- settle settles every limit of the request (each a Reserve limit):
+-- L_COST more where its mark counted (or now, with a mark of 0), and
+-- what its admission spent no longer in flight.
+local function settle(rsv)
+  for i = 1, n do
+    local r = rsv
+    if string.byte(kinds, i) == 99 then
+      r = cal_rsv
+    end
+    local mark, spent = settled(i)
+    r.adjust(i, KEYS[i], mark, arg(i, L_COST))
+    local key = rsv_key[i]
+    if mark ~= 0 and spent > 0 then
+      local f = fmt(r.field(i, mark))
+      if redis.call('HEXISTS', key, f) == 1 and redis.call('HINCRBY', key, f, -spent) <= 0 then
+        redis.call('HDEL', key, f)
+      end
+    end
+  end
+  return {1}
+end
+
+local function run(read, decide, spend, rsv)
+  if settling then
+    return settle(rsv)
+  end
   if n == 1 and kinds == 'r' and flags == '0' then
     -- One enforced limit (most requests): the loops below, without their
     -- tables; the same verdict.
@@ -24,19 +85,23 @@ local function run(read, decide, spend)
   -- the other: taken is the cost the limits so far take from each key.
   local taken = n > 1 and {} or nil
   local admitted, quotas, quota_denied = 1, 0, 0
+  -- A Reserve limit's cost: its own, or what remained (eff).
+  local eff = rsv_key and {} or nil
   for i = 1, n do
     local key = KEYS[i]
     local kind = string.byte(kinds, i)
-    local c = cost_of(i)
+    local own = cost_of(i)
+    local c = own
     if taken then
       c = (taken[key] or 0) + c
-      taken[key] = c
     end
+    local d = decide
     if kind == 99 then -- 'c'
       st[i] = cal_read(i)
       if st[i].err then
         return st[i]
       end
+      d = cal_decide
       res[i] = cal_decide(i, st[i], c)
     elseif kind == 110 then -- 'n'
       st[i] = slot_read(i)
@@ -46,6 +111,20 @@ local function run(read, decide, spend)
       res[i] = decide(i, st[i], c)
     end
     local f = string.byte(flags, i) - 48
+    if f >= 4 then
+      -- A Reserve limit its cost would deny while something remains
+      -- is decided at what remains.
+      f = f - 4
+      local left = res[i][2] - (c - own)
+      if res[i][1] == 0 and not peek and left >= 1 and left < own then
+        c, own = c - own + left, left
+        res[i] = d(i, st[i], c)
+      end
+      eff[i] = own
+    end
+    if taken then
+      taken[key] = c
+    end
     if f >= 2 then
       quotas = quotas + 1
     end
@@ -62,6 +141,10 @@ local function run(read, decide, spend)
   end
   local out = {admitted}
   local spent = n > 1 and {} or nil
+  -- After every limit's values, each Reserve limit's: what it spent,
+  -- its mark (-1: it spent nothing), and in a peek its reservations in
+  -- flight.
+  local extra = 5 * n + 1
   for i = 1, n do
     local key = KEYS[i]
     local kind = string.byte(kinds, i)
@@ -72,6 +155,13 @@ local function run(read, decide, spend)
     end
     local r = res[i]
     local c = cost_of(i)
+    local rs -- a Reserve limit's functions
+    if eff and eff[i] then
+      c, rs = eff[i], rsv
+      if kind == 99 then
+        rs = cal_rsv
+      end
+    end
     local wrote = false
     if peek then
       -- cost is 0: nothing to spend, nothing written
@@ -94,6 +184,13 @@ local function run(read, decide, spend)
         end
         sp(i, key, s, c, r)
         wrote = true
+        if rs then
+          local mark = rs.mark(i, key, s)
+          if mark ~= -1 then
+            rsv_add(i, rs, s, mark, c)
+          end
+          out[extra + 1], out[extra + 2] = c, mark
+        end
       end
       if r[1] == 0 then
         r[2] = 0 -- counted: nothing is left
@@ -109,8 +206,18 @@ local function run(read, decide, spend)
     end
     local o = 5 * i - 3
     out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = r[1], r[2], r[3], r[4], r[5] or 0
+    if rs then
+      if not out[extra + 1] then
+        out[extra + 1], out[extra + 2] = 0, -1
+      end
+      out[extra + 3] = 0
+      if peek then
+        out[extra + 3] = rsv_read(i, rs, st[i])
+      end
+      extra = extra + 3
+    end
   end
   return out
 end
 
-return run(read, decide, spend)
+return run(read, decide, spend, rsv)

@@ -133,8 +133,67 @@ local function spend(i, key, st, c)
   -- admitted request's every limit) is full, no more.
   local w = math.min(c, arg(i, L_LIMIT) - st.count)
   if w > 0 then
-    -- Never before the newest: ranks stay in the order of cum.
-    redis.call('ZADD', key, string.format('%d', math.max(now, st.newest or now)), member(st.top + w, w))
+    -- Never before the newest: ranks stay in the order of cum. A
+    -- Reserve limit's entry is a µs after a newest at now or later, so
+    -- that it is the first at its instant, which marks it.
+    local at = math.max(now, st.newest or now)
+    if rsv_key and rsv_key[i] then
+      at = math.max(now, (st.newest or now - 1) + 1)
+    end
+    st.mark = at
+    redis.call('ZADD', key, string.format('%d', at), member(st.top + w, w))
   end
   redis.call('PEXPIRE', key, arg(i, L_TTL_MS))
+end
+
+-- A Reserve limit's mark is its entry's instant (µs; the first member
+-- at that score): a settlement moves its units, and every later
+-- member's cum with them (one ZREM and ZADD each: the units that count
+-- stay the sum of the members), while the entry is in the window. The
+-- companion's field is the window-long span that holds the mark.
+local rsv
+if rsv_key then
+  rsv = {
+    mark = function(_, _, st)
+      return st.mark or -1
+    end,
+    field = function(i, mark)
+      return idiv(mark, arg(i, L_WINDOW_US))
+    end,
+    live = function(i, f)
+      return now < (f + 2) * arg(i, L_WINDOW_US)
+    end,
+    till = function(i, f)
+      return (f + 2) * arg(i, L_WINDOW_US) / 1000
+    end,
+    adjust = function(i, key, mark, delta)
+      local st = read(i, key)
+      if mark == 0 then
+        if delta > 0 then
+          spend(i, key, st, delta)
+        end
+        return
+      end
+      local m = redis.call('ZRANGEBYSCORE', key, fmt(mark), fmt(mark), 'LIMIT', 0, 1)[1]
+      local c0, w0 = entry(m)
+      if not c0 then
+        return
+      end
+      local d = math.max(w0 + delta, 0) - w0
+      if d == 0 then
+        return
+      end
+      local ms = redis.call('ZRANGE', key, redis.call('ZRANK', key, m), -1, 'WITHSCORES')
+      for j = 1, #ms, 2 do
+        local c, w = entry(ms[j])
+        if j == 1 then
+          w = w0 + d
+        end
+        redis.call('ZREM', key, ms[j])
+        if w > 0 then
+          redis.call('ZADD', key, ms[j + 1], member(c + d, w))
+        end
+      end
+    end,
+  }
 end

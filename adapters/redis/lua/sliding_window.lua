@@ -68,6 +68,46 @@ local function spend(i, key, st, c)
   redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
 end
 
+-- A Reserve limit's mark is its window's start (µs), the companion's
+-- field too: a settlement lands in that window's count while it is the
+-- current or the previous one.
+local rsv
+if rsv_key then
+  rsv = {
+    mark = function(_, _, st)
+      return st.start
+    end,
+    field = function(_, mark)
+      return mark
+    end,
+    live = function(i, f)
+      local w = arg(i, L_WINDOW_US)
+      return f >= now - math.fmod(now, w) - w
+    end,
+    till = function(i, f)
+      return (f + 2 * arg(i, L_WINDOW_US)) / 1000
+    end,
+    adjust = function(i, key, mark, delta)
+      local st = read(i, key)
+      local w = arg(i, L_WINDOW_US)
+      if mark == 0 then
+        if delta <= 0 then
+          return
+        end
+        st.c = st.c + delta
+      elseif mark == st.start then
+        st.c = math.max(st.c + delta, 0)
+      elseif mark == st.start - w then
+        st.p = math.max(st.p + delta, 0)
+      else
+        return
+      end
+      redis.call('HSET', key, 's', fmt(st.start), 'p', st.p, 'c', st.c)
+      redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
+    end,
+  }
+end
+
 -- One enforced limit (most requests): read as run reads, and an
 -- admission decided and spent in place, without run's tables (a denial
 -- takes decide's path); the same verdict.
