@@ -288,13 +288,14 @@ if rsv_key then
         end
         return
       end
-      if redis.call('PEXPIRETIME', key) ~= mark or clock() >= mark * 1000 then
+      -- The key expires when its window ends: found with that expiry,
+      -- the window runs.
+      if delta == 0 or redis.call('PEXPIRETIME', key) ~= mark then
         return
       end
-      local count = tonumber(redis.call('GET', key) or '0')
-      local d = math.max(count + delta, 0) - count
-      if d ~= 0 then
-        redis.call('INCRBY', key, d)
+      local count = redis.call('INCRBY', key, delta)
+      if count < 0 then
+        redis.call('INCRBY', key, -count) -- never below zero
       end
     end,
   }

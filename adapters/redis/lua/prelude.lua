@@ -100,8 +100,18 @@ local stride = tonumber(ARGV[A_STRIDE])
 -- after every limit's arguments come its mark and what its admission
 -- spent (0 and 0: charge now).
 local settling = ARGV[A_MODE] == 's'
-local rsv_key -- limit index → its companion's key
-if string.find(flags, '[4-7]') then
+-- rsv_key maps a Reserve limit's index to its companion's key; settled
+-- returns limit i's mark and what its admission spent, in a settlement;
+-- fmt is an integer as Redis should read it (a Lua number is sent with
+-- 14 digits). All three only for a request with a Reserve limit.
+local rsv_key, settled, fmt
+if flags ~= '0' and string.find(flags, '[4-7]') then
+  settled = function(i)
+    return tonumber(ARGV[A_LIMITS + n * stride + 2 * i - 1]), tonumber(ARGV[A_LIMITS + n * stride + 2 * i])
+  end
+  fmt = function(x)
+    return string.format('%d', x)
+  end
   rsv_key = {}
   local k = n
   for i = 1, n do
@@ -115,16 +125,6 @@ if string.find(flags, '[4-7]') then
       rsv_key[i] = KEYS[k]
     end
   end
-end
--- settled returns limit i's mark and what its admission spent, in a
--- settlement.
-local function settled(i)
-  return tonumber(ARGV[A_LIMITS + n * stride + 2 * i - 1]), tonumber(ARGV[A_LIMITS + n * stride + 2 * i])
-end
--- fmt is an integer as Redis should read it (a Lua number is sent with
--- 14 digits).
-local function fmt(x)
-  return string.format('%d', x)
 end
 
 -- raw returns limit i's argument k (an L_ name) as sent; arg, as a

@@ -1,68 +1,78 @@
+-- The reservations in flight of Reserve limit i (rsv: its kind's
+-- functions): its companion hash, a field per window its admissions
+-- counted in, holding 1 + the units not yet settled (a field at 1 has
+-- none in flight, and is kept: most admissions find their window's
+-- field and write only HINCRBY). The hash lives until its newest window
+-- ends, set when a field is made (never a key without a TTL); a crashed
+-- replica's reservation shows until then. When a field is made past
+-- four, the ones whose window ended are dropped.
+local rsv_add, rsv_read, settle -- only for a request with a Reserve limit
+if rsv_key then
+  rsv_add = function(i, rsv, st, mark, units)
+    local key, f = rsv_key[i], rsv.field(i, mark)
+    if redis.call('HINCRBY', key, fmt(f), units) > units then
+      return
+    end
+    redis.call('HINCRBY', key, fmt(f), 1)
+    local till = math.ceil(rsv.till(i, f, st))
+    if redis.call('PEXPIRETIME', key) < till then
+      redis.call('PEXPIREAT', key, fmt(till))
+    end
+    if redis.call('HLEN', key) > 4 then
+      local all = redis.call('HGETALL', key)
+      for j = 1, #all, 2 do
+        if not rsv.live(i, tonumber(all[j]), st) then
+          redis.call('HDEL', key, all[j])
+        end
+      end
+    end
+  end
+
+  -- rsv_read returns the units of limit i's reservations in flight whose
+  -- window still counts.
+  rsv_read = function(i, rsv, st)
+    local all = redis.call('HGETALL', rsv_key[i])
+    local sum = 0
+    for j = 1, #all, 2 do
+      if rsv.live(i, tonumber(all[j]), st) then
+        sum = sum + math.max(tonumber(all[j + 1]) - 1, 0)
+      end
+    end
+    return sum
+  end
+
+  -- settle settles every limit of the request (each a Reserve limit):
+  -- L_COST more where its mark counted (or now, with a mark of 0), and
+  -- what its admission spent no longer in flight.
+  settle = function(rsv)
+    for i = 1, n do
+      local r = rsv
+      if string.byte(kinds, i) == 99 then
+        r = cal_rsv
+      end
+      local mark, spent = settled(i)
+      r.adjust(i, KEYS[i], mark, arg(i, L_COST))
+      local key = rsv_key[i]
+      if mark ~= 0 and spent > 0 then
+        -- A field that was gone (its window ended and it was dropped, or
+        -- the hash expired) is dropped again: it held nothing.
+        local f = fmt(r.field(i, mark))
+        if redis.call('HINCRBY', key, f, -spent) < 1 then
+          redis.call('HDEL', key, f)
+        end
+      end
+    end
+    return {1}
+  end
+end
+if settling then
+  return settle(rsv)
+end
+
 -- The general path (after the prelude and the body): every limit read
 -- and decided, then all spent or none. Its closure is made only by the
 -- requests that get this far (lua/prelude.lua).
--- The reservations in flight of Reserve limit i (rsv: its kind's
--- functions): its companion hash, a field per window its admissions
--- counted in, the units not yet settled. The hash lives until its newest
--- window ends (never a key without a TTL); a crashed replica's
--- reservation shows until then. Past four fields, the ones whose window
--- ended are dropped.
-local function rsv_add(i, rsv, st, mark, units)
-  local key, f = rsv_key[i], rsv.field(i, mark)
-  redis.call('HINCRBY', key, fmt(f), units)
-  local till = math.ceil(rsv.till(i, f, st))
-  if redis.call('PEXPIRETIME', key) < till then
-    redis.call('PEXPIREAT', key, fmt(till))
-  end
-  if redis.call('HLEN', key) > 4 then
-    local all = redis.call('HGETALL', key)
-    for j = 1, #all, 2 do
-      if not rsv.live(i, tonumber(all[j]), st) then
-        redis.call('HDEL', key, all[j])
-      end
-    end
-  end
-end
-
--- rsv_read returns the units of limit i's reservations in flight whose
--- window still counts.
-local function rsv_read(i, rsv, st)
-  local all = redis.call('HGETALL', rsv_key[i])
-  local sum = 0
-  for j = 1, #all, 2 do
-    if rsv.live(i, tonumber(all[j]), st) then
-      sum = sum + tonumber(all[j + 1])
-    end
-  end
-  return sum
-end
-
--- settle settles every limit of the request (each a Reserve limit):
--- L_COST more where its mark counted (or now, with a mark of 0), and
--- what its admission spent no longer in flight.
-local function settle(rsv)
-  for i = 1, n do
-    local r = rsv
-    if string.byte(kinds, i) == 99 then
-      r = cal_rsv
-    end
-    local mark, spent = settled(i)
-    r.adjust(i, KEYS[i], mark, arg(i, L_COST))
-    local key = rsv_key[i]
-    if mark ~= 0 and spent > 0 then
-      local f = fmt(r.field(i, mark))
-      if redis.call('HEXISTS', key, f) == 1 and redis.call('HINCRBY', key, f, -spent) <= 0 then
-        redis.call('HDEL', key, f)
-      end
-    end
-  end
-  return {1}
-end
-
 local function run(read, decide, spend, rsv)
-  if settling then
-    return settle(rsv)
-  end
   if n == 1 and kinds == 'r' and flags == '0' then
     -- One enforced limit (most requests): the loops below, without their
     -- tables; the same verdict.
