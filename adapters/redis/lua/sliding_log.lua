@@ -167,12 +167,14 @@ if rsv_key then
       return (f + 2) * arg(i, L_WINDOW_US) / 1000
     end,
     adjust = function(i, key, mark, delta)
-      local st = read(i, key)
       if mark == 0 then
         if delta > 0 then
-          spend(i, key, st, delta)
+          spend(i, key, read(i, key), delta)
         end
         return
+      end
+      if mark <= now - arg(i, L_WINDOW_US) then
+        return -- the entry has left the window
       end
       local m = redis.call('ZRANGEBYSCORE', key, fmt(mark), fmt(mark), 'LIMIT', 0, 1)[1]
       local c0, w0 = entry(m)
