@@ -49,7 +49,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	m.Routes(snap.Policy)
 	ls := faceListeners(cfg, eng, m, log)
 	ls, face := withRLS(ls, cfg, rlsCfg, eng, be.pinger, m, log)
-	ls = append(ls, adminListener(cfg, eng, be.pinger, reg, m, log))
+	ls = append(ls, adminListener(cfg, eng, be.idem, be.pinger, reg, m, log))
 	r := &reloader{cfg: cfg, eng: eng, log: log, routes: m.Routes, rls: rlsCfg, face: face}
 	return &gateway{cfg: cfg, log: log, snap: snap, backend: be, listeners: ls, reloader: r}, nil
 }
@@ -65,6 +65,7 @@ func newEngine(cfg Config, snap *engine.Snapshot, be backend, m *metrics.Metrics
 		Limiter:    be.limiter,
 		Planned:    be.planned,
 		Usage:      be.usage,
+		Settler:    be.settler,
 		Keys:       be.keys,
 		Algorithm:  cfg.Algorithm,
 		Anonymous:  anonymous,

@@ -95,14 +95,15 @@ func faceListeners(cfg Config, eng *engine.Engine, m *metrics.Metrics, log *slog
 // adminListener returns the admin listener (TOLLGATE_ADMIN_ADDR):
 // /healthz, /readyz (asking ready), /metrics from reg, the usage API on
 // eng with TOLLGATE_ADMIN_TOKEN, and pprof with TOLLGATE_PPROF.
-func adminListener(cfg Config, eng *engine.Engine, ready ports.Pinger, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
+func adminListener(cfg Config, eng *engine.Engine, idem ports.Idempotency, ready ports.Pinger, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
 	h := admin.New(ready, cfg.RedisTimeout, reg, log)
 	if cfg.AdminToken != "" {
-		h = admin.WithUsage(h, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
+		h = admin.WithUsage(h, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction, Idempotency: idem})
 	}
-	// The admin API reads no body: one sent anyway must not hold the
-	// answer. (pprof's symbol lookup reads its POST body: it is outside.)
-	h = httpface.IgnoreBodies(h)
+	// The admin API reads no body but a spend's: one sent anyway must not
+	// hold the answer. (pprof's symbol lookup reads its POST body: it is
+	// outside.)
+	h = httpface.IgnoreBodies(h, admin.ReadsBody)
 	if cfg.Pprof {
 		h = admin.WithPprof(h)
 	}
