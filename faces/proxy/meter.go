@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -28,11 +29,21 @@ type meter struct {
 	describe httpface.Describer
 	metrics  httpface.Metrics // nil: none
 	now      func() time.Time // nil: time.Now
+	// tokenRoutes is whether the current policy has a route whose
+	// request bodies are read (see openAIRoute).
+	tokenRoutes atomic.Pointer[tokenRoutes]
 }
 
 func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	d := m.describe.Describe(r, r.Method, r.URL.EscapedPath())
 	d.Overrides = httpface.MethodOverrides(r.Header, r.URL.RawQuery)
+	var tb *tokenBody
+	if route := m.openAIRoute(d); route != nil {
+		var ok bool
+		if tb, ok = m.readTokenBody(w, r, route, &d); !ok {
+			return
+		}
+	}
 	res, err := m.engine.Decide(r.Context(), d)
 	switch {
 	case errors.Is(err, domain.ErrInvalidPath):
@@ -56,6 +67,13 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	if status, admitted := httpface.Answer(w, r, res, http.StatusTooManyRequests, m.now); !admitted {
 		m.request(res.Route, status)
 		return
+	}
+	// A reservation of token limits is settled when the upstream's
+	// exchange is over (next has returned: see holding), with what the
+	// answer reported.
+	r, trip := startTokenTrip(r, res, tb)
+	if trip != nil {
+		defer m.settle(r.Context(), res, trip)
 	}
 	m.forward(next, w, r, res.Route)
 }

@@ -155,6 +155,11 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 				dropKeys(h, presented, opts.Credentials)
 			}
 			setForwarded(h, pr.In, opts.Trusted)
+			if t := tokenTripFrom(pr.In.Context()); t != nil && t.src.OpenAI {
+				// The usage is read from the answer as it goes by: it
+				// must come uncompressed.
+				h["Accept-Encoding"] = []string{"identity"}
+			}
 		},
 		Transport: rt,
 		ModifyResponse: func(resp *http.Response) error {

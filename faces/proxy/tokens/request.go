@@ -126,6 +126,13 @@ func (q Request) Least() int64 {
 	return addSat(q.Prompt, q.Choices)
 }
 
+// UsageAdded reports whether [Rewrite] asks the upstream for a stream's
+// usage that the client did not ask for: its answer's usage-only event
+// is then the gateway's, and removed from what the client receives.
+func (q Request) UsageAdded() bool {
+	return q.JSON && q.Stream && !q.IncludeUsage && q.API.usageOption()
+}
+
 // Allowance returns the cap of each answer that a reservation of
 // reserved covers: what is left of it past the prompt estimate, shared
 // among the answers; at least 1.

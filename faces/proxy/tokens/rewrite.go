@@ -47,7 +47,7 @@ func Rewrite(body []byte, q Request, each int64) []byte {
 		obj.set(f, limit)
 		changed = true
 	}
-	if q.Stream && !q.IncludeUsage && q.API.usageOption() {
+	if q.UsageAdded() {
 		var opts object
 		if raw := obj.get("stream_options"); !isNull(raw) {
 			opts, _ = decodeObject(raw)
