@@ -38,9 +38,11 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	d := m.describe.Describe(r, r.Method, r.URL.EscapedPath())
 	d.Overrides = httpface.MethodOverrides(r.Header, r.URL.RawQuery)
 	var tb *tokenBody
+	answer := w // what the gateway's own answers are written to
 	if route := m.openAIRoute(d); route != nil {
+		answer = &openAIErrors{ResponseWriter: w}
 		var ok bool
-		if tb, ok = m.readTokenBody(w, r, route, &d); !ok {
+		if tb, ok = m.readTokenBody(answer, r, route, &d); !ok {
 			return
 		}
 	}
@@ -64,7 +66,7 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	// recoverer answers it.
 	defer res.Release()
 	r = r.WithContext(withTenant(r.Context(), res.Tenant, d.Client, res.Verdict.Release != nil))
-	if status, admitted := httpface.Answer(w, r, res, http.StatusTooManyRequests, m.now); !admitted {
+	if status, admitted := httpface.Answer(answer, r, res, http.StatusTooManyRequests, m.now); !admitted {
 		m.request(res.Route, status)
 		return
 	}

@@ -177,6 +177,9 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 		BufferPool:    &copyBuffers,
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if t := tokenTripFrom(r.Context()); t != nil && t.src.OpenAI {
+				w = &openAIErrors{ResponseWriter: w}
+			}
 			held := asHeldTimeout(err)
 			if held != nil {
 				// Answered now; the slots are held until the exchange ends.

@@ -368,9 +368,16 @@ func TestTokenRouteRefused(t *testing.T) {
 			t.Parallel()
 			llm := &fakellm.Server{}
 			gw, store := tokenGateway(t, llm, tc.budget, false)
-			status, body, h := post(t, gw, "/v1/chat/completions", tc.body)
-			if status != tc.status || !strings.Contains(body, tc.want) {
-				t.Fatalf("%d %q, want %d %q", status, body, tc.status, tc.want)
+			status, body, h := post(t, gw, "/v1/chat/completions", tc.body, "Accept", "application/json")
+			// OpenAI's error shape, which its SDKs read.
+			var e struct {
+				Error struct{ Message, Type string } `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(body), &e); err != nil || status != tc.status || !strings.Contains(e.Error.Message, tc.want) || e.Error.Type == "" {
+				t.Fatalf("%d %q, want %d and an OpenAI error saying %q", status, body, tc.status, tc.want)
+			}
+			if _, text, _ := post(t, gw, "/v1/chat/completions", tc.body); !strings.HasPrefix(text, tc.want) && tc.status != 413 {
+				t.Errorf("in plain text: %q, want %q", text, tc.want)
 			}
 			if status == 429 && h.Get("Retry-After") == "" {
 				t.Errorf("a 429 without Retry-After")
@@ -380,8 +387,14 @@ func TestTokenRouteRefused(t *testing.T) {
 			}
 			// A request denied for its prompt gave its reservation back
 			// at once: a settlement of 0.
-			if spent, settled := store.spent(); spent != 0 || (len(settled) != 0 && (status != 429 || len(settled) != 1 || settled[0] != 0)) {
-				t.Errorf("spent %d, settlements %v; want nothing", spent, settled)
+			spent, settled := store.spent()
+			for _, s := range settled {
+				if s != 0 || status != 429 {
+					t.Errorf("settlements %v; want none, or 0 for a request denied for its prompt", settled)
+				}
+			}
+			if spent != 0 {
+				t.Errorf("spent %d, want 0", spent)
 			}
 		})
 	}

@@ -12,6 +12,7 @@
 //	X-Fake-Mode: error      a 500 that reports no usage
 //	X-Fake-Mode: cut        a stream whose connection closes halfway
 //	X-Fake-Usage-Header: H  the total also in response header H
+//	X-Fake-Answer: N        an uncapped answer of N tokens
 package fakellm
 
 import (
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -114,6 +116,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n = *req.N
 	}
 	each := s.Answer
+	if v, err := strconv.ParseInt(r.Header.Get("X-Fake-Answer"), 10, 64); err == nil && v > 0 {
+		each = v
+	}
 	if each == 0 {
 		each = 50
 	}
