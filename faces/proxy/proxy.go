@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -138,6 +139,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 			// meant, not a reading of it.
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(target)
+			endAtLength(pr.Out)
 			h := pr.Out.Header
 			keys := opts.Credentials != nil && opts.Credentials.UsesAPIKeys()
 			// From what the client sent: ReverseProxy has already removed
@@ -215,6 +217,26 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 			httpface.WriteError(w, r, status, msg)
 		},
 	}
+}
+
+// endAtLength makes the body of out, of a known length, end at that
+// length without reading the client's body again: having sent the
+// declared length, http.Transport reads once more to check there is no
+// more, and once the upstream's answer has begun the server has closed
+// the client's body (it answers while the request is being sent), so
+// that read fails and the transport drops the upstream connection, the
+// answer on its way with it: a streamed answer to a POST was cut short
+// (golang/go#40747).
+func endAtLength(out *http.Request) {
+	if out.ContentLength > 0 && out.Body != nil && out.Body != http.NoBody {
+		out.Body = &lengthBody{Reader: io.LimitReader(out.Body, out.ContentLength), Closer: out.Body}
+	}
+}
+
+// lengthBody is a request body read through a limit.
+type lengthBody struct {
+	io.Reader
+	io.Closer
 }
 
 // dropKeys removes from h every Authorization value whose bearer token
