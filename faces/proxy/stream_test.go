@@ -40,4 +40,3 @@ func TestStreamedAnswersToPostsComplete(t *testing.T) {
 		}
 	}
 }
-
