@@ -29,12 +29,13 @@ func (d Described) reservation(route *domain.Route) int64 {
 // by d: d.Least, at least 1.
 func (d Described) least() int64 { return max(d.Least, 1) }
 
-// reserved returns the least that v's Reserve limits spent, and whether
-// there is one: what the request's answer may use of every token limit.
+// reserved returns the least that v's enforced Reserve limits spent, and
+// whether there is one: what the request's answer may use of every token
+// limit. A shadow limit neither caps an answer nor denies it.
 func reserved(limits []domain.Limit, v domain.Verdict) (int64, bool) {
 	least, any := int64(0), false
 	for i, l := range limits {
-		if !l.Reserve || i >= len(v.Decisions) {
+		if !l.Reserve || l.Shadow || i >= len(v.Decisions) {
 			continue
 		}
 		if s := v.Decisions[i].Spent; !any || s < least {
@@ -57,13 +58,16 @@ func storeDecided(v domain.Verdict) bool {
 // has less left than the least that serves it (d.Least): its
 // reservation is given back and the verdict denies on that limit.
 func (e *Engine) reserve(ctx context.Context, d Described, res *Result, req domain.Request, v *domain.Verdict) {
-	got, ok := reserved(req.Limits, *v)
-	if !ok || !v.Allowed {
+	if !v.Allowed || !anyReserve(req.Limits) {
 		return
 	}
-	res.Reserved = got
 	res.settle = storeDecided(*v) && e.opts.Settler != nil
 	res.Limits, res.Verdict = req.Limits, *v
+	got, ok := reserved(req.Limits, *v)
+	if !ok {
+		return // shadow token limits alone: settled, never capping
+	}
+	res.Reserved = got
 	if d.CheckTokens {
 		e.Settle(ctx, *res, 0)
 		res.settle = false
@@ -82,7 +86,7 @@ func (e *Engine) reserve(ctx context.Context, d Described, res *Result, req doma
 	v.Allowed, v.Outcome = false, domain.OutcomeDenied
 	for i, l := range req.Limits {
 		dec := &v.Decisions[i]
-		if !l.Reserve {
+		if !l.Reserve || l.Shadow {
 			continue
 		}
 		if dec.Spent < least {
@@ -110,7 +114,7 @@ func (e *Engine) Settle(ctx context.Context, res Result, used int64) {
 		return
 	}
 	if used == KeepReserved {
-		used = res.Reserved
+		used = res.kept()
 	}
 	used = min(max(used, 0), domain.MaxCostUnits)
 	req := domain.Request{Tenant: res.Subject, Route: res.Route.Name, Limits: res.Limits}
@@ -122,4 +126,30 @@ func (e *Engine) Settle(ctx context.Context, res Result, used int64) {
 		})
 	}
 	e.observer.Settled(res.Route, res.Reserved, used, err)
+}
+
+// anyReserve reports whether any of limits is a Reserve limit.
+func anyReserve(limits []domain.Limit) bool {
+	for _, l := range limits {
+		if l.Reserve {
+			return true
+		}
+	}
+	return false
+}
+
+// kept is what a request that keeps its reservation used: what it
+// reserved of its enforced token limits, else the most a shadow one
+// reserved.
+func (r Result) kept() int64 {
+	if r.Reserved > 0 {
+		return r.Reserved
+	}
+	var most int64
+	for i, l := range r.Limits {
+		if l.Reserve && i < len(r.Verdict.Decisions) {
+			most = max(most, r.Verdict.Decisions[i].Spent)
+		}
+	}
+	return most
 }

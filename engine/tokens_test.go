@@ -305,3 +305,24 @@ func TestSpend(t *testing.T) {
 		t.Errorf("refused spends changed the budget: tpm %d", store.of("rl:{acme}:tpm"))
 	}
 }
+
+func TestTokenShadowLimitNeverCapsNorDenies(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{
+		{Name: "tpm", Rule: domain.Rule{Limit: 1000, Window: time.Minute}, Tokens: true},
+		{Name: "tpd", Rule: domain.Rule{Limit: 10, Window: 24 * time.Hour}, Tokens: true, Shadow: true},
+	}, []domain.Route{{Name: "chat", Path: "/v1/chat", Cost: 1, Tokens: domain.TokensOpenAI}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &budgets{spent: map[string]int64{"rl:{acme}:tpd": 10}}
+	e := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Settler: store, Keys: keys.Layout{Prefix: "rl:"}})
+	res, err := e.Decide(t.Context(), engine.Described{Method: "POST", Path: "/v1/chat", Units: 200, Least: 20,
+		Credentials: engine.Credentials{Header: "acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verdict.Allowed || res.Reserved != 200 {
+		t.Fatalf("a spent shadow token limit: allowed %v reserved %d, want admitted with 200 reserved", res.Verdict.Allowed, res.Reserved)
+	}
+}
