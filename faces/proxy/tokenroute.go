@@ -118,14 +118,18 @@ type tokenTrip struct {
 
 type tokenTripKey struct{}
 
-// startTokenTrip prepares the request of res, admitted with a reservation of
-// its token limits, for its upstream: with OpenAI's usage, its body's
-// caps lowered to what the reservation leaves for the answer (and usage
-// asked for on a stream), its answer metered. It returns the request to
-// forward and its trip, nil when res reserved nothing (the fail mode
-// admitted it without the store: nothing to settle, nothing capped).
+// startTokenTrip prepares the request of res, admitted on a route
+// whose answers report tokens, for its upstream: its answer is metered
+// and settled; with OpenAI's usage and a reservation of enforced token
+// limits, its body's caps are lowered to what the reservation leaves
+// for the answer (and usage asked for on a stream). It returns the
+// request to forward and its trip, nil on a route without a token
+// source or a request not metered. A request that reserved nothing of
+// an enforced token limit (admitted by the fail mode without the store,
+// or on shadow token limits alone) is not capped, but a stream's usage
+// is still asked for, so that a shadow limit counts what was used.
 func startTokenTrip(r *http.Request, res engine.Result, tb *tokenBody) (*http.Request, *tokenTrip) {
-	if res.Reserved <= 0 || res.Route == nil {
+	if !res.Metered || res.Route == nil {
 		return r, nil
 	}
 	src, ok := tokens.ParseSource(res.Route.Tokens)
@@ -134,8 +138,11 @@ func startTokenTrip(r *http.Request, res engine.Result, tb *tokenBody) (*http.Re
 	}
 	trip := &tokenTrip{src: src}
 	if src.OpenAI && tb != nil && tb.q.JSON {
-		q := tb.q
-		setBody(r, tokens.Rewrite(tb.body, q, q.Allowance(res.Reserved)))
+		q, each := tb.q, int64(0) // 0: no cap
+		if res.Reserved > 0 {
+			each = q.Allowance(res.Reserved)
+		}
+		setBody(r, tokens.Rewrite(tb.body, q, each))
 		trip.strip = q.UsageAdded()
 	}
 	return r.WithContext(context.WithValue(r.Context(), tokenTripKey{}, trip)), trip

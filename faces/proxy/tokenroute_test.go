@@ -105,10 +105,10 @@ func (s *tokenStore) spent() (int64, []int64) {
 // token limit "tpm" of budget tokens a minute, the route "chat"
 // (/v1/chat/completions, OpenAI usage, reserve 100), "render"
 // (/v1/render, the header X-Usage-Units) and, with slots, a concurrency
-// limit on every route.
-func tokenGateway(t *testing.T, llm http.Handler, budget int64, slots bool) (string, *tokenStore) {
+// limit on every route; with shadow, tpm is in shadow mode.
+func tokenGateway(t *testing.T, llm http.Handler, budget int64, slots bool, shadow ...bool) (string, *tokenStore) {
 	t.Helper()
-	limits := []domain.PolicyLimit{{Name: "tpm", Rule: domain.Rule{Limit: budget, Window: time.Minute}, Tokens: true}}
+	limits := []domain.PolicyLimit{{Name: "tpm", Rule: domain.Rule{Limit: budget, Window: time.Minute}, Tokens: true, Shadow: len(shadow) > 0 && shadow[0]}}
 	if slots {
 		rule, err := domain.ConcurrencyRule(10)
 		if err != nil {
@@ -466,5 +466,23 @@ func TestTokenRouteHeader(t *testing.T) {
 				t.Errorf("settlements %v, want [%d]", settled, tc.settled)
 			}
 		})
+	}
+}
+
+// TestTokenRouteShadow: a shadow token limit never caps an answer, and
+// still counts what it used: the stream's usage is asked for.
+func TestTokenRouteShadow(t *testing.T) {
+	t.Parallel()
+	llm := &fakellm.Server{}
+	gw, store := tokenGateway(t, llm, 60, false, true)
+	body := `{"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":5000,"stream":true}`
+	if status, b, _ := post(t, gw, "/v1/chat/completions", body); status != 200 || strings.Contains(b, `"choices":[]`) {
+		t.Fatalf("%d %s", status, b)
+	}
+	if got, _ := llm.Last(); got.Max != 5000 || !strings.Contains(string(got.Body), `"include_usage":true`) {
+		t.Errorf("the upstream got %s: want the cap of 5000 kept, and usage asked", got.Body)
+	}
+	if settled := waitSettled(t, store, 1); settled[0] != 60 {
+		t.Errorf("settlements %v, want [60]", settled)
 	}
 }

@@ -195,6 +195,8 @@ func TestRewrite(t *testing.T) {
 			want: `{"temperature":0.70000000000000001,"seed":12345678901234567890,"s":"<a&b> \u00e9","max_tokens":100}`},
 		{name: "duplicates sent once", body: `{"max_tokens":1,"model":"a","max_tokens":2}`, each: 100, want: `{"max_tokens":2,"model":"a"}`},
 		{name: "not JSON", body: `max_tokens=5`, each: 100},
+		{name: "each 0: no cap, usage asked", body: `{"stream":true,"max_tokens":500}`, each: 0, want: `{"stream":true,"max_tokens":500,"stream_options":{"include_usage":true}}`},
+		{name: "each 0: no cap added", body: `{"messages":[]}`, each: 0},
 		{name: "byte order mark dropped when rewritten", body: "\xef\xbb\xbf{\"max_tokens\":500}", each: 1, want: `{"max_tokens":1}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

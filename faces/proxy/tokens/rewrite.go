@@ -17,7 +17,9 @@ import (
 //     usage gets stream_options.include_usage: true, its other options
 //     kept.
 //
-// Every other member and value is kept byte for byte, in its order; a
+// each ≤ 0 caps nothing: only a stream's usage is asked for (a request
+// admitted without a reservation that caps it). Every other member and
+// value is kept byte for byte, in its order; a
 // member named twice is sent once, with the value tokens read (the
 // last), so that no upstream reads another. A body that needs none of
 // this is returned as it is; a body that is not JSON (q.JSON false) too.
@@ -34,7 +36,7 @@ func Rewrite(body []byte, q Request, each int64) []byte {
 	limit := json.RawMessage(strconv.AppendInt(nil, max(each, 1), 10))
 	for _, f := range capFields {
 		raw := obj.get(f)
-		if isNull(raw) {
+		if isNull(raw) || each <= 0 {
 			continue
 		}
 		capped = true
@@ -43,7 +45,7 @@ func Rewrite(body []byte, q Request, each int64) []byte {
 			changed = true
 		}
 	}
-	if f := q.API.capField(); !capped && f != "" {
+	if f := q.API.capField(); !capped && f != "" && each > 0 {
 		obj.set(f, limit)
 		changed = true
 	}
