@@ -55,7 +55,7 @@ func openAIErrorBody(status int, msg string) []byte {
 	typ, code := "invalid_request_error", any(nil)
 	switch {
 	case status == http.StatusTooManyRequests:
-		typ, code = "tokens", "rate_limit_exceeded"
+		typ, code = "rate_limit_exceeded", "rate_limit_exceeded"
 	case status >= 500:
 		typ = "server_error"
 	}
