@@ -220,13 +220,11 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 }
 
 // endAtLength makes the body of out, of a known length, end at that
-// length without reading the client's body again: having sent the
-// declared length, http.Transport reads once more to check there is no
-// more, and once the upstream's answer has begun the server has closed
-// the client's body (it answers while the request is being sent), so
-// that read fails and the transport drops the upstream connection, the
-// answer on its way with it: a streamed answer to a POST was cut short
-// (golang/go#40747).
+// length without reading the client's body again. Having sent the
+// declared length, http.Transport reads once more to check that no more
+// follows; once the upstream's answer has begun, the server has closed
+// the client's body, that read fails, and the transport drops the
+// upstream connection and the answer on its way (golang/go#40747).
 func endAtLength(out *http.Request) {
 	if out.ContentLength > 0 && out.Body != nil && out.Body != http.NoBody {
 		out.Body = &lengthBody{Reader: io.LimitReader(out.Body, out.ContentLength), Closer: out.Body}

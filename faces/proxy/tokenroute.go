@@ -99,7 +99,10 @@ func (m *meter) readTokenBody(w http.ResponseWriter, r *http.Request, route *dom
 
 // setBody makes body r's body, with its length.
 func setBody(r *http.Request, body []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = http.NoBody // an empty body sent as such, not chunked
+	if len(body) > 0 {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	r.Header["Content-Length"] = []string{strconv.Itoa(len(body))}
@@ -160,8 +163,8 @@ func tokenTripFrom(ctx context.Context) *tokenTrip {
 // through it, the ones nobody waits for any more included.
 func meterAnswer(req *http.Request, resp *http.Response) {
 	t := tokenTripFrom(req.Context())
-	if t == nil {
-		return
+	if t == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return // an upgraded connection is a tunnel, and its body its conn
 	}
 	t.status = resp.StatusCode
 	t.body = tokens.Meter(resp, t.src, t.strip)

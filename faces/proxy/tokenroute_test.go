@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -484,5 +485,45 @@ func TestTokenRouteShadow(t *testing.T) {
 	}
 	if settled := waitSettled(t, store, 1); settled[0] != 60 {
 		t.Errorf("settlements %v, want [60]", settled)
+	}
+}
+
+// TestTokenRouteUpgrade: an upgrade on a token route is a tunnel, not
+// an answer to meter: it switches, and its reservation (no usage, not a
+// 2xx) is given back.
+func TestTokenRouteUpgrade(t *testing.T) {
+	t.Parallel()
+	gw, store := tokenGateway(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "echo")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		c, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		line, _ := rw.ReadString('\n')
+		rw.WriteString("echo " + line)
+		rw.Flush()
+	}), 10000, false)
+	u, _ := url.Parse(gw)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /v1/render HTTP/1.1\r\nHost: x\r\nX-Tenant-ID: acme\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("%v, %v; want 101", resp, err)
+	}
+	io.WriteString(conn, "hi\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "echo hi\n" {
+		t.Fatalf("through the tunnel: %q, %v", line, err)
+	}
+	conn.Close()
+	if settled := waitSettled(t, store, 1); settled[0] != 0 {
+		t.Errorf("settlements %v, want [0]", settled)
 	}
 }
