@@ -38,38 +38,32 @@ func newTokenStore() *tokenStore { return &tokenStore{used: map[string]int64{}} 
 func (s *tokenStore) Allow(_ context.Context, req domain.Request, _ []domain.Decision) (domain.Verdict, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	decs := make([]domain.Decision, len(req.Limits))
+	v := domain.Verdict{Allowed: true, Outcome: domain.OutcomeAllowed, Decisions: make([]domain.Decision, len(req.Limits))}
 	for i, l := range req.Limits {
-		d := domain.Decision{Allowed: true, Limit: l.Rule.Limit, Remaining: l.Rule.Limit, ResetAfter: time.Minute}
+		d := domain.Decision{Allowed: true, Limit: l.Rule.Limit, Remaining: l.Rule.Limit, ResetAfter: time.Minute, Shadow: l.Shadow}
 		if l.Reserve {
 			left := l.Rule.Limit - s.used[l.Key]
 			d.Allowed = left > 0
 			if d.Allowed {
 				d.Spent, d.Mark = min(l.Cost, left), 1
-			}
-			d.Remaining = max(left-d.Spent, 0)
-			if !d.Allowed {
+			} else {
 				d.RetryAfter = time.Minute
 			}
+			d.Remaining = max(left-d.Spent, 0)
 		}
-		decs[i] = d
+		v.Decisions[i] = d
+		v.Allowed = v.Allowed && d.Allowed
 	}
-	allowed := true
-	for _, d := range decs {
-		allowed = allowed && d.Allowed
-	}
-	if allowed {
-		for i, l := range req.Limits {
-			s.used[l.Key] += decs[i].Spent
+	if !v.Allowed {
+		v.Outcome = domain.OutcomeDenied
+		for i := range v.Decisions {
+			v.Decisions[i].Spent, v.Decisions[i].Mark = 0, 0
 		}
-	} else {
-		for i := range decs {
-			decs[i].Spent, decs[i].Mark = 0, 0
-		}
+		return v, nil
 	}
-	v := domain.Settle(req, domain.CountAdmitted, nil, func(i int, _ int64) domain.Decision { return decs[i] })
-	for _, l := range req.Limits {
-		if l.Concurrency && v.Allowed {
+	for i, l := range req.Limits {
+		s.used[l.Key] += v.Decisions[i].Spent
+		if l.Concurrency {
 			v.Release = func() {} // a slot the face holds until the exchange ends
 		}
 	}
