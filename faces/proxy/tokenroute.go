@@ -36,7 +36,7 @@ type tokenRoutes struct {
 // openAIRoute returns the route d is on when its tokens come from
 // OpenAI's usage reports (its request body is read), nil otherwise.
 // Decide matches again; a policy swapped in between is caught there
-// (see meter.tokenTrip).
+// (see startTokenTrip).
 func (m *meter) openAIRoute(d engine.Described) *domain.Route {
 	p := m.engine.Snapshot().Policy
 	c := m.tokenRoutes.Load()
