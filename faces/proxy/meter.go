@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -29,6 +30,7 @@ type meter struct {
 	describe httpface.Describer
 	metrics  httpface.Metrics // nil: none
 	now      func() time.Time // nil: time.Now
+	log      *slog.Logger     // nil: none
 	// tokenRoutes is whether the current policy has a route whose
 	// request bodies are read (see openAIRoute).
 	tokenRoutes atomic.Pointer[tokenRoutes]

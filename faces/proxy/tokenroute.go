@@ -173,18 +173,20 @@ func meterAnswer(req *http.Request, resp *http.Response) {
 // used returns what the trip's request used, for [engine.Engine.Settle]:
 // what its answer reported; else, for a 2xx, what it reserved (an answer
 // that said nothing may have used all of it); else 0 (an error answer,
-// or none: the reservation is given back).
-func (t *tokenTrip) used() int64 {
+// or none: the reservation is given back). cut is whether the answer's
+// body ended before its end.
+func (t *tokenTrip) used() (used int64, cut bool) {
 	if t.body == nil {
-		return 0
+		return 0, false
 	}
-	if res := t.body.Result(); res.Seen {
-		return res.Used
+	res := t.body.Result()
+	switch {
+	case res.Seen:
+		return res.Used, res.Cut
+	case t.status >= 200 && t.status < 300:
+		return engine.KeepReserved, res.Cut
 	}
-	if t.status >= 200 && t.status < 300 {
-		return engine.KeepReserved
-	}
-	return 0
+	return 0, res.Cut
 }
 
 // settle settles res's reservation with what its trip used, once its
@@ -192,5 +194,10 @@ func (t *tokenTrip) used() int64 {
 func (m *meter) settle(ctx context.Context, res engine.Result, t *tokenTrip) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	m.engine.Settle(ctx, res, t.used())
+	used, cut := t.used()
+	if cut && m.log != nil {
+		m.log.Debug("a metered answer ended before its end", "route", res.Route.Name, "status", t.status,
+			"reserved", res.Reserved, "reservation_kept", used == engine.KeepReserved)
+	}
+	m.engine.Settle(ctx, res, used)
 }
