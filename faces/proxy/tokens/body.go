@@ -44,7 +44,8 @@ type Result struct {
 // Body is an answer's body as its client receives it, metered as it is
 // read: with [Source.OpenAI], a text/event-stream is relayed event by
 // event (each Read returns whole events) and any other body as it comes,
-// its usage read; with [Source.Header], the body is untouched and the
+// its usage read (a compressed body goes untouched, unread); with
+// [Source.Header], the body is untouched and the
 // header or trailer read at its end. Read and Close are called from one
 // goroutine at a time; [Body.Result] once they are done.
 type Body struct {
@@ -67,6 +68,8 @@ func Meter(resp *http.Response, src Source, strip bool) *Body {
 	switch {
 	case src.Header != "":
 		b.header = src.Header
+	case encoded(resp.Header):
+		// Compressed: relayed untouched, its usage unread.
 	case isEventStream(resp.Header.Get("Content-Type")):
 		b.r = newSSERelay(resp.Body, &b.usage, strip)
 		if strip {
@@ -78,6 +81,17 @@ func Meter(resp *http.Response, src Source, strip bool) *Body {
 	}
 	resp.Body = b
 	return b
+}
+
+// encoded reports whether h says the body is compressed (a
+// Content-Encoding other than identity).
+func encoded(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		if v = strings.TrimSpace(v); v != "" && !strings.EqualFold(v, "identity") {
+			return true
+		}
+	}
+	return false
 }
 
 // isEventStream reports whether a Content-Type is text/event-stream.

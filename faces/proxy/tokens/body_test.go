@@ -241,6 +241,22 @@ func TestJSON(t *testing.T) {
 	}
 }
 
+func TestCompressedIsNotRead(t *testing.T) {
+	t.Parallel()
+	for _, ct := range []string{sse, "application/json"} {
+		in := chunk1 + usageOnly + done
+		resp := &http.Response{Header: http.Header{"Content-Type": {ct}, "Content-Encoding": {"gzip"}}, Body: &chunked{data: []byte(in)}}
+		b := tokens.Meter(resp, openai, true)
+		out, _ := io.ReadAll(resp.Body)
+		if string(out) != in {
+			t.Errorf("%s: a compressed body changed", ct)
+		}
+		if res := b.Result(); res.Seen {
+			t.Errorf("%s: usage read from a compressed body: %+v", ct, res)
+		}
+	}
+}
+
 func TestHeader(t *testing.T) {
 	t.Parallel()
 	src, ok := tokens.ParseSource("header:x-usage-units")
