@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/adapters/redis/fleet"
+	"github.com/tollgate/tollgate/adapters/redis/keyring"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
@@ -46,6 +47,7 @@ type opened struct {
 	settler ports.Settler
 	idem    ports.Idempotency // calls made once (a spend's Idempotency-Key)
 	pinger  ports.Pinger      // its readiness check
+	apiKeys ports.APIKeys     // the API keys issued at runtime
 	closers []io.Closer       // what to close, in order, after the layers'
 	// shared is what a store the replicas share gives its layers; nil
 	// for a store in process, which neither fails nor has other replicas.
@@ -121,6 +123,10 @@ type backend struct {
 	settler ports.Settler     // the store's: settles token reservations
 	idem    ports.Idempotency // the store's memory of calls made once
 	closers []io.Closer       // closed in order: the layers' goroutines, then the store
+	// apiKeys are the API keys issued at runtime, on the store; shared
+	// tells whether other replicas share them (keyRing).
+	apiKeys ports.APIKeys
+	shared  bool
 }
 
 // Close closes what the backend holds, in order, and returns the errors.
@@ -147,7 +153,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.settler, idem: op.idem}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.settler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil}
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
@@ -207,7 +213,7 @@ func openMemory(_ context.Context, cfg Config, _ backendEnv) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	op := opened{views: vs, usage: st, idem: memory.NewIdempotency(nil), pinger: alwaysUp{}, closers: []io.Closer{st}}
+	op := opened{views: vs, usage: st, idem: memory.NewIdempotency(nil), pinger: alwaysUp{}, apiKeys: memory.NewAPIKeys(), closers: []io.Closer{st}}
 	op.settler, _ = any(st).(ports.Settler)
 	return op, nil
 }
@@ -244,7 +250,7 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 		return opened{}, err
 	}
 	op := opened{views: vs, usage: usage, idem: redis.NewIdempotency(client, cfg.KeyPrefix), pinger: client,
-		closers: []io.Closer{leases, client}, shared: redisShared(client)}
+		apiKeys: keyring.New(client.Redis(), cfg.KeyPrefix), closers: []io.Closer{leases, client}, shared: redisShared(client)}
 	op.settler, _ = any(usage).(ports.Settler)
 	return op, nil
 }

@@ -104,6 +104,7 @@ func adminListener(cfg Config, eng *engine.Engine, idem ports.Idempotency, ready
 	// hold the answer. (pprof's symbol lookup reads its POST body: it is
 	// outside.)
 	h = httpface.IgnoreBodies(h, admin.ReadsBody)
+	h = withKeyAPI(h, cfg, eng, m, log) // reads its own bodies
 	if cfg.Pprof {
 		h = admin.WithPprof(h)
 	}
@@ -182,7 +183,8 @@ func shutdownAll(ctx context.Context, ls []*listener) error {
 }
 
 // listenerAttrs returns the start-up log's attributes for every listener
-// the gateway may run (listenerNames): its bound address, or "off".
+// the gateway may run (listenerNames): its bound address, or "off"; then
+// those of the listeners of envoyproxy/ratelimit's environment.
 func listenerAttrs(ls []*listener) []any {
 	attrs := make([]any, 0, 2*len(listenerNames))
 	for _, name := range listenerNames {
@@ -193,6 +195,11 @@ func listenerAttrs(ls []*listener) []any {
 			}
 		}
 		attrs = append(attrs, name, addr)
+	}
+	for _, l := range ls {
+		if !slices.Contains(listenerNames, l.name) {
+			attrs = append(attrs, l.name, l.ln.Addr().String())
+		}
 	}
 	return attrs
 }

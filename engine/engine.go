@@ -32,6 +32,9 @@ const (
 	// AnonymousPerAddress meters it per client address
 	// ([domain.AnonymousSubject]); the tenant is still Unknown.
 	AnonymousPerAddress
+	// AnonymousReject refuses it: [Engine.Decide] answers a result
+	// that is Rejected, nothing spent.
+	AnonymousReject
 )
 
 // Observer is told of every decision the engine makes, for metrics. Its
@@ -79,6 +82,9 @@ type Options struct {
 	// IPv6 clients with AnonymousPerAddress (32–128; 0 means 64).
 	Anonymous  Anonymous
 	IPv6Prefix int
+	// KeyRing holds the API keys issued at runtime, which name tenants
+	// beside the tenants file's. May be nil: no key API.
+	KeyRing *KeyRing
 	// Observer records decisions. May be nil.
 	Observer Observer
 	// Log gets at most one line a second about requests a shadow limit
@@ -181,9 +187,14 @@ type Result struct {
 	Subject domain.TenantID
 	// Route is the route the request matched.
 	Route *domain.Route
-	// Metered is false on a route of cost 0 or without limits: nothing
-	// was decided, and Limits and Verdict are empty.
+	// Metered is false on a route of cost 0 or without limits, and for a
+	// Rejected request: nothing was decided, and Limits and Verdict are
+	// empty.
 	Metered bool
+	// Rejected is true for a request that names no tenant when
+	// unresolved traffic is refused (AnonymousReject): it must not reach
+	// the upstream, and spent nothing.
+	Rejected bool
 	// Limits are the limits that applied, in the order the rate-limit
 	// headers list them, and Verdict the decision on them. When the
 	// request took concurrency slots, Verdict.Release gives them back
@@ -201,7 +212,10 @@ type Result struct {
 	settle bool // Reserved was spent at the store, and Settle settles it
 }
 
-// Decide decides d. Its errors: [domain.ErrInvalidPath] for a path that
+// Decide decides d: it resolves the tenant (by API key, a tenants
+// file's or one issued at runtime, else without a tenants file by the
+// tenant header), matches the route and has the limiter decide its
+// limits. Its errors: [domain.ErrInvalidPath] for a path that
 // climbs above "/" once read as the most lenient upstream would, and
 // [domain.ErrAmbiguousMethod] for a method override on which the path
 // matches another route than on d.Method (the face answers 400; nothing
@@ -214,13 +228,17 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 		return Result{}, err
 	}
 	snap := e.snap.Load()
-	tenant := e.resolve(snap, d.Credentials)
+	tenant, named := e.resolve(snap, d.Credentials)
 	res := Result{Tenant: tenant.ID, Subject: tenant.ID}
 	res.Route = snap.Policy.Match(d.Method, matched)
 	for _, m := range d.Overrides {
 		if snap.Policy.Match(m, matched) != res.Route {
 			return Result{}, domain.ErrAmbiguousMethod
 		}
+	}
+	if !named && e.opts.Anonymous == AnonymousReject {
+		res.Rejected = true
+		return res, nil
 	}
 	if res.Route.Cost == 0 || !metered(res.Route, d.SkipConcurrency) {
 		return res, nil

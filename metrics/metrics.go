@@ -124,7 +124,7 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	}, []string{"route"})
 	adminActions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_admin_actions_total",
-		Help: "Calls of the usage API, by action: usage (a read), reset, unauthorized (no or a wrong bearer token).",
+		Help: "Calls of the usage and key APIs, by action: usage (a read), reset, key_create, key_list, key_revoke, unauthorized (no or a wrong bearer token).",
 	}, []string{"action"})
 	for _, a := range AdminActions {
 		adminActions.WithLabelValues(a)
@@ -311,9 +311,9 @@ func (m *Metrics) Unrouted(code int) {
 }
 
 // AdminActions are the actions tollgate_admin_actions_total counts.
-var AdminActions = []string{"usage", "reset", "spend", "unauthorized"}
+var AdminActions = []string{"usage", "reset", "spend", "key_create", "key_list", "key_revoke", "unauthorized"}
 
-// AdminAction counts one call of the usage API: action is one of
+// AdminAction counts one call of the usage or key API: action is one of
 // [AdminActions].
 func (m *Metrics) AdminAction(action string) {
 	if m != nil {

@@ -51,6 +51,18 @@ func WriteDenied(w http.ResponseWriter, r *http.Request, status int, v domain.Ve
 	WriteError(w, r, status, DeniedBody)
 }
 
+// UnauthorizedBody is the message of a request refused for naming no
+// tenant (TOLLGATE_ANONYMOUS=reject).
+const UnauthorizedBody = "unauthorized: a valid API key is required"
+
+// WriteUnauthorized answers a request that names no tenant when
+// unresolved traffic is refused: 401 with WWW-Authenticate: Bearer.
+func WriteUnauthorized(w http.ResponseWriter, r *http.Request) {
+	AbandonBody(w, r)
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	WriteError(w, r, http.StatusUnauthorized, UnauthorizedBody)
+}
+
 // WriteUnavailable answers the closed fail mode: 503, Retry-After 1.
 func WriteUnavailable(w http.ResponseWriter, r *http.Request) {
 	AbandonBody(w, r)

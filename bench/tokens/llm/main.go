@@ -122,4 +122,3 @@ func main() {
 	log.Printf("llm: listening on %s", *addr)
 	log.Fatal(http.ListenAndServe(*addr, nil))
 }
-
