@@ -521,3 +521,27 @@ func TestTokenRouteUpgrade(t *testing.T) {
 		t.Errorf("settlements %v, want [0]", settled)
 	}
 }
+
+// TestTokenRouteNoAnswer: an upstream that drops the connection before
+// answering: 502 in OpenAI's shape, and the reservation given back.
+func TestTokenRouteNoAnswer(t *testing.T) {
+	t.Parallel()
+	gw, store := tokenGateway(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+	}), 10000, false)
+	status, body, _ := post(t, gw, "/v1/chat/completions", `{"messages":[],"max_tokens":5}`, "Accept", "application/json")
+	var e struct {
+		Error struct{ Message, Type string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || status != http.StatusBadGateway || e.Error.Message != "upstream unavailable" || e.Error.Type != "server_error" {
+		t.Fatalf("%d %s, want a 502 in OpenAI's shape", status, body)
+	}
+	if settled := waitSettled(t, store, 1); settled[0] != 0 {
+		t.Errorf("settlements %v, want [0]", settled)
+	}
+	if spent, _ := store.spent(); spent != 0 {
+		t.Errorf("spent %d, want 0", spent)
+	}
+}
