@@ -25,7 +25,7 @@ import (
 // stream by stream (each first every other time), so that both see the
 // same load of a busy machine; it reports each one's MB/s (the stream's bytes the
 // client read per second) and tokens/requests, the ratio of their
-// totals (the bar: at least 0.9). go test -run X -bench
+// totals (the bar: at least 0.9). go test -run X -bench
 // TokenStream -count 5 ./faces/proxy/
 func BenchmarkTokenStream(b *testing.B) {
 	// The upstream writes events encoded once, flushing each: the
