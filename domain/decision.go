@@ -37,7 +37,8 @@ type Decision struct {
 	Spent int64
 	// Mark is where a Reserve limit's spend was counted (its window,
 	// period or entry), in a form only the store that decided reads: a
-	// settlement lands there or nowhere. 0 for any other limit.
+	// settlement lands there or nowhere. [NoMark] when the limit spent
+	// nothing; 0 for any other limit.
 	Mark int64
 	// Reserved is, in a usage read ([ports.Usage]), how much of a token
 	// limit's spend is reservations of requests still in flight (not

@@ -76,3 +76,34 @@ func (f *FixedWindow) window(t int64, rule Rule, w Windows) (count, end int64) {
 	}
 	return f.count, f.end
 }
+
+// Reserve spends cost units at now as [FixedWindow.Spend] does, and
+// returns the mark of the window they counted in ([Decision.Mark]): its
+// end, Unix nanoseconds.
+func (f *FixedWindow) Reserve(now time.Time, rule Rule, w Windows, cost int64) int64 {
+	f.Spend(now, rule, w, cost)
+	return f.end
+}
+
+// Adjust settles delta units (negative: given back) in the window whose
+// mark is mark, at now: while that window runs, its count moves by delta
+// (never below zero; past the limit when delta takes it there), and once
+// it has ended, nothing changes. A mark of 0 charges delta in the window
+// of now, starting one if none runs.
+func (f *FixedWindow) Adjust(now time.Time, rule Rule, w Windows, mark, delta int64) {
+	if mark == 0 {
+		if delta > 0 {
+			f.Spend(now, rule, w, delta)
+		}
+		return
+	}
+	if f.Live(now, rule, w, mark) {
+		f.count = max(f.count+delta, 0)
+	}
+}
+
+// Live reports whether the window whose mark is mark still runs at now.
+func (f *FixedWindow) Live(now time.Time, rule Rule, w Windows, mark int64) bool {
+	_, end := f.window(now.UnixNano(), rule, w)
+	return mark > 0 && end == mark && f.end == mark
+}

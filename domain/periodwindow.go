@@ -70,3 +70,35 @@ func NominalWindow(u PeriodUnit) time.Duration {
 	}
 	return MaxPeriod
 }
+
+// Reserve spends cost units at now as [PeriodWindow.Spend] does, and
+// returns the mark of the period they counted in ([Decision.Mark]): its
+// start, Unix nanoseconds.
+func (p *PeriodWindow) Reserve(now time.Time, cal Calendar, cost int64) int64 {
+	p.Spend(now, cal, cost)
+	return p.start
+}
+
+// Adjust settles delta units (negative: given back) in the period whose
+// mark is mark, at now: while it is the period of now, its count moves
+// by delta (never below zero; past the limit when delta takes it
+// there), and once it has ended, nothing changes. A mark of 0 charges
+// delta in the period of now.
+func (p *PeriodWindow) Adjust(now time.Time, cal Calendar, mark, delta int64) {
+	if mark == 0 {
+		if delta > 0 {
+			p.Spend(now, cal, delta)
+		}
+		return
+	}
+	if p.Live(now, cal, mark) {
+		p.count = max(p.count+delta, 0)
+	}
+}
+
+// Live reports whether the period whose mark is mark is the period of
+// now.
+func (p *PeriodWindow) Live(now time.Time, cal Calendar, mark int64) bool {
+	t := now.UnixNano()
+	return mark != 0 && p.start == mark && t >= p.start && t < p.end
+}

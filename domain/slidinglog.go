@@ -62,15 +62,105 @@ func (l *SlidingLog) Decide(now time.Time, rule Rule, cost int64) Decision {
 // now that admitted them. Spent without one (counting every limit of an
 // admitted request, [CountHits]), it fills the log at most.
 func (l *SlidingLog) Spend(now time.Time, rule Rule, cost int64) {
+	l.spend(now.UnixNano(), rule, cost)
+}
+
+// spend logs up to cost units at t, never before the newest entry (the
+// log stays in the order of time), and returns the entry's instant: 0
+// when it logged nothing.
+func (l *SlidingLog) spend(t int64, rule Rule, cost int64) int64 {
 	w := min(cost, rule.Limit-l.count())
 	if w <= 0 {
-		return
+		return 0
 	}
 	top := l.base
 	if l.n > 0 {
 		top = l.at(l.n - 1).cum
+		t = max(t, l.at(l.n-1).t)
 	}
-	l.push(logEntry{t: now.UnixNano(), cum: top + w}, int(rule.Limit))
+	l.push(logEntry{t: t, cum: top + w}, int(rule.Limit))
+	return t
+}
+
+// Reserve logs cost units at now as [SlidingLog.Spend] does, and returns
+// the mark of their entry ([Decision.Mark]): its instant, Unix
+// nanoseconds, a nanosecond after the newest entry when that is at now
+// or later, so that the entry is the first one at its instant and the
+// mark finds it (it leaves the window that nanosecond later). It
+// returns 0 when it logged nothing.
+func (l *SlidingLog) Reserve(now time.Time, rule Rule, cost int64) int64 {
+	t := now.UnixNano()
+	if l.n > 0 {
+		t = max(t, l.at(l.n-1).t+1)
+	}
+	return l.spend(t, rule, cost)
+}
+
+// Adjust settles delta units (negative: given back) of the entry whose
+// mark is mark, at now: while the entry is in the window, its units move
+// by delta (never below zero: an entry left with none is dropped), and
+// every later entry's sum with them, so that the units that count stay
+// the sum of the entries; once it has left, nothing changes. The log
+// holds at most the limit: a delta that takes it past keeps the newest
+// limit units, as a limit that shrank does (the log is full). A mark of
+// 0 logs delta units at now as [SlidingLog.Spend] does: the log full at
+// most.
+func (l *SlidingLog) Adjust(now time.Time, rule Rule, mark, delta int64) {
+	t := now.UnixNano()
+	cutoff := t - int64(rule.Window)
+	l.trim(cutoff, rule.Limit)
+	if mark == 0 {
+		l.spend(t, rule, delta)
+		return
+	}
+	k := l.find(mark)
+	if k < 0 {
+		return
+	}
+	prev := l.base
+	if k > 0 {
+		prev = l.at(k - 1).cum
+	}
+	w := l.at(k).cum - prev
+	d := max(w+delta, 0) - w
+	for i := k; i < l.n; i++ {
+		l.ents[(l.head+i)%len(l.ents)].cum += d
+	}
+	if w+d == 0 {
+		l.remove(k)
+	}
+	l.trim(cutoff, rule.Limit)
+}
+
+// Live reports whether the entry whose mark is mark is in the window at
+// now.
+func (l *SlidingLog) Live(now time.Time, rule Rule, mark int64) bool {
+	return mark > now.UnixNano()-int64(rule.Window) && l.find(mark) >= 0
+}
+
+// find returns the index of the first entry held at instant mark, or -1.
+func (l *SlidingLog) find(mark int64) int {
+	if mark == 0 {
+		return -1
+	}
+	k := sort.Search(l.n, func(i int) bool { return l.at(i).t >= mark })
+	if k == l.n || l.at(k).t != mark {
+		return -1
+	}
+	return k
+}
+
+// remove forgets entry k, which holds no unit (its cum is the one
+// before it).
+func (l *SlidingLog) remove(k int) {
+	if k == 0 {
+		l.drop()
+		return
+	}
+	for i := k; i < l.n-1; i++ {
+		l.ents[(l.head+i)%len(l.ents)] = l.at(i + 1)
+	}
+	l.n--
 }
 
 // Len returns the number of entries held (admitted requests, whatever

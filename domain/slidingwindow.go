@@ -137,3 +137,36 @@ func mod(t, w int64) int64 {
 	}
 	return r
 }
+
+// Reserve spends cost units at now as [SlidingWindow.Spend] does, and
+// returns the mark of the window they counted in ([Decision.Mark]): its
+// start, Unix nanoseconds.
+func (s *SlidingWindow) Reserve(now time.Time, rule Rule, cost int64) int64 {
+	s.Spend(now, rule, cost)
+	return s.start
+}
+
+// Adjust settles delta units (negative: given back) in the window whose
+// mark is mark, at now: while that window is the current one or the
+// previous (its count still weighs), its count moves by delta (never
+// below zero; past the limit when delta takes it there), and later
+// nothing changes. A mark of 0 charges delta in the current window.
+func (s *SlidingWindow) Adjust(now time.Time, rule Rule, mark, delta int64) {
+	s.roll(now, rule)
+	switch {
+	case mark == 0:
+		s.curr += max(delta, 0)
+	case mark == s.start:
+		s.curr = max(s.curr+delta, 0)
+	case mark == s.start-int64(rule.Window):
+		s.prev = max(s.prev+delta, 0)
+	}
+}
+
+// Live reports whether the window whose mark is mark still weighs at
+// now: it is the current window or the previous one.
+func (s *SlidingWindow) Live(now time.Time, rule Rule, mark int64) bool {
+	t, w := now.UnixNano(), int64(rule.Window)
+	start := t - mod(t, w)
+	return mark != 0 && (mark == start || mark == start-w)
+}

@@ -74,3 +74,42 @@ func decideTokenBucket(ahead, interval time.Duration, cost int64, rule Rule) Dec
 	}
 	return d
 }
+
+// Reserve takes cost tokens at now as [TokenBucket.Spend] does, and
+// returns the mark of the admission ([Decision.Mark]): the TAT it left,
+// Unix nanoseconds, when the bucket has refilled what it took.
+func (b *TokenBucket) Reserve(now time.Time, rule Rule, cost int64) int64 {
+	b.Spend(now, rule, cost)
+	return b.tat
+}
+
+// Adjust settles delta tokens (negative: given back) of the admission
+// whose mark is mark, at now. Until the mark (the bucket has not yet
+// refilled what the admission took), TAT moves by delta intervals:
+// never before now (a full bucket holds no more, and a refund of tokens
+// that have refilled since gives nothing), and never more than two
+// capacities past now (an empty bucket and one window's debt: an
+// over-use makes requests wait up to a window longer, not for ever).
+// From the mark on, nothing changes: the admission's tokens are back
+// whatever it used. A mark of 0 charges delta tokens at now, within the
+// same bounds.
+func (b *TokenBucket) Adjust(now time.Time, rule Rule, mark, delta int64) {
+	t := now.UnixNano()
+	if mark != 0 && t >= mark {
+		return
+	}
+	if mark == 0 {
+		delta = max(delta, 0)
+	}
+	interval := int64(TokenInterval(rule))
+	capacity := rule.Limit * interval
+	// |delta| ≤ MaxCostUnits: the product stays far from overflowing.
+	tat := max(b.tat, t) + min(max(delta, -2*rule.Limit), 2*rule.Limit)*interval
+	b.tat = min(max(tat, t), t+2*capacity)
+}
+
+// Live reports whether the admission whose mark is mark has tokens not
+// yet refilled at now.
+func (b *TokenBucket) Live(now time.Time, _ Rule, mark int64) bool {
+	return mark != 0 && now.UnixNano() < mark
+}

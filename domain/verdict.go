@@ -168,19 +168,32 @@ func Admits(decisions []Decision) bool {
 // it would have if it were enforced, so its would-be denials are what
 // enforcing it would deny; under CountHits or CountEvery it spends (and
 // reports nothing left), as a counter does. Every decision carries its
-// limit's Shadow and Quota. The verdict's Decisions are written into
-// dst[:0] when it has room for len(req.Limits), and else are Settle's
-// one allocation.
+// limit's Shadow and Quota.
+//
+// A Reserve limit ([Limit.Reserve]) that its Cost would deny while
+// something remains is decided again at what remains: it admits, and
+// spends less than its Cost, all or nothing with the request's other
+// limits as any limit. Its decision's Spent is what it spends, by the
+// rule above, at its Cost or at what remained (0 when it spends
+// nothing); the caller spends Spent from it, not Cost, and sets Mark
+// where it counted. A Reserve limit that spends nothing has Mark
+// [NoMark]. The verdict's Decisions are written into dst[:0] when it has
+// room for len(req.Limits), and else are Settle's one allocation.
 func Settle(req Request, c Counting, dst []Decision, decide func(i int, cost int64) Decision) Verdict {
 	n := len(req.Limits)
 	if cap(dst) < n {
 		dst = make([]Decision, 0, n)
 	}
 	v := Verdict{Decisions: dst[:0]}
-	shadowDenied := false
+	shadowDenied, reserves := false, false
 	for i := range n {
 		lim := req.Limits[i]
-		d := decide(i, req.ahead(i)+lim.Cost)
+		ahead := req.ahead(i)
+		d := decide(i, ahead+lim.Cost)
+		if lim.Reserve {
+			reserves = true
+			d = reserve(d, i, ahead, lim.Cost, decide)
+		}
 		d.Shadow, d.Quota = lim.Shadow, lim.Quota
 		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
 		v.Decisions = append(v.Decisions, d)
@@ -197,6 +210,9 @@ func Settle(req Request, c Counting, dst []Decision, decide func(i int, cost int
 				}
 			}
 		}
+		if reserves {
+			spent(req, c, v)
+		}
 		return v
 	}
 	v.Outcome = OutcomeDenied
@@ -212,7 +228,44 @@ func Settle(req Request, c Counting, dst []Decision, decide func(i int, cost int
 			v.Decisions[i].Shadow, v.Decisions[i].Quota = d.Shadow, d.Quota
 		}
 	}
+	if reserves {
+		spent(req, c, v)
+	}
 	return v
+}
+
+// NoMark is the [Decision.Mark] of a Reserve limit that spent nothing
+// (the request was denied, or the limit in shadow mode would have
+// denied it): a settlement leaves it as it is.
+const NoMark = -1
+
+// reserve returns d, Reserve limit i's decision at its cost (cost units
+// after ahead units of the limits before it on its key), decided again
+// at what remains when that denies and something remains; Spent holds
+// the cost it was decided at (spent () keeps it only when it spends).
+func reserve(d Decision, i int, ahead, cost int64, decide func(int, int64) Decision) Decision {
+	if !d.Allowed {
+		if left := d.Remaining - ahead; left >= 1 && left < cost {
+			cost = left
+			d = decide(i, ahead+cost)
+		}
+	}
+	d.Spent = cost
+	return d
+}
+
+// spent settles the Spent of v's Reserve limits: what each spends by
+// [Spends] (its cost, or what remained), 0 with [NoMark] when it spends
+// nothing.
+func spent(req Request, c Counting, v Verdict) {
+	for i := range v.Decisions {
+		switch {
+		case !req.Limits[i].Reserve:
+		case Spends(req, c, v, i) && v.Decisions[i].Spent > 0:
+		default:
+			v.Decisions[i].Spent, v.Decisions[i].Mark = 0, NoMark
+		}
+	}
 }
 
 // Spends reports whether limit i of req spends its Cost under v, the
@@ -221,7 +274,8 @@ func Settle(req Request, c Counting, dst []Decision, decide func(i int, cost int
 // c is [CountHits]; always when c is [CountEvery]. A concurrency limit
 // spends (takes a slot) only when v admits the request and it admits it,
 // whatever c says (and a limit of cost 0, a check, takes none): a
-// request holds no slot it would not give back.
+// request holds no slot it would not give back. A Reserve limit that
+// spends spends its decision's Spent, not its Cost.
 func Spends(req Request, c Counting, v Verdict, i int) bool {
 	if req.Limits[i].Concurrency {
 		return v.Allowed && v.Decisions[i].Allowed && req.Limits[i].Cost > 0

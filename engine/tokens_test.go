@@ -31,15 +31,9 @@ func (b *budgets) Allow(_ context.Context, req domain.Request, dst []domain.Deci
 	v := domain.Settle(req, domain.CountAdmitted, dst, func(i int, cost int64) domain.Decision {
 		l := req.Limits[i]
 		left := l.Rule.Limit - b.spent[l.Key]
-		if l.Reserve && cost > left && left > 0 {
-			cost = left
-		}
 		d := domain.Decision{Allowed: cost <= left, Limit: l.Rule.Limit, Remaining: max(left, 0), ResetAfter: time.Minute}
 		if d.Allowed {
 			d.Remaining -= cost
-			if l.Reserve {
-				d.Spent, d.Mark = cost, 1
-			}
 		} else {
 			d.RetryAfter = time.Minute
 		}
@@ -48,8 +42,8 @@ func (b *budgets) Allow(_ context.Context, req domain.Request, dst []domain.Deci
 	for i, l := range req.Limits {
 		if domain.Spends(req, domain.CountAdmitted, v, i) {
 			c := l.Cost
-			if l.Reserve {
-				c = v.Decisions[i].Spent
+			if l.Reserve { // domain.Settle decided it at what remains
+				c, v.Decisions[i].Mark = v.Decisions[i].Spent, 1
 			}
 			b.spent[l.Key] += c
 		} else if l.Reserve {

@@ -141,7 +141,13 @@ type Pinger interface {
 // window or period: a report of work done elsewhere. It creates no key
 // without a TTL, makes at most one round trip and is never resent, so
 // a settlement lands at most once; the caller settles each admitted
-// request once. Implementations are safe for concurrent use.
+// request once. A Reserve limit whose admission spent nothing (Mark
+// [domain.NoMark]: the request was denied, or a shadow limit would have
+// denied it) is left alone. Only a verdict the store decided is settled
+// (outcome allowed or shadow_denied): a fail mode's verdict carries no
+// decisions, or the local fallback's, whose marks the store cannot read,
+// and the local reservation stands. Implementations are safe for
+// concurrent use.
 type Settler interface {
 	Settle(ctx context.Context, req domain.Request, adm []domain.Decision, used int64) error
 }

@@ -210,6 +210,12 @@ func (l Layout) Family(key string) string {
 	return key
 }
 
+// Reserved returns the key of the reservations in flight of a Reserve
+// limit ([domain.Limit.Reserve]) whose key is key (a calendar limit's:
+// its base, not a period's): "<key>~reserved", in key's Redis Cluster
+// slot. No name holds '~', so no other limit's key is one.
+func Reserved(key string) string { return key + "~reserved" }
+
 // PeriodKey returns the key of a calendar limit's period that starts at
 // start: base (the limit's [Key] under the fixed window's shape, whatever
 // the algorithm) and the start in Unix seconds, "<base>@<seconds>". No

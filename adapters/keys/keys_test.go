@@ -54,10 +54,12 @@ func TestKeysNeverCollide(t *testing.T) {
 			for _, l := range limits {
 				k := keys.Key("rl:", "acme", a, r, l)
 				who := a + "/" + r + "/" + l
-				if other, ok := seen[k]; ok {
-					t.Errorf("%s and %s share key %q", who, other, k)
+				for _, k := range []string{k, keys.Reserved(k)} {
+					if other, ok := seen[k]; ok {
+						t.Errorf("%s and %s share key %q", who, other, k)
+					}
+					seen[k] = who
 				}
-				seen[k] = who
 			}
 		}
 	}
@@ -136,6 +138,14 @@ func TestAnonymousSubjectKey(t *testing.T) {
 		if got := keys.Key("rl:", s, domain.AlgorithmFixedWindow, "", domain.DefaultLimit); got != tt.want {
 			t.Errorf("Key of %s = %q, want %q", tt.addr, got, tt.want)
 		}
+	}
+}
+
+// TestReserved: a Reserve limit's reservations are in its key's slot.
+func TestReserved(t *testing.T) {
+	t.Parallel()
+	if got, want := keys.Reserved("rl:{acme}:tokens"), "rl:{acme}:tokens~reserved"; got != want {
+		t.Errorf("Reserved = %q, want %q", got, want)
 	}
 }
 

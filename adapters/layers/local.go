@@ -32,6 +32,12 @@ type LocalOptions struct {
 // [domain.OutcomeLocalAllowed] or [domain.OutcomeLocalDenied]. Decisions
 // return to the store as soon as it answers.
 //
+// A Reserve limit's local decision spends in the local limiter, which
+// a settlement does not reach: the engine settles only what the store
+// decided (outcomes allowed and shadow_denied), so a request admitted
+// locally keeps its reservation there, the local budget's estimate of
+// what it used.
+//
 // A local limiter whose memory is full ([ports.ErrStoreFull]) returns
 // that error, so that the engine decides the request again as the
 // unknown tenant, never unmetered. One that fails otherwise (a malformed
@@ -68,8 +74,9 @@ func FailLocal(opts LocalOptions) ports.Layer {
 // divide returns req with every limit divided by n, rounded up, and never
 // below what req spends from it (up to the whole limit): a route whose
 // cost is above a replica's share would otherwise be denied for the whole
-// outage, though the fleet's budget admits it. It leaves req's own slice
-// alone.
+// outage, though the fleet's budget admits it. A Reserve limit is not
+// raised so ([domain.Limit.Reserve]): it reserves what its share has
+// left. It leaves req's own slice alone.
 func divide(req domain.Request, n int) domain.Request {
 	if n <= 1 {
 		return req
@@ -77,7 +84,7 @@ func divide(req domain.Request, n int) domain.Request {
 	limits := make([]domain.Limit, len(req.Limits))
 	for i, l := range req.Limits {
 		share := (l.Rule.Limit + int64(n) - 1) / int64(n)
-		if !l.Concurrency { // a slot is one request, whatever its cost
+		if !l.Concurrency && !l.Reserve { // a slot is one request, whatever its cost; a reservation fits what remains
 			share = max(share, min(l.Cost, l.Rule.Limit))
 		}
 		l.Rule.Limit = share

@@ -200,3 +200,22 @@ func TestFailLocalShareNotBelowCost(t *testing.T) {
 		t.Errorf("costs 1 and 7 of 9 over 3 replicas: %+v, %v; want admitted against local limits of 3 and 7", v, err)
 	}
 }
+
+// TestFailLocalReserve: a Reserve limit's local share is the limit
+// divided, not raised to the reservation: it reserves what the share
+// has left, and denies once nothing is.
+func TestFailLocalReserve(t *testing.T) {
+	t.Parallel()
+	local := newMemory(t, memory.Options{SweepInterval: -1})
+	store := &fakeStore{}
+	store.down.Store(true)
+	l := ports.Chain(store, layers.FailLocal(layers.LocalOptions{Limiter: local, Replicas: func() int { return 4 }}))
+	req := limitRequest(1000)
+	req.Limits[0].Cost, req.Limits[0].Reserve = 300, true
+	for i, want := range []int64{250, 0} {
+		v, err := l.Allow(t.Context(), req, nil)
+		if err != nil || v.Allowed != (want > 0) || v.Decisions[0].Limit != 250 || v.Decisions[0].Spent != want {
+			t.Fatalf("reserve 300 of 1000 over 4 replicas, request %d: %+v, %v; want spent %d of a local limit of 250", i+1, v, err, want)
+		}
+	}
+}

@@ -83,6 +83,7 @@ var ErrFull = fmt.Errorf("memory: %w", ports.ErrStoreFull)
 var (
 	_ ports.Limiter = (*Limiter)(nil)
 	_ ports.Usage   = (*Limiter)(nil)
+	_ ports.Settler = (*Limiter)(nil)
 )
 
 // Limiter is an algorithm in process memory: a [ports.Limiter] for one
@@ -95,7 +96,11 @@ var (
 // concurrency limit ([domain.Limit.Concurrency]) is a count of the slots
 // its admitted requests hold in this process ([domain.Slots]), given back
 // by the verdict's Release; no lease is needed, since a crash frees them
-// all.
+// all. A Reserve limit ([domain.Limit.Reserve]) spends its cost or what
+// remains, and its decision's Mark names its window, period or entry;
+// [Limiter.Settle] replaces the reservation with what was used, and the
+// store counts the reservations in flight (a usage read's
+// [domain.Decision.Reserved]), exactly: they are this process's requests.
 //
 // Limiter is safe for concurrent use by multiple goroutines. Allow of
 // keys it already holds allocates nothing but the verdict's decisions
@@ -111,6 +116,7 @@ type Limiter struct {
 type store interface {
 	ports.Limiter
 	ports.Usage
+	ports.Settler
 	Len() int
 	Close() error
 	view(View) store
@@ -163,6 +169,9 @@ type state[S any] interface {
 	*S
 	Decide(now time.Time, rule domain.Rule, w domain.Windows, cost int64) domain.Decision
 	Spend(now time.Time, rule domain.Rule, w domain.Windows, cost int64)
+	Reserve(now time.Time, rule domain.Rule, w domain.Windows, cost int64) int64
+	Adjust(now time.Time, rule domain.Rule, w domain.Windows, mark, delta int64)
+	Live(now time.Time, rule domain.Rule, w domain.Windows, mark int64) bool
 }
 
 // ruleState is a domain policy that decides by a limit's rule alone.
@@ -170,6 +179,9 @@ type ruleState[S any] interface {
 	*S
 	Decide(now time.Time, rule domain.Rule, cost int64) domain.Decision
 	Spend(now time.Time, rule domain.Rule, cost int64)
+	Reserve(now time.Time, rule domain.Rule, cost int64) int64
+	Adjust(now time.Time, rule domain.Rule, mark, delta int64)
+	Live(now time.Time, rule domain.Rule, mark int64) bool
 }
 
 // byRule is the state of a policy that reads nothing but the rule (the
@@ -182,6 +194,18 @@ func (b *byRule[S, P]) Decide(now time.Time, rule domain.Rule, _ domain.Windows,
 
 func (b *byRule[S, P]) Spend(now time.Time, rule domain.Rule, _ domain.Windows, cost int64) {
 	P(&b.s).Spend(now, rule, cost)
+}
+
+func (b *byRule[S, P]) Reserve(now time.Time, rule domain.Rule, _ domain.Windows, cost int64) int64 {
+	return P(&b.s).Reserve(now, rule, cost)
+}
+
+func (b *byRule[S, P]) Adjust(now time.Time, rule domain.Rule, _ domain.Windows, mark, delta int64) {
+	P(&b.s).Adjust(now, rule, mark, delta)
+}
+
+func (b *byRule[S, P]) Live(now time.Time, rule domain.Rule, _ domain.Windows, mark int64) bool {
+	return P(&b.s).Live(now, rule, mark)
 }
 
 // maxLimits is how many limits a request may carry here: a policy has a
@@ -228,10 +252,16 @@ type limiterEntry[S any] struct {
 }
 
 // calendarSlots is a calendar limit's period or a concurrency limit's
-// slots: one key is only ever one kind, but the kinds share its entry.
+// slots: one key is only ever one kind, but the kinds share its entry;
+// and a Reserve limit's reservations in flight.
 type calendarSlots struct {
 	period domain.PeriodWindow
 	slots  domain.Slots
+	// reserved is the units of the reservations in flight (admitted, not
+	// yet settled), by mark; pruneAt is the number of marks at which
+	// the ones whose window ended are dropped.
+	reserved map[int64]int64
+	pruneAt  int
 }
 
 const (
@@ -345,8 +375,13 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domai
 		for i := range n {
 			e := entries[i]
 			c := req.Limits[i].Cost
+			if req.Limits[i].Reserve {
+				c = v.Decisions[i].Spent
+			}
 			switch {
 			case c == 0 || !domain.Spends(req, l.Counting, v, i):
+			case req.Limits[i].Reserve:
+				l.reserve(e, now, req.Limits[i], &v.Decisions[i])
 			case req.Limits[i].Concurrency:
 				e.extra().slots.Acquire()
 				if r == nil {

@@ -8,7 +8,8 @@ import (
 
 // Peek implements [ports.Usage]: each limit decided at cost 0 on its
 // state, or on a fresh one when the store holds none; nothing is created
-// or changed.
+// or changed. A decision's Reserved is the reservations in flight whose
+// window, period or entry still counts.
 func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verdict, error) {
 	if len(req.Limits) > maxLimits {
 		return domain.Verdict{}, errTooManyLimits
@@ -28,9 +29,15 @@ func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verd
 			var fresh limiterEntry[S]
 			return l.decide(&fresh, now, lim, 0)
 		}
-		return l.decide(e, now, lim, 0)
+		d := l.decide(e, now, lim, 0)
+		d.Reserved = l.reservedOf(e, now, lim)
+		return d
 	}
-	return domain.Settle(req, domain.CountAdmitted, nil, decide), nil
+	v := domain.Settle(req, domain.CountAdmitted, nil, decide)
+	for i := range v.Decisions {
+		v.Decisions[i].Spent, v.Decisions[i].Mark = 0, 0 // a read spends nothing
+	}
+	return v, nil
 }
 
 // Reset implements [ports.Usage]: every limit's key is dropped, so that

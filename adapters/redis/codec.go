@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/adapters/keys"
 	"github.com/tollgate/tollgate/adapters/redis/fleet"
 	"github.com/tollgate/tollgate/domain"
 )
@@ -16,16 +17,18 @@ import (
 //
 //	KEYS[i]          limit i's key (a calendar limit's: its current period's), i = 1..n
 //	KEYS[n+2j-1..]   the j-th calendar limit's previous and next periods' keys
+//	after them       each Reserve limit's reservations in flight (keys.Reserved)
 //	ARGV[A_*]        the script-wide arguments (header)
 //	ARGV[A_LIMITS + (i-1)*stride + L_*]   limit i's arguments
-//	after them       the holders to remove first, which slot limits point at
+//	after them       the holders to remove first, which slot limits point at;
+//	                 in a settlement, each limit's mark and what it spent
 //
 // Script-wide arguments, the same for every limit of a call.
 const (
 	argMode    = iota + 1  // the counting mode ([mode]), or a peek
 	argAligned             // "1": fixed windows aligned to the epoch, "0" not
 	argKinds               // one byte per limit: [kindRule], [kindCalendar], [kindSlot]
-	argFlags               // one byte per limit: '0' enforced, '1' shadow, '2' quota, '3' both
+	argFlags               // one byte per limit: '0' enforced, '1' shadow, '2' quota, '3' both; 4 more for a Reserve limit
 	argStride              // the arguments each limit has
 	argLimits  = argStride // limit i's k-th argument is ARGV[argLimits + (i-1)*stride + k]
 )
@@ -85,6 +88,7 @@ const (
 	countOver     mode = '2' // an admitted request spends from every limit, one that denies too
 	countBoth     mode = '3' // countDenied and countOver
 	modePeek      mode = 'p' // decide every limit at cost 0 and write nothing
+	modeSettle    mode = 's' // settle every limit (each a Reserve limit): spend its cost more at its mark
 )
 
 // counting returns the mode of a decision: denials counted when asked
@@ -129,6 +133,7 @@ type ruleArgs func(b *args, base int, r domain.Rule)
 type shape struct {
 	stride    int
 	calendars int
+	reserves  int
 	slots     bool
 }
 
@@ -136,6 +141,9 @@ type shape struct {
 func shapeOf(req domain.Request, sp *spec) shape {
 	s := shape{stride: limKind - 1 + sp.ruleArgs}
 	for _, lim := range req.Limits {
+		if lim.Reserve {
+			s.reserves++
+		}
 		switch {
 		case lim.Concurrency:
 			s.slots = true
@@ -158,14 +166,18 @@ type call struct {
 	holder  string        // the request's slots' holder ("": takes none)
 	leases  *fleet.Leases // the slots' leases, with a holder
 	now     time.Time     // the replica's clock, for calendar periods
+	// adm and used are a settlement's: the admission's decisions, one
+	// per limit, and the units used.
+	adm  []domain.Decision
+	used int64
 }
 
 // encode returns the arguments of c's EVALSHA (numkeys, KEYS, ARGV) in
 // a builder from the pool (putArgs).
 func (c *call) encode() *args {
 	n, sh := len(c.req.Limits), c.shape
-	keys := n + 2*sh.calendars
-	b := getArgs(3+keys+argLimits+sh.stride*n, sh.stride*n, keys+2)
+	keys := n + 2*sh.calendars + sh.reserves
+	b := getArgs(3+keys+argLimits+sh.stride*n+2*n, sh.stride*n+2*n, keys+2)
 	b.a = c.spec.script.AppendCall(b.a, keys)
 	var pbuf [4]*periods
 	pers := c.keys(b, pbuf[:0])
@@ -193,6 +205,12 @@ func (c *call) encode() *args {
 	for _, h := range released {
 		b.str(h)
 	}
+	if c.mode == modeSettle {
+		for i := range c.req.Limits {
+			b.int(c.adm[i].Mark)
+			b.int(c.adm[i].Spent)
+		}
+	}
 	return b
 }
 
@@ -216,6 +234,13 @@ func (c *call) keys(b *args, pers []*periods) []*periods {
 	for _, k := range neighbours {
 		b.str(k)
 	}
+	if c.shape.reserves > 0 {
+		for _, lim := range c.req.Limits {
+			if lim.Reserve {
+				b.str(keys.Reserved(lim.Key))
+			}
+		}
+	}
 	return pers
 }
 
@@ -230,7 +255,7 @@ func (c *call) header(b *args, aligned bool) {
 	b.rawFrom(start)
 	start = len(b.buf)
 	for _, lim := range c.req.Limits {
-		b.buf = append(b.buf, '0'+b2i(lim.Shadow)+2*b2i(lim.Quota))
+		b.buf = append(b.buf, '0'+b2i(lim.Shadow)+2*b2i(lim.Quota)+4*b2i(lim.Reserve))
 	}
 	b.rawFrom(start)
 	b.int(int64(c.shape.stride))
@@ -259,6 +284,8 @@ func (c *call) cost(i int) int64 {
 	switch {
 	case c.mode == modePeek:
 		return 0
+	case c.mode == modeSettle:
+		return c.used - c.adm[i].Spent
 	}
 	return c.req.Limits[i].Cost
 }
@@ -276,7 +303,7 @@ func kindOf(lim domain.Limit) byte {
 
 // Header values, boxed once.
 var (
-	modeArgs    = [...]any{countAdmitted: "0", countDenied: "1", countOver: "2", countBoth: "3", modePeek: "p"}
+	modeArgs    = [...]any{countAdmitted: "0", countDenied: "1", countOver: "2", countBoth: "3", modePeek: "p", modeSettle: "s"}
 	alignedArgs = [2]any{"0", "1"}
 	zeroArg     = any(int64(0))
 )

@@ -19,7 +19,11 @@
 //
 // Other limits and routes append their names after these (see
 // keys.Key), so no two shapes ever share a key: no WRONGTYPE when the
-// algorithm changes on a live Redis.
+// algorithm changes on a live Redis. A Reserve limit (a token limit)
+// keeps its reservations in flight beside its key, in a hash of a field
+// per window they counted in (keys.Reserved, "<key>~reserved"), which
+// expires when its newest window ends: a replica that crashed holding a
+// reservation shows it in usage reads until then.
 //
 // It runs on Redis 7 and on Valkey 8 alike (both tested).
 //

@@ -42,7 +42,10 @@ type Options struct {
 // a wiring defect, reported as a store error.
 var errNoLeases = errors.New("redis: a concurrency limit needs Options.Leases")
 
-var _ ports.Limiter = (*Limiter)(nil)
+var (
+	_ ports.Limiter = (*Limiter)(nil)
+	_ ports.Settler = (*Limiter)(nil)
+)
 
 // Limiter is an algorithm on Redis, shared by every gateway replica: a
 // [ports.Limiter] whose every decision is one run of the algorithm's Lua
@@ -131,8 +134,13 @@ func New(c *conn.Client, algorithm string, opts Options) (*Limiter, error) {
 
 // replyStride is how many values a script replies per limit: ok,
 // remaining, reset and retry in µs, and the window in µs (0: the rule's;
-// for a concurrency limit, the slots held).
-const replyStride = 5
+// for a concurrency limit, the slots held). reserveStride is how many
+// it replies after them per Reserve limit: what it spent, its mark, and
+// in a peek its reservations in flight.
+const (
+	replyStride   = 5
+	reserveStride = 3
+)
 
 var _ ports.Usage = (*Limiter)(nil)
 
@@ -165,10 +173,10 @@ func (l *Limiter) run(ctx context.Context, req domain.Request, dst []domain.Deci
 		c.holder, c.leases = l.opts.Leases.Holder(), l.opts.Leases
 	}
 	b := c.encode()
-	r, reusable, err := runArgs(ctx, l.spec.script, l.client, b, 1+replyStride*len(req.Limits))
+	r, reusable, err := runArgs(ctx, l.spec.script, l.client, b, 1+replyStride*len(req.Limits)+reserveStride*c.shape.reserves)
 	var v domain.Verdict
 	if err == nil {
-		v, err = verdict(req, dst, r)
+		v, err = verdict(req, dst, r, m == modePeek)
 	}
 	if reusable {
 		putArgs(b) // r is read

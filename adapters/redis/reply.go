@@ -9,10 +9,12 @@ import (
 
 // verdict maps a script's reply to the Verdict of req: r[0] is 1 when the
 // request was admitted, then per limit ok, remaining, reset and retry
-// (µs), and the window (µs; for a concurrency limit, the slots held). A reply whose verdict disagrees with its own decisions is a
+// (µs), and the window (µs; for a concurrency limit, the slots held),
+// then per Reserve limit what it spent and its mark, or in a peek its
+// reservations in flight. A reply whose verdict disagrees with its own decisions is a
 // defect, reported rather than guessed at. The decisions are written
 // into dst[:0] when it has room for them.
-func verdict(req domain.Request, dst []domain.Decision, r []int64) (domain.Verdict, error) {
+func verdict(req domain.Request, dst []domain.Decision, r []int64, peek bool) (domain.Verdict, error) {
 	n := len(req.Limits)
 	if cap(dst) < n {
 		dst = make([]domain.Decision, 0, n)
@@ -36,6 +38,20 @@ func verdict(req domain.Request, dst []domain.Decision, r []int64) (domain.Verdi
 		}
 		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
 		v.Decisions = append(v.Decisions, d)
+	}
+	if rest := r[1+replyStride*n:]; len(rest) > 0 {
+		for i, lim := range req.Limits {
+			if !lim.Reserve {
+				continue
+			}
+			d := &v.Decisions[i]
+			if peek {
+				d.Reserved = rest[2]
+			} else {
+				d.Spent, d.Mark = rest[0], rest[1]
+			}
+			rest = rest[reserveStride:]
+		}
 	}
 	switch {
 	case v.Allowed != domain.Admits(v.Decisions):

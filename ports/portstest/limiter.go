@@ -15,7 +15,8 @@ import (
 // and RetryAfter, exactness under concurrency, several limits decided
 // all or nothing, cost, shadow limits (they never deny, and spend only
 // what they admit), expiring keys, and concurrency limits (see
-// [TestConcurrencyLimits]). How an algorithm treats a window's edge
+// [TestConcurrencyLimits]), and Reserve limits, settled when the
+// limiter is a [ports.Settler]. How an algorithm treats a window's edge
 // differs between algorithms; see [BoundaryBurst]. A limiter that reads
 // usage ([ports.Usage]) runs that contract too.
 func TestLimiter(t *testing.T, h LimiterHarness) {
@@ -153,6 +154,8 @@ func TestLimiter(t *testing.T, h LimiterHarness) {
 	})
 
 	testSeveralLimits(t, h)
+
+	testReserve(t, h)
 
 	testRate(t, h)
 

@@ -89,6 +89,35 @@ local kinds = ARGV[A_KINDS]
 local flags = ARGV[A_FLAGS]
 local n = #kinds
 local stride = tonumber(ARGV[A_STRIDE])
+-- A Reserve limit (a token limit: its flag has 4 added) admits while
+-- anything remains, and spends its cost or what remains (run.lua); its
+-- reservations in flight are counted in a hash of its own key, its
+-- companion (KEYS after the calendar limits' neighbours, one per Reserve
+-- limit in order), under a field per window its admissions counted in.
+-- The shapes that return early take no Reserve limit (their flags are
+-- '0'). ARGV[A_MODE] 's' settles the request's limits (every one a
+-- Reserve limit): L_COST is what to spend more (negative: give back), and
+-- after every limit's arguments come its mark and what its admission
+-- spent (0 and 0: charge now).
+local settling = ARGV[A_MODE] == 's'
+-- rsv_key maps a Reserve limit's index to its companion's key, only
+-- for a request with a Reserve limit.
+local rsv_key
+if flags ~= '0' and string.find(flags, '[4-7]') then
+  rsv_key = {}
+  local k = n
+  for i = 1, n do
+    if string.byte(kinds, i) == 99 then
+      k = k + 2
+    end
+  end
+  for i = 1, n do
+    if string.byte(flags, i) >= 52 then
+      k = k + 1
+      rsv_key[i] = KEYS[k]
+    end
+  end
+end
 
 -- raw returns limit i's argument k (an L_ name) as sent; arg, as a
 -- number.
@@ -219,6 +248,43 @@ if kinds ~= 'r' and string.find(kinds, 'c', 1, true) then
     -- something else) gets it too, so none counts forever, and a period
     -- whose end a reload moved ends when it now does.
     redis.call('PEXPIREAT', st.key, st.e + 60000)
+    st.mark = st.s -- a Reserve limit's
+  end
+end
+-- A calendar Reserve limit: its mark is the period's start (ms), which
+-- its spend records; a settlement lands in that period while it is
+-- Redis's current one. cal_until returns when the period of mark ends
+-- (µs), nil for one not around the replica's clock.
+local cal_until, cal_adjust
+if cal_read and rsv_key then
+  cal_until = function(i, mark)
+    local b0, b1, b2, b3 = arg(i, L_CAL_PREV), arg(i, L_CAL_CUR), arg(i, L_CAL_NEXT), arg(i, L_CAL_END)
+    if mark == b0 then
+      return b1 * 1000
+    elseif mark == b1 then
+      return b2 * 1000
+    elseif mark == b2 then
+      return b3 * 1000
+    end
+  end
+  if settling then
+    cal_adjust = function(i, _, mark, delta)
+      local st = cal_read(i)
+      if st.err then
+        return
+      end
+      if mark == 0 then
+        if delta > 0 then
+          cal_spend(i, st, delta)
+        end
+        return
+      end
+      local d = math.max(st.count + delta, 0) - st.count
+      if st.s == mark and d ~= 0 then
+        redis.call('INCRBY', st.key, d)
+        redis.call('PEXPIREAT', st.key, st.e + 60000)
+      end
+    end
   end
 end
 

@@ -132,9 +132,66 @@ local function spend(i, key, st, c)
   -- At most up to the limit: a limit spent while it denies (counting an
   -- admitted request's every limit) is full, no more.
   local w = math.min(c, arg(i, L_LIMIT) - st.count)
+  st.mark = -1
   if w > 0 then
-    -- Never before the newest: ranks stay in the order of cum.
-    redis.call('ZADD', key, string.format('%d', math.max(now, st.newest or now)), member(st.top + w, w))
+    -- Never before the newest: ranks stay in the order of cum. A
+    -- Reserve limit's entry is a µs after a newest at now or later, so
+    -- that it is the first at its instant, which marks it.
+    local at = math.max(now, st.newest or now)
+    if rsv_key and rsv_key[i] then
+      at = math.max(now, (st.newest or now - 1) + 1)
+    end
+    st.mark = at
+    redis.call('ZADD', key, string.format('%d', at), member(st.top + w, w))
   end
   redis.call('PEXPIRE', key, arg(i, L_TTL_MS))
+end
+
+-- A Reserve limit's mark is its entry's instant (µs; the first member
+-- at that score), which its spend records (-1: it logged nothing): a
+-- settlement moves its units, and every later member's cum with them
+-- (one ZREM and ZADD each: the units that count stay the sum of the
+-- members), while the entry is in the window. rsv_until returns the end
+-- of the window-long span after the one that holds the mark (µs), its
+-- reservations' field.
+local rsv_until, rsv_adjust
+if rsv_key then
+  rsv_until = function(i, mark)
+    local w = arg(i, L_WINDOW_US)
+    return (idiv(mark, w) + 2) * w
+  end
+  if settling then
+    rsv_adjust = function(i, key, mark, delta)
+      if mark == 0 then
+        if delta > 0 then
+          spend(i, key, read(i, key), delta)
+        end
+        return
+      end
+      if mark <= now - arg(i, L_WINDOW_US) then
+        return -- the entry has left the window
+      end
+      local fm = string.format('%d', mark)
+      local m = redis.call('ZRANGEBYSCORE', key, fm, fm, 'LIMIT', 0, 1)[1]
+      local c0, w0 = entry(m)
+      if not c0 then
+        return
+      end
+      local d = math.max(w0 + delta, 0) - w0
+      if d == 0 then
+        return
+      end
+      local ms = redis.call('ZRANGE', key, redis.call('ZRANK', key, m), -1, 'WITHSCORES')
+      for j = 1, #ms, 2 do
+        local c, w = entry(ms[j])
+        if j == 1 then
+          w = w0 + d
+        end
+        redis.call('ZREM', key, ms[j])
+        if w > 0 then
+          redis.call('ZADD', key, ms[j + 1], member(c + d, w))
+        end
+      end
+    end
+  end
 end

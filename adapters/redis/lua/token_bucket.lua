@@ -60,7 +60,40 @@ end
 local function spend(i, key, st, c, r)
   -- At most an empty bucket: a limit spent while it denies (counting an
   -- admitted request's every limit) owes no more than its capacity.
-  store(key, math.min(st.ahead + c * arg(i, L_INTERVAL_NS), arg(i, L_LIMIT) * arg(i, L_INTERVAL_NS)))
+  local ahead = math.min(st.ahead + c * arg(i, L_INTERVAL_NS), arg(i, L_LIMIT) * arg(i, L_INTERVAL_NS))
+  store(key, ahead)
+  st.mark = now + us(ahead)
+end
+
+-- A Reserve limit's mark is the TAT its admission left (µs), which its
+-- spend records: a settlement moves TAT by its tokens' intervals until
+-- then (never before now, never more than two capacities past it: an
+-- empty bucket and a window's debt), and nothing after (the tokens are
+-- back). rsv_until returns the end of the window-long span that holds
+-- the mark (µs), its reservations' field.
+local rsv_until, rsv_adjust
+if rsv_key then
+  rsv_until = function(i, mark)
+    local w = arg(i, L_WINDOW_US)
+    return (idiv(mark, w) + 1) * w
+  end
+  if settling then
+    rsv_adjust = function(i, key, mark, delta)
+      if mark ~= 0 and now >= mark then
+        return
+      end
+      if mark == 0 then
+        delta = math.max(delta, 0)
+      end
+      local limit, interval = arg(i, L_LIMIT), arg(i, L_INTERVAL_NS)
+      local st = read(i, key)
+      local d = math.min(math.max(delta, -2 * limit), 2 * limit)
+      local ahead = math.min(math.max(st.ahead + d * interval, 0), 2 * limit * interval)
+      if ahead ~= st.ahead then
+        store(key, ahead)
+      end
+    end
+  end
 end
 
 -- One enforced limit (most requests): an admission decided and spent
