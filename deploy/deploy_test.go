@@ -9,12 +9,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/app/apptest"
 )
@@ -169,41 +171,45 @@ var metricName = regexp.MustCompile(`\btollgate_[a-z0-9_]+`)
 
 // TestQueriedMetricsExist: every metric the dashboard and the rules
 // query is in /metrics of a running gateway that has seen traffic
-// (allowed, denied, on a route with a concurrency limit), and none has a
-// tenant label.
+// (allowed, denied, on a route with a concurrency limit, on a route with
+// a token limit), and none has a tenant label.
 func TestQueriedMetricsExist(t *testing.T) {
 	t.Parallel()
 	policy := filepath.Join(t.TempDir(), "policy.json")
 	if err := os.WriteFile(policy, []byte(`{"limits": [{"name": "per-minute", "limit": 2, "window": "1m"}],
-	  "routes": [{"name": "search", "path": "/search", "limits": [{"name": "parallel", "concurrency": 5}]}]}`), 0o600); err != nil {
+	  "routes": [{"name": "search", "path": "/search", "limits": [{"name": "parallel", "concurrency": 5}]},
+	    {"name": "chat", "path": "/chat", "tokens": "openai", "reserve": 10, "limits": [{"name": "tpm", "limit": 100000, "window": "1m", "meter": "tokens"}]}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := apptest.Start(t, "TOLLGATE_POLICY_FILE="+policy)
-	for _, path := range []string{"/search", "/search", "/search", "/search"} {
-		req, _ := http.NewRequest(http.MethodGet, g.Public+path, nil)
-		req.Header.Set("X-Tenant-ID", "acme")
+	// An upstream that answers as an LLM API does, with the tokens used.
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}`))
+	}))
+	t.Cleanup(upstream.Close)
+	g := apptest.Start(t, "TOLLGATE_POLICY_FILE="+policy, "TOLLGATE_UPSTREAM_URL="+upstream.URL)
+	for _, path := range []string{"/search", "/search", "/search", "/search", "/chat", "/chat"} {
+		req, _ := http.NewRequest(http.MethodPost, g.Public+path, strings.NewReader(`{"model": "m"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Tenant-ID", "acme-"+path[1:]) // the global limit spares the other route
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if path == "/chat" && resp.StatusCode != http.StatusOK {
+			t.Errorf("POST /chat: %d, want 200", resp.StatusCode)
+		}
 		resp.Body.Close()
 	}
-	resp, err := http.Get(g.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	families := map[string]string{} // name → type
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
-			families[f[2]] = f[3]
+	// A token route's settlement is counted once its answer has ended,
+	// which may be after the client read it.
+	var families map[string]string // name → type
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		families = scrape(t, g.Admin+"/metrics")
+		if _, ok := families["tollgate_tokens_used_total"]; ok || time.Now().After(deadline) {
+			break
 		}
-		if strings.Contains(line, "tenant=") || strings.Contains(line, "acme") {
-			t.Errorf("/metrics: a series names a tenant: %s", line)
-		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if len(families) < 10 {
 		t.Fatalf("/metrics: %d families", len(families))
@@ -237,4 +243,28 @@ func TestQueriedMetricsExist(t *testing.T) {
 		}
 		t.Errorf("%s, queried in %s, is not in /metrics", m, where[0])
 	}
+}
+
+// scrape returns the metric families of url, by name, with their type;
+// it fails t on a series that names a tenant.
+func scrape(t *testing.T, url string) map[string]string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	families := map[string]string{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			families[f[2]] = f[3]
+		}
+		if strings.Contains(line, "tenant=") || strings.Contains(line, "acme") {
+			t.Errorf("/metrics: a series names a tenant: %s", line)
+		}
+	}
+	return families
 }
