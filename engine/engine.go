@@ -330,7 +330,8 @@ func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.Tena
 		req.Limits[n] = e.limit(tenant, subject, keyRoute, l)
 		req.Limits[n].Cost = route.Cost
 		if l.Tokens {
-			req.Limits[n].Cost = d.reservation(route)
+			c := d.reservation(route)
+			req.Limits[n].Cost, req.Limits[n].Least = c, min(d.least(), c)
 		}
 		n++
 	}

@@ -115,6 +115,26 @@ func testReserve(t *testing.T, h LimiterHarness) {
 		reserve(t, l, reserving(h.Request(tenant, 100, tok)), true, 70)
 	})
 
+	t.Run("reserve: less left than its least denies, all or nothing", func(t *testing.T) {
+		l := h.New(t)
+		tenant := Tenant()
+		rpm := NamedRule{Name: "requests", Rule: domain.Rule{Limit: 10, Window: 24 * time.Hour}}
+		reserve(t, l, reserving(h.Request(tenant, 90, tok)), true, 90) // 10 tokens left
+		both := h.Request(tenant, 50, rpm, tok)
+		both.Limits[0].Cost = 1
+		both.Limits[1].Reserve, both.Limits[1].Least = true, 20
+		v := reserve(t, l, both, false, 0, 0)
+		if d := v.Decisions[1]; d.Allowed || d.Remaining != 10 {
+			t.Errorf("10 left, least 20: %+v, want denied with 10 left", d)
+		}
+		if d := v.Decisions[0]; d.Remaining != 10 {
+			t.Errorf("the request limit beside it: %+v, want nothing spent (10 left)", d)
+		}
+		// A least that fits: what remains is reserved.
+		both.Limits[1].Least = 10
+		reserve(t, l, both, true, 0, 10)
+	})
+
 	t.Run("settle: a refund and an extra charge in the admission's window", func(t *testing.T) {
 		l := h.New(t)
 		s := settler(t, l)
