@@ -156,17 +156,31 @@ type (
 
 // Allow implements [ports.Limiter]: the algorithm's limiter decides. It
 // calls it directly, not through the store interface, so that the
-// request and dst do not escape to the heap.
-func (l *Limiter) Allow(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+// request and dst do not escape to the heap, and a request of one plain
+// limit straight on its path.
+func (l *Limiter) Allow(_ context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+	one := len(req.Limits) == 1 && plain(&req.Limits[0])
 	switch s := l.store.(type) {
 	case *fixedWindow:
-		return s.Allow(ctx, req, dst)
+		if one {
+			return s.allowOne(&req, dst)
+		}
+		return s.allowMany(&req, dst)
 	case *slidingLog:
-		return s.Allow(ctx, req, dst)
+		if one {
+			return s.allowOne(&req, dst)
+		}
+		return s.allowMany(&req, dst)
 	case *slidingWindow:
-		return s.Allow(ctx, req, dst)
+		if one {
+			return s.allowOne(&req, dst)
+		}
+		return s.allowMany(&req, dst)
 	case *tokenBucket:
-		return s.Allow(ctx, req, dst)
+		if one {
+			return s.allowOne(&req, dst)
+		}
+		return s.allowMany(&req, dst)
 	}
 	panic("memory: a store of no algorithm") // the table builds only these
 }
