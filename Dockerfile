@@ -5,6 +5,11 @@
 FROM scratch
 COPY bin/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY bin/tollgate /tollgate
+# /bin/ratelimit is tollgate: a Deployment written for envoyproxy/ratelimit
+# (Envoy Gateway's: command ["/bin/ratelimit"]) runs tollgate, which reads
+# envoyproxy/ratelimit's environment under that name. A directory copy
+# keeps the link a link.
+COPY bin/links/ /
 USER 65534:65534
-EXPOSE 8080 9090
+EXPOSE 8080 8081 9090
 ENTRYPOINT ["/tollgate"]

@@ -11,8 +11,11 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/memory"
+	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/adapters/redis/fleet"
+	"github.com/tollgate/tollgate/adapters/redis/keyring"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
@@ -39,10 +42,13 @@ var stores = []store{
 // opened is a store built by its row's open: what the engine decides
 // with, and what the layers around it need of it.
 type opened struct {
-	views   views        // the HTTP faces' limiter and the rate limit service's
-	usage   ports.Usage  // the store's reads and resets
-	pinger  ports.Pinger // its readiness check
-	closers []io.Closer  // what to close, in order, after the layers'
+	views   views       // the HTTP faces' limiter and the rate limit service's
+	usage   ports.Usage // the store's reads and resets
+	settler ports.Settler
+	idem    ports.Idempotency // calls made once (a spend's Idempotency-Key)
+	pinger  ports.Pinger      // its readiness check
+	apiKeys ports.APIKeys     // the API keys issued at runtime
+	closers []io.Closer       // what to close, in order, after the layers'
 	// shared is what a store the replicas share gives its layers; nil
 	// for a store in process, which neither fails nor has other replicas.
 	shared *sharedStore
@@ -113,8 +119,14 @@ type backend struct {
 	planned ports.Limiter // the rate limit service's (nil without it)
 	keys    ports.Keys    // the store's key layout
 	pinger  ports.Pinger
-	usage   ports.Usage // the store's, resetting the layers' memory of a tenant too
-	closers []io.Closer // closed in order: the layers' goroutines, then the store
+	usage   ports.Usage       // the store's, resetting the layers' memory of a tenant too
+	settler ports.Settler     // the store's: settles token reservations
+	idem    ports.Idempotency // the store's memory of calls made once
+	closers []io.Closer       // closed in order: the layers' goroutines, then the store
+	// apiKeys are the API keys issued at runtime, on the store; shared
+	// tells whether other replicas share them (keyRing).
+	apiKeys ports.APIKeys
+	shared  bool
 }
 
 // Close closes what the backend holds, in order, and returns the errors.
@@ -141,7 +153,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg)}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.settler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil}
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
@@ -201,7 +213,9 @@ func openMemory(_ context.Context, cfg Config, _ backendEnv) (opened, error) {
 	if err != nil {
 		return opened{}, err
 	}
-	return opened{views: vs, usage: st, pinger: alwaysUp{}, closers: []io.Closer{st}}, nil
+	op := opened{views: vs, usage: st, idem: memory.NewIdempotency(nil), pinger: alwaysUp{}, apiKeys: memory.NewAPIKeys(), closers: []io.Closer{st}}
+	op.settler, _ = any(st).(ports.Settler)
+	return op, nil
 }
 
 // memoryMaxKeys is TOLLGATE_MEMORY_MAX_KEYS as memory.Options wants it:
@@ -235,7 +249,10 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 		client.Close()
 		return opened{}, err
 	}
-	return opened{views: vs, usage: usage, pinger: client, closers: []io.Closer{leases, client}, shared: redisShared(client)}, nil
+	op := opened{views: vs, usage: usage, idem: redis.NewIdempotency(client, cfg.KeyPrefix), pinger: client,
+		apiKeys: keyring.New(client.Redis(), cfg.KeyPrefix), closers: []io.Closer{leases, client}, shared: redisShared(client)}
+	op.settler, _ = any(usage).(ports.Settler)
+	return op, nil
 }
 
 // redisShared is what the Redis store of client gives the layers: the

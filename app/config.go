@@ -31,6 +31,7 @@ const (
 
 	AnonymousShared = "shared"
 	AnonymousIP     = "ip"
+	AnonymousReject = "reject"
 
 	// ListenOff as TOLLGATE_LISTEN_ADDR runs no proxy listener.
 	ListenOff = "off"
@@ -148,6 +149,24 @@ type Config struct {
 	// RLSResponseHeaders adds RateLimit-Limit/-Remaining/-Reset to the
 	// rate limit service's answers.
 	RLSResponseHeaders bool `env:"RLS_RESPONSE_HEADERS"`
+	// RLSTLSCert and RLSTLSKey are PEM files: with them the rate limit
+	// service serves TLS, read again when they change.
+	RLSTLSCert string `env:"RLS_TLS_CERT"`
+	RLSTLSKey  string `env:"RLS_TLS_KEY"`
+	// RLSTLSClientCA is a PEM file: the rate limit service requires a
+	// client certificate signed by it (mutual TLS).
+	RLSTLSClientCA string `env:"RLS_TLS_CLIENT_CA"`
+	// RLSXDS is the host:port of an xDS server that serves the rate
+	// limit service's configuration, instead of RLSConfig's directory.
+	RLSXDS string `env:"RLS_XDS"`
+	// RLSXDSNodeID is the node id presented to that xDS server.
+	RLSXDSNodeID string `env:"RLS_XDS_NODE_ID"`
+	// RLSXDSTLSCA, RLSXDSTLSCert and RLSXDSTLSKey are PEM files: the CA
+	// the xDS server's certificate is checked against (TLS), and the
+	// client certificate presented to it (mutual TLS).
+	RLSXDSTLSCA   string `env:"RLS_XDS_TLS_CA"`
+	RLSXDSTLSCert string `env:"RLS_XDS_TLS_CERT"`
+	RLSXDSTLSKey  string `env:"RLS_XDS_TLS_KEY"`
 }
 
 // LoadConfig parses environ (KEY=value pairs, as os.Environ returns) into a

@@ -36,6 +36,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		KeyPrefix:       "rl:",
 		LogLevel:        "info",
 		Lease:           10 * time.Second,
+		RLSXDSNodeID:    "default",
 	}
 	if cfg != want {
 		t.Errorf("LoadConfig(nil) =\n%+v\nwant\n%+v", cfg, want)

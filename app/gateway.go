@@ -22,6 +22,7 @@ type gateway struct {
 	log       *slog.Logger
 	snap      *engine.Snapshot // as loaded at start-up
 	backend   backend
+	ring      *engine.KeyRing // nil: no key API
 	listeners []*listener
 	reloader  *reloader
 }
@@ -35,7 +36,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: fmt.Errorf("tollgate: %w", err)}
 	}
-	rlsCfg, err := loadRLS(cfg)
+	rlsCfg, err := loadRLS(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -45,27 +46,33 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
-	eng := newEngine(cfg, snap, be, m, log)
+	ring := newKeyRing(ctx, cfg, be, reg, log)
+	eng := newEngine(cfg, snap, be, ring, m, log)
 	m.Routes(snap.Policy)
 	ls := faceListeners(cfg, eng, m, log)
 	ls, face := withRLS(ls, cfg, rlsCfg, eng, be.pinger, m, log)
-	ls = append(ls, adminListener(cfg, eng, be.pinger, reg, m, log))
+	ls = append(ls, adminListener(cfg, eng, be.idem, be.pinger, reg, m, log))
 	r := &reloader{cfg: cfg, eng: eng, log: log, routes: m.Routes, rls: rlsCfg, face: face}
-	return &gateway{cfg: cfg, log: log, snap: snap, backend: be, listeners: ls, reloader: r}, nil
+	return &gateway{cfg: cfg, log: log, snap: snap, backend: be, ring: ring, listeners: ls, reloader: r}, nil
 }
 
 // newEngine returns the engine that decides with be's limiter, starting
-// with snap.
-func newEngine(cfg Config, snap *engine.Snapshot, be backend, m *metrics.Metrics, log *slog.Logger) *engine.Engine {
+// with snap, and resolves the runtime keys of ring (may be nil).
+func newEngine(cfg Config, snap *engine.Snapshot, be backend, ring *engine.KeyRing, m *metrics.Metrics, log *slog.Logger) *engine.Engine {
 	anonymous := engine.AnonymousShared
-	if cfg.Anonymous == AnonymousIP {
+	switch cfg.Anonymous {
+	case AnonymousIP:
 		anonymous = engine.AnonymousPerAddress
+	case AnonymousReject:
+		anonymous = engine.AnonymousReject
 	}
 	return engine.New(snap, engine.Options{
 		Limiter:    be.limiter,
 		Planned:    be.planned,
 		Usage:      be.usage,
+		Settler:    be.settler,
 		Keys:       be.keys,
+		KeyRing:    ring,
 		Algorithm:  cfg.Algorithm,
 		Anonymous:  anonymous,
 		IPv6Prefix: cfg.IPv6Prefix,
@@ -87,6 +94,9 @@ func (g *gateway) serve(ctx context.Context, hup <-chan os.Signal) error {
 	rctx, stopReloads := context.WithCancel(ctx)
 	defer stopReloads()
 	go g.reloader.run(rctx, hup)
+	if g.ring != nil {
+		go g.ring.Run(rctx)
+	}
 	var err error
 	select {
 	case err = <-serveErr:

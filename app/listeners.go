@@ -95,14 +95,16 @@ func faceListeners(cfg Config, eng *engine.Engine, m *metrics.Metrics, log *slog
 // adminListener returns the admin listener (TOLLGATE_ADMIN_ADDR):
 // /healthz, /readyz (asking ready), /metrics from reg, the usage API on
 // eng with TOLLGATE_ADMIN_TOKEN, and pprof with TOLLGATE_PPROF.
-func adminListener(cfg Config, eng *engine.Engine, ready ports.Pinger, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
+func adminListener(cfg Config, eng *engine.Engine, idem ports.Idempotency, ready ports.Pinger, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
 	h := admin.New(ready, cfg.RedisTimeout, reg, log)
 	if cfg.AdminToken != "" {
-		h = admin.WithUsage(h, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
+		h = admin.WithUsage(h, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction, Idempotency: idem})
 	}
-	// The admin API reads no body: one sent anyway must not hold the
-	// answer. (pprof's symbol lookup reads its POST body: it is outside.)
-	h = httpface.IgnoreBodies(h)
+	// The admin API reads no body but a spend's: one sent anyway must not
+	// hold the answer. (pprof's symbol lookup reads its POST body: it is
+	// outside.)
+	h = httpface.IgnoreBodies(h, admin.ReadsBody)
+	h = withKeyAPI(h, cfg, eng, m, log) // reads its own bodies
 	if cfg.Pprof {
 		h = admin.WithPprof(h)
 	}
@@ -181,7 +183,8 @@ func shutdownAll(ctx context.Context, ls []*listener) error {
 }
 
 // listenerAttrs returns the start-up log's attributes for every listener
-// the gateway may run (listenerNames): its bound address, or "off".
+// the gateway may run (listenerNames): its bound address, or "off"; then
+// those of the listeners of envoyproxy/ratelimit's environment.
 func listenerAttrs(ls []*listener) []any {
 	attrs := make([]any, 0, 2*len(listenerNames))
 	for _, name := range listenerNames {
@@ -192,6 +195,11 @@ func listenerAttrs(ls []*listener) []any {
 			}
 		}
 		attrs = append(attrs, name, addr)
+	}
+	for _, l := range ls {
+		if !slices.Contains(listenerNames, l.name) {
+			attrs = append(attrs, l.name, l.ln.Addr().String())
+		}
 	}
 	return attrs
 }

@@ -33,6 +33,7 @@ type policyLimitEntry struct {
 	AnchorDay   *int    `json:"anchor_day"`   // month and year: 1 to 31; default 1
 	AnchorMonth *int    `json:"anchor_month"` // year: 1 to 12; default 1
 	Concurrency *int64  `json:"concurrency"`  // a concurrency limit: requests in flight, 1 to 10⁶; no limit, window or period
+	Meter       *string `json:"meter"`        // "requests" (the default) or "tokens": the units responses report
 }
 
 // calendarFields returns e's calendar fields.
@@ -41,11 +42,13 @@ func (e policyLimitEntry) calendarFields() calendarFields {
 }
 
 type policyRouteEntry struct {
-	Name   string             `json:"name"`
-	Method string             `json:"method"` // empty: any
-	Path   string             `json:"path"`
-	Cost   *int64             `json:"cost"` // nil: 1
-	Limits []policyLimitEntry `json:"limits"`
+	Name    string             `json:"name"`
+	Method  string             `json:"method"` // empty: any
+	Path    string             `json:"path"`
+	Cost    *int64             `json:"cost"` // nil: 1
+	Limits  []policyLimitEntry `json:"limits"`
+	Tokens  string             `json:"tokens"`  // where responses report tokens: "openai" or "header:<Name>"
+	Reserve *int64             `json:"reserve"` // tokens reserved when a request names no maximum; nil: 1024
 }
 
 // LoadPolicyFile reads the policy file at path: named global limits, and
@@ -57,11 +60,13 @@ type policyRouteEntry struct {
 //	   {"name": "per-second", "limit": 20, "window": "1s"},
 //	   {"name": "per-day", "limit": 100000, "window": "24h", "shadow": true},
 //	   {"name": "monthly", "limit": 1000000, "period": "month", "timezone": "Europe/Berlin", "anchor_day": 15},
-//	   {"name": "inflight", "concurrency": 5}],
+//	   {"name": "inflight", "concurrency": 5},
+//	   {"name": "tpm", "limit": 100000, "window": "1m", "meter": "tokens"}],
 //	 "routes": [
 //	   {"name": "search", "method": "POST", "path": "/v1/search", "cost": 5},
 //	   {"name": "export", "path": "/v1/export", "limits": [{"name": "exports", "limit": 10, "window": "1h"}]},
-//	   {"name": "status", "path": "/status", "cost": 0}]}
+//	   {"name": "status", "path": "/status", "cost": 0},
+//	   {"name": "chat", "method": "POST", "path": "/v1/chat/completions", "tokens": "openai", "reserve": 1024}]}
 //
 // It is rejected, with a *[strictjson.FileError] naming
 // TOLLGATE_POLICY_FILE and every problem on one line, when it does not
@@ -72,7 +77,8 @@ type policyRouteEntry struct {
 // duration, a window together with a period, an unknown period or time
 // zone, an anchor out of range or given for a period that has none, a
 // concurrency together with a limit, window or period (or outside 1 to
-// 10⁶), or anything [domain.NewPolicy] refuses: a bad or duplicate
+// 10⁶), a meter other than "requests" or "tokens", a reserve of 0, or
+// anything [domain.NewPolicy] refuses: a bad or duplicate
 // name, a bad rule, a bad path or method, a duplicate (method, path), a
 // cost outside 0 to 10⁶ or above a limit that applies to its route.
 func LoadPolicyFile(path string, shadowAll bool) (*domain.Policy, error) {
@@ -112,10 +118,17 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 	global := limits("limits", doc.Limits)
 	routes := make([]domain.Route, 0, len(doc.Routes))
 	for i, e := range doc.Routes {
-		r := domain.Route{Name: e.Name, Method: e.Method, Path: e.Path, Cost: 1,
+		r := domain.Route{Name: e.Name, Method: e.Method, Path: e.Path, Cost: 1, Tokens: e.Tokens,
 			Limits: limits(fmt.Sprintf("routes[%d].limits", i), e.Limits)}
 		if e.Cost != nil {
 			r.Cost = *e.Cost
+		}
+		if e.Reserve != nil {
+			r.Reserve = *e.Reserve
+			if r.Reserve == 0 {
+				problems = append(problems, fmt.Sprintf("routes[%d] (name %q): reserve 0: want an integer from 1 to %d, or no \"reserve\" for %d",
+					i, e.Name, int64(domain.MaxCostUnits), domain.DefaultReserve))
+			}
 		}
 		routes = append(routes, r)
 	}
@@ -138,6 +151,15 @@ func buildPolicy(doc policyFile, shadowAll bool) (*domain.Policy, error) {
 // window, a calendar period (a calendar quota), or a concurrency limit.
 func (e policyLimitEntry) limit(shadowAll bool) (domain.PolicyLimit, error) {
 	l := domain.PolicyLimit{Name: e.Name, Shadow: e.Shadow || shadowAll}
+	if e.Meter != nil {
+		switch *e.Meter {
+		case "requests":
+		case "tokens":
+			l.Tokens = true
+		default:
+			return l, fmt.Errorf(`meter %q: want "requests" (the default) or "tokens"`, *e.Meter)
+		}
+	}
 	switch {
 	case e.Concurrency != nil && (e.Limit != nil || e.Window != nil || e.Period != nil || e.calendarFields().options()):
 		return l, errors.New(`"concurrency" with "limit", "window" or "period": want one or the other (a concurrency limit caps the requests in flight; a rate limit counts them per window)`)

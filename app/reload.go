@@ -45,8 +45,8 @@ func loadSnapshot(cfg Config) (*engine.Snapshot, error) {
 
 // reloader keeps what the gateway decides with up to date while it
 // serves: the tenants and policy files, re-read on SIGHUP and swapped
-// into the engine whole, and Envoy's rate limit service's directory,
-// watched. A rejected file is logged and what was in use stays.
+// into the engine whole, and Envoy's rate limit service's configuration,
+// its directory watched or its xDS subscription followed. A rejected file is logged and what was in use stays.
 type reloader struct {
 	cfg    Config
 	eng    *engine.Engine
@@ -56,15 +56,15 @@ type reloader struct {
 	face   *rls.Server          // rls's face
 }
 
-// run reloads the files on every signal of hup, and watches the rate
-// limit service's directory (polled every rlsReloadInterval), until ctx
-// ends. A reload of the files runs beside this loop, one at a
+// run reloads the files on every signal of hup, and follows the rate
+// limit service's configuration (its directory polled every
+// rlsReloadInterval, or its xDS subscription), until ctx ends. A reload of the files runs beside this loop, one at a
 // time: a file that never finishes reading (a FIFO, a hung network
 // mount) must not keep a stop waiting. A signal during a reload runs one
 // more after it, which reads the files as they are then.
 func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) {
 	if r.rls != nil {
-		go r.rls.watcher.Run(ctx, rlsReloadInterval, r.rlsChanged, r.rlsRejected)
+		go r.rls.run(ctx, r.rlsChanged, r.rlsRejected)
 	}
 	done := make(chan *domain.Policy, 1)
 	reloading, again := false, false
@@ -133,12 +133,16 @@ func (r *reloader) files() *engine.Snapshot {
 // rlsChanged puts the rate limit service's new configuration c in use.
 func (r *reloader) rlsChanged(c *rlsconf.Config) {
 	r.face.SetConfig(c)
-	r.log.Info("rate limit service configuration reloaded", "dir", r.cfg.RLSConfig, "domains", len(c.Domains()))
-	warnUnconfigured(r.log, r.cfg.RLSConfig, c)
+	r.log.Info("rate limit service configuration reloaded", append(r.rls.source, "domains", len(c.Domains()))...)
+	if r.cfg.RLSXDS == "" {
+		warnUnconfigured(r.log, r.cfg.RLSConfig, c)
+	} else if len(c.Domains()) == 0 {
+		r.log.Warn("rate limit service: no domain configured; every request is answered OK", r.rls.source...)
+	}
 }
 
-// rlsRejected logs a change of the rate limit service's directory that
-// does not load; the previous configuration stays.
+// rlsRejected logs a change of the rate limit service's configuration
+// that does not load; the previous configuration stays.
 func (r *reloader) rlsRejected(err error) {
-	r.log.Error("rate limit service configuration rejected; keeping the previous one", "dir", r.cfg.RLSConfig, "err", err)
+	r.log.Error("rate limit service configuration rejected; keeping the previous one", append(r.rls.source, "err", err)...)
 }

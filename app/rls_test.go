@@ -56,21 +56,32 @@ func TestRunRLSConfigErrors(t *testing.T) {
 		{[]string{"TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG=" + filepath.Join(dir, "none")}, []string{"TOLLGATE_RLS_CONFIG", "none"}},
 	}
 	for _, tt := range tests {
-		var stderr bytes.Buffer
-		err := app.Run(t.Context(), []string{"tollgate"}, append(tt.environ, "TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0"), io.Discard, &stderr)
-		if got := app.ExitCode(err); got != 2 {
-			t.Errorf("Run(%v) exit = %d (%v), want 2", tt.environ, got, err)
-			continue
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("Run(%v) message %q lacks %q", tt.environ, err, w)
-			}
-		}
-		if strings.Contains(err.Error(), "\n") || stderr.Len() != 0 {
-			t.Errorf("Run(%v): message %q, logs %q; want one line, nothing logged", tt.environ, err, stderr.String())
+		if logs := exitsTwo(t, []string{"tollgate"}, append(tt.environ, "TOLLGATE_LISTEN_ADDR=127.0.0.1:0", "TOLLGATE_ADMIN_ADDR=127.0.0.1:0"), tt.want...); logs != "" {
+			t.Errorf("Run(%v) logged %q, want nothing", tt.environ, logs)
 		}
 	}
+}
+
+// exitsTwo runs app.Run with args and environ, fails t unless it returns
+// exit status 2 at once with a one-line message holding every string of
+// want, and returns what it logged.
+func exitsTwo(t *testing.T, args, environ []string, want ...string) string {
+	t.Helper()
+	var stderr bytes.Buffer
+	err := app.Run(t.Context(), args, environ, io.Discard, &stderr)
+	if got := app.ExitCode(err); got != 2 {
+		t.Errorf("Run(%v, %v) exit = %d (%v), want 2", args, environ, got, err)
+		return stderr.String()
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Run(%v, %v) message %q lacks %q", args, environ, err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("Run(%v, %v): message %q, want one line", args, environ, err)
+	}
+	return stderr.String()
 }
 
 // rlsClient dials the gateway's rate limit service.

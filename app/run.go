@@ -53,17 +53,28 @@ func ExitCode(err error) int {
 // listened on returns an *ExitError with Code 2 whose message is one line
 // naming the variable or file.
 //
+// Run as ratelimit (args[0]'s base name) or with -envoy-ratelimit, it
+// reads envoyproxy/ratelimit's variables for what they name, and serves
+// its /healthcheck (see envoyEnviron).
+//
 // Run handles SIGHUP for as long as it runs: with a tenants or policy
 // file it reloads both (see reloader) and logs the outcome, a bad file
 // leaving the tenants and the policy as they were; without either it
 // logs the signal and ignores it.
 func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	args, environ, envoy, err := envoyEnviron(args, environ)
+	if err != nil {
+		return err
+	}
 	cfg, done, err := parse(args, environ, stdout)
 	if done || err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	warnIgnored(log, cfg, environ)
+	if envoy != nil {
+		envoy.warn(log)
+	}
 	// Notified before serving: from here on SIGHUP reloads, or is logged
 	// and ignored, and never kills the process (its default action).
 	hup := make(chan os.Signal, 1)
@@ -74,6 +85,9 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer g.close()
+	if envoy != nil {
+		g.withEnvoy(envoy)
+	}
 	return g.serve(ctx, hup)
 }
 

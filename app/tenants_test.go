@@ -155,6 +155,12 @@ var badTenantsFiles = []struct {
 	{"reserved id", `{"tenants": [{"id": "unknown", "api_keys": ["SECRET1"]}]}`, `id "unknown" is reserved`},
 	{"no api_keys", `{"tenants": [{"id": "acme"}]}`, "no api_keys"},
 	{"empty api_keys", `{"tenants": [{"id": "acme", "api_keys": []}]}`, "no api_keys"},
+	{"empty api_key_sha256", `{"tenants": [{"id": "acme", "api_key_sha256": []}]}`, "no api_keys nor api_key_sha256"},
+	{"digest not hex", `{"tenants": [{"id": "acme", "api_key_sha256": ["zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"]}]}`, "api_key_sha256[0]: want the SHA-256 of a key, 64 hex digits"},
+	{"digest too short", `{"tenants": [{"id": "acme", "api_key_sha256": ["03153249db7ce46b0330ffb1a760b59710531af08ec4d7f8424a6870fae493"]}]}`, "api_key_sha256[0]: want the SHA-256 of a key, 64 hex digits"},
+	{"digest too long", `{"tenants": [{"id": "acme", "api_key_sha256": ["03153249db7ce46b0330ffb1a760b59710531af08ec4d7f8424a6870fae4936000"]}]}`, "api_key_sha256[0]: want the SHA-256 of a key, 64 hex digits"},
+	{"a key and its digest", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"]}, {"id": "globex", "api_key_sha256": ["03153249DB7CE46B0330FFB1A760B59710531AF08EC4D7F8424A6870FAE49360"]}]}`,
+		`tenants[1] (id "globex"): api_key_sha256[0]: duplicate API key, also tenants[0] api_keys[0]`},
 	{"empty key", `{"tenants": [{"id": "acme", "api_keys": [""]}]}`, "api_keys[0]: want 1 or more bytes of printable ASCII"},
 	{"key with a space", `{"tenants": [{"id": "acme", "api_keys": ["SECRET 1"]}]}`, "api_keys[0]: want 1 or more bytes"},
 	{"limit 0", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "limit": 0}]}`, "limit 0: want an integer from 1 to 1000000000"},
@@ -165,6 +171,25 @@ var badTenantsFiles = []struct {
 	{"window as a number", `{"tenants": [{"id": "acme", "api_keys": ["SECRET1"], "window": 60}]}`, "tenants[0].window: got a JSON number, want a string"},
 	{"every problem reported", `{"tenants": [{"id": "unknown", "api_keys": ["SECRET1"]}, {"id": "b", "api_keys": ["SECRET2"], "limit": 0}]}`,
 		`tenants[0] (id "unknown"): id "unknown" is reserved for unresolved traffic; tenants[1] (id "b"): limit 0`},
+}
+
+// TestTenantsFileDigests: a key given by its SHA-256 (either case)
+// resolves its tenant as the key itself does, beside api_keys.
+func TestTenantsFileDigests(t *testing.T) {
+	t.Parallel()
+	f, err := loadFileTenants(t, writeTenants(t, `{"tenants": [
+	  {"id": "acme", "api_keys": ["k-acme"], "api_key_sha256": ["C68675C52D1FC2AAB2F74220543A027718F5E2B846AD2C75BD2501952E9D5F57"]},
+	  {"id": "globex", "api_key_sha256": ["03153249db7ce46b0330ffb1a760b59710531af08ec4d7f8424a6870fae49360"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]domain.TenantID{"k-acme": "acme", "k-hooli": "acme", "SECRET1": "globex", "03153249db7ce46b0330ffb1a760b59710531af08ec4d7f8424a6870fae49360": domain.Unknown} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", key)
+		if got := f.resolve(r).ID; got != want {
+			t.Errorf("key %q resolves to %s, want %s", key, got, want)
+		}
+	}
 }
 
 // TestBadTenantsFile checks each bad file twice: LoadTenantsFile returns

@@ -2,6 +2,7 @@ package app
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,11 +19,14 @@ type tenantsFile struct {
 }
 
 type tenantEntry struct {
-	ID      string          `json:"id"`
-	APIKeys []string        `json:"api_keys"`
-	Limit   *int64          `json:"limit"`  // nil: the default limit's
-	Window  *string         `json:"window"` // nil: the default limit's
-	Limits  []limitOverride `json:"limits"`
+	ID      string   `json:"id"`
+	APIKeys []string `json:"api_keys"`
+	// APIKeySHA256 are keys given by their SHA-256, in hex: the file
+	// need not hold a secret.
+	APIKeySHA256 []string        `json:"api_key_sha256"`
+	Limit        *int64          `json:"limit"`  // nil: the default limit's
+	Window       *string         `json:"window"` // nil: the default limit's
+	Limits       []limitOverride `json:"limits"`
 }
 
 // limitOverride is a tenant's own rule for a named limit of the policy:
@@ -49,8 +53,12 @@ func (o limitOverride) calendarFields() calendarFields {
 //	{"tenants": [
 //	  {"id": "acme", "api_keys": ["k1", "k2"], "limit": 1000, "window": "1m"},
 //	  {"id": "globex", "api_keys": ["k3"], "limits": [{"name": "per-day", "limit": 500000, "window": "24h"}]},
-//	  {"id": "initech", "api_keys": ["k4"]}
+//	  {"id": "initech", "api_keys": ["k4"]},
+//	  {"id": "hooli", "api_key_sha256": ["<64 hex digits>"]}
 //	]}
+//
+// api_key_sha256 gives keys by their SHA-256 in hex (either case), so
+// that the file need not hold a secret; a tenant may have both lists.
 //
 // limit and window override the policy's limit named "default" (each
 // defaulting to that limit's); limits override other named limits of the
@@ -66,8 +74,9 @@ func (o limitOverride) calendarFields() calendarFields {
 // field or trailing data, lists no tenants, repeats a member name in an
 // object or spells a field in another case ("ID"), or a tenant has an
 // invalid id (see [domain.ParseTenantID]), the reserved id "unknown", an
-// id or API key already used, no API key, an empty key or one with bytes
-// outside printable ASCII or spaces, a limit below 1, a window that is
+// id or API key already used (a key and a digest of it are the same
+// key), no API key, an empty key or one with bytes outside printable
+// ASCII or spaces, a digest that is not 64 hex digits, a limit below 1, a window that is
 // not a Go duration of at least 1ms, an override of a limit the policy
 // lacks (limit and window: of "default") or one named twice, an
 // override below the cost of a route the limit applies to (no request of
@@ -100,13 +109,12 @@ func loadTenantsFile(path string, policy *domain.Policy, hint string) (*engine.D
 // buildDirectory validates doc. It reports every problem, joined on one
 // line.
 func buildDirectory(doc tenantsFile, policy *domain.Policy, hint string) (*engine.Directory, error) {
-	type keyAt struct{ tenant, key int }
 	var problems []string
 	bad := func(i int, id, format string, args ...any) {
 		problems = append(problems, fmt.Sprintf("tenants[%d] (id %q): ", i, id)+fmt.Sprintf(format, args...))
 	}
 	tenants := make([]engine.Tenant, 0, len(doc.Tenants))
-	keyLists := make([][]string, 0, len(doc.Tenants))
+	sumLists := make([][][sha256.Size]byte, 0, len(doc.Tenants))
 	ids := make(map[domain.TenantID]int, len(doc.Tenants))
 	keys := make(map[[sha256.Size]byte]keyAt)
 	for i, e := range doc.Tenants {
@@ -127,23 +135,39 @@ func buildDirectory(doc tenantsFile, policy *domain.Policy, hint string) (*engin
 		for _, err := range errs {
 			bad(i, e.ID, "%v", err)
 		}
-		if len(e.APIKeys) == 0 {
-			bad(i, e.ID, "no api_keys: want at least one")
+		if len(e.APIKeys)+len(e.APIKeySHA256) == 0 {
+			bad(i, e.ID, "no api_keys nor api_key_sha256: want at least one key")
+		}
+		var sums [][sha256.Size]byte
+		add := func(sum [sha256.Size]byte, at keyAt) {
+			if prev, dup := keys[sum]; dup {
+				bad(i, e.ID, "%s: duplicate API key, also tenants[%d] %s", at.name(), prev.tenant, prev.name())
+				return
+			}
+			keys[sum] = at
+			sums = append(sums, sum)
 		}
 		for k, key := range e.APIKeys {
 			if !validAPIKey(key) {
 				bad(i, e.ID, "api_keys[%d]: want 1 or more bytes of printable ASCII without spaces", k)
 				continue
 			}
-			sum := sha256.Sum256([]byte(key))
-			if prev, dup := keys[sum]; dup {
-				bad(i, e.ID, "api_keys[%d]: duplicate API key, also tenants[%d] api_keys[%d]", k, prev.tenant, prev.key)
+			add(sha256.Sum256([]byte(key)), keyAt{i, k, false})
+		}
+		for k, digest := range e.APIKeySHA256 {
+			var sum [sha256.Size]byte
+			if len(digest) != hex.EncodedLen(sha256.Size) {
+				bad(i, e.ID, "api_key_sha256[%d]: want the SHA-256 of a key, 64 hex digits", k)
 				continue
 			}
-			keys[sum] = keyAt{i, k}
+			if _, err := hex.Decode(sum[:], []byte(digest)); err != nil {
+				bad(i, e.ID, "api_key_sha256[%d]: want the SHA-256 of a key, 64 hex digits", k)
+				continue
+			}
+			add(sum, keyAt{i, k, true})
 		}
 		tenants = append(tenants, tenant)
-		keyLists = append(keyLists, e.APIKeys)
+		sumLists = append(sumLists, sums)
 	}
 	if len(doc.Tenants) == 0 {
 		problems = append(problems, `no tenants: want a "tenants" array with at least one tenant`)
@@ -151,7 +175,22 @@ func buildDirectory(doc tenantsFile, policy *domain.Policy, hint string) (*engin
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}
-	return engine.NewDirectory(tenants, keyLists), nil
+	return engine.NewHashedDirectory(tenants, sumLists), nil
+}
+
+// keyAt is where a tenants file gives a key: tenants[tenant], and
+// api_keys[key] or api_key_sha256[key].
+type keyAt struct {
+	tenant, key int
+	digest      bool
+}
+
+// name is where the key is within its tenant: "api_keys[1]".
+func (k keyAt) name() string {
+	if k.digest {
+		return fmt.Sprintf("api_key_sha256[%d]", k.key)
+	}
+	return fmt.Sprintf("api_keys[%d]", k.key)
 }
 
 // entryTenant returns the tenant e describes, with id, under policy: its

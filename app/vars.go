@@ -75,6 +75,7 @@ var (
 	withoutIP       = &condition{func(c Config) bool { return c.Anonymous != AnonymousIP }, EnvPrefix + "ANONYMOUS=" + AnonymousIP}
 	withoutCheck    = &condition{func(c Config) bool { return c.CheckAddr == "" }, EnvPrefix + "CHECK_ADDR"}
 	withoutRLS      = &condition{func(c Config) bool { return c.RLSAddr == "" }, EnvPrefix + "RLS_ADDR"}
+	withoutXDS      = &condition{func(c Config) bool { return c.RLSAddr == "" || c.RLSXDS == "" }, EnvPrefix + "RLS_ADDR and " + EnvPrefix + "RLS_XDS"}
 	withoutProxy    = &condition{func(c Config) bool { return c.ListenAddr == ListenOff }, "the proxy listener (" + EnvPrefix + "LISTEN_ADDR other than off)"}
 )
 
@@ -157,9 +158,9 @@ var variables = []variable{
 			return valid(domain.ValidToken(c.TenantHeader) && !reservedHeader[http.CanonicalHeaderKey(c.TenantHeader)])
 		}},
 	{name: "TENANTS_FILE", accepts: "empty, or the path of a JSON tenants file", check: parsed},
-	{name: "ANONYMOUS", def: AnonymousShared, accepts: "shared (one tenant, unknown) or ip (per client address)",
+	{name: "ANONYMOUS", def: AnonymousShared, accepts: "shared (one tenant, unknown), ip (per client address) or reject (401, nothing forwarded nor spent)",
 		check: func(c Config, _ map[string]bool) error {
-			return valid(oneOf(c.Anonymous, AnonymousShared, AnonymousIP))
+			return valid(oneOf(c.Anonymous, AnonymousShared, AnonymousIP, AnonymousReject))
 		}},
 	{name: "IPV6_PREFIX", def: "64", accepts: "an integer from 32 to 128", unread: withoutIP,
 		check: func(c Config, _ map[string]bool) error {
@@ -208,11 +209,16 @@ var variables = []variable{
 		}},
 
 	// Envoy's rate limit service.
-	{name: "RLS_ADDR", accepts: "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC without TLS)",
+	{name: "RLS_ADDR", accepts: "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC; TLS with TOLLGATE_RLS_TLS_CERT)",
 		check: func(c Config, _ map[string]bool) error { return valid(c.RLSAddr == "" || validAddr(c.RLSAddr)) }},
 	{name: "RLS_CONFIG", unread: withoutRLS,
-		accepts: "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR",
-		check:   func(c Config, _ map[string]bool) error { return valid(c.RLSAddr == "" || c.RLSConfig != "") }},
+		accepts: "the directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml), required with TOLLGATE_RLS_ADDR unless TOLLGATE_RLS_XDS is set",
+		check: func(c Config, _ map[string]bool) error {
+			if c.RLSAddr != "" && c.RLSConfig != "" && c.RLSXDS != "" {
+				return invalid{why: "TOLLGATE_RLS_XDS is set too", want: "one source of configuration: empty with TOLLGATE_RLS_XDS"}
+			}
+			return valid(c.RLSAddr == "" || c.RLSConfig != "" || c.RLSXDS != "")
+		}},
 	{name: "RLS_COUNT_DENIED", def: "false", unread: withoutRLS,
 		accepts: "true (count denied hits on every descriptor, as envoyproxy/ratelimit; fixed_window only) or false (all or nothing) (also 1, 0, t, f)",
 		check: func(c Config, unparsed map[string]bool) error {
@@ -224,6 +230,25 @@ var variables = []variable{
 			return nil
 		}},
 	{name: "RLS_RESPONSE_HEADERS", def: "false", accepts: boolean, unread: withoutRLS, check: parsed},
+	{name: "RLS_TLS_CERT", accepts: "empty (no TLS), or the path of a PEM certificate chain, with TOLLGATE_RLS_TLS_KEY", unread: withoutRLS,
+		check: func(c Config, _ map[string]bool) error { return valid((c.RLSTLSCert == "") == (c.RLSTLSKey == "")) }},
+	{name: "RLS_TLS_KEY", accepts: "empty, or the path of the PEM private key of TOLLGATE_RLS_TLS_CERT", unread: withoutRLS,
+		check: func(c Config, _ map[string]bool) error { return valid((c.RLSTLSCert == "") == (c.RLSTLSKey == "")) }},
+	{name: "RLS_TLS_CLIENT_CA", accepts: "empty, or the path of a PEM CA bundle that client certificates must be signed by (with TOLLGATE_RLS_TLS_CERT)", unread: withoutRLS,
+		check: func(c Config, _ map[string]bool) error { return valid(c.RLSTLSClientCA == "" || c.RLSTLSCert != "") }},
+	{name: "RLS_XDS", accepts: "empty, or the host:port of an xDS server serving ratelimit.config.ratelimit.v3.RateLimitConfig", unread: withoutRLS,
+		check: func(c Config, _ map[string]bool) error { return valid(c.RLSXDS == "" || validAddr(c.RLSXDS)) }},
+	{name: "RLS_XDS_NODE_ID", def: "default", accepts: "the node id presented to the xDS server, not empty", unread: withoutXDS,
+		check: func(c Config, _ map[string]bool) error { return valid(c.RLSXDSNodeID != "") }},
+	{name: "RLS_XDS_TLS_CA", accepts: "empty (no TLS, unless a client certificate is set: the system's roots), or the path of a PEM CA bundle the xDS server's certificate must be signed by", unread: withoutXDS, check: parsed},
+	{name: "RLS_XDS_TLS_CERT", accepts: "empty, or the path of a PEM client certificate for the xDS server, with TOLLGATE_RLS_XDS_TLS_KEY", unread: withoutXDS,
+		check: func(c Config, _ map[string]bool) error {
+			return valid((c.RLSXDSTLSCert == "") == (c.RLSXDSTLSKey == ""))
+		}},
+	{name: "RLS_XDS_TLS_KEY", accepts: "empty, or the path of the PEM private key of TOLLGATE_RLS_XDS_TLS_CERT", unread: withoutXDS,
+		check: func(c Config, _ map[string]bool) error {
+			return valid((c.RLSXDSTLSCert == "") == (c.RLSXDSTLSKey == ""))
+		}},
 
 	// Logs and profiling.
 	{name: "ACCESS_LOG", def: "false", accepts: boolean, check: parsed},
@@ -361,6 +386,8 @@ func printUsage(w io.Writer) {
 	for _, s := range stores {
 		fmt.Fprintf(w, "  %-15s %s\n", s.name, s.summary)
 	}
+	fmt.Fprintln(w, "Run as ratelimit (/bin/ratelimit) or with "+EnvoyRatelimitFlag+", tollgate reads envoyproxy/ratelimit's variables")
+	fmt.Fprintln(w, "(GRPC_PORT, PORT, CONFIG_TYPE, REDIS_URL, ...) for what they name: docs/rls.md, \"Run as envoyproxy/ratelimit\".")
 }
 
 // The checks of the table.

@@ -16,6 +16,15 @@ const (
 	// DefaultRoute is the name of the implicit route of every request
 	// that matches no route of the policy: cost 1, the global limits.
 	DefaultRoute = "default"
+	// TokensOpenAI is the token source of OpenAI-compatible APIs: the
+	// usage object of a JSON answer or of a stream's events.
+	TokensOpenAI = "openai"
+	// TokensHeader, followed by a header name, is the token source of an
+	// upstream that reports units in a response header or trailer.
+	TokensHeader = "header:"
+	// DefaultReserve is a token route's reservation when its policy
+	// gives none ([Route.Reserve]).
+	DefaultReserve = 1024
 )
 
 // ErrInvalidPolicy reports a policy that breaks a rule of [NewPolicy].
@@ -41,6 +50,13 @@ type PolicyLimit struct {
 	// [MaxConcurrency], and Rule.Window is [ConcurrencyWindow] (see
 	// [ConcurrencyRule]). A route's cost does not apply to it.
 	Concurrency bool
+	// Tokens makes the limit count the units responses report (an LLM
+	// API's tokens: "meter": "tokens"), not requests: a route's cost does
+	// not apply to it, and it applies only on routes that name where the
+	// units come from ([Route.Tokens]); elsewhere it is neither decided
+	// nor spent. A request reserves from it at admission ([Limit.Reserve])
+	// and settles what it used when its answer ends.
+	Tokens bool
 }
 
 // Route is a set of requests with a cost and limits of their own. A
@@ -64,6 +80,16 @@ type Route struct {
 	// Limits are the route's own limits, which apply in addition to the
 	// policy's global ones.
 	Limits []PolicyLimit
+	// Tokens names where a response reports the units its token limits
+	// ([PolicyLimit.Tokens]) count: [TokensOpenAI], or [TokensHeader]
+	// followed by a header name. Empty: the route spends nothing from
+	// token limits, and they do not apply to it.
+	Tokens string
+	// Reserve is what a request on the route reserves from each token
+	// limit when it does not say how much it may use (its body names no
+	// maximum, or is not read): 1 to [MaxCostUnits]; [DefaultReserve]
+	// when the policy gives none. 0 on a route without Tokens.
+	Reserve int64
 
 	applied []PolicyLimit // the global limits, then Limits
 	globals int           // how many of applied are global
@@ -124,7 +150,12 @@ func DefaultPolicy(rule Rule, shadow bool) *Policy {
 //   - a route of cost 0 (not metered at all) with limits of its own,
 //     which would never apply;
 //   - a concurrency limit outside 1 to [MaxConcurrency], with a
-//     calendar, or whose rule is not [ConcurrencyRule]'s.
+//     calendar, or whose rule is not [ConcurrencyRule]'s, or that
+//     counts tokens;
+//   - a route's token source that is not [TokensOpenAI] or
+//     [TokensHeader] and a header name, a reserve outside 1 to
+//     [MaxCostUnits] or without a token source, or a token source on a
+//     route of cost 0, or on a route no token limit applies to.
 func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 	var errs []error
 	bad := func(where, format string, args ...any) {
@@ -141,6 +172,9 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		} else {
 			where[l.Name] = pos
 			p.names[l.Name] = l
+		}
+		if l.Concurrency && l.Tokens {
+			bad(at, `a concurrency limit counts requests in flight, not tokens: drop "meter"`)
 		}
 		if l.Concurrency {
 			if l.Calendar != nil {
@@ -224,15 +258,31 @@ func NewPolicy(limits []PolicyLimit, routes []Route) (*Policy, error) {
 		for k, l := range r.Limits {
 			checkLimit(fmt.Sprintf("routes[%d].limits[%d]", i, k), l)
 		}
+		switch {
+		case r.Tokens == "" && r.Reserve != 0:
+			bad(at, `"reserve" without "tokens": a route reserves tokens only when it names where they are reported`)
+		case r.Tokens != "" && !validTokenSource(r.Tokens):
+			bad(at, `tokens %q: want "openai" or "header:<Name>" with an HTTP header name`, r.Tokens)
+		case r.Tokens != "" && (r.Reserve < 0 || r.Reserve > MaxCostUnits):
+			bad(at, "reserve %d: want an integer from 1 to %d", r.Reserve, int64(MaxCostUnits))
+		case r.Tokens != "" && r.Cost == 0:
+			bad(at, "cost 0 is not metered at all, so its tokens would never be counted: give it a cost")
+		}
 		route := r
+		if route.Tokens != "" && route.Reserve == 0 {
+			route.Reserve = DefaultReserve
+		}
 		route.Limits = append([]PolicyLimit(nil), r.Limits...)
 		route.applied = append(append(make([]PolicyLimit, 0, len(limits)+len(r.Limits)), limits...), r.Limits...)
 		route.globals = len(limits)
 		route.match = match
 		for _, l := range route.applied {
-			if route.Cost > l.Rule.Limit && l.Rule.Limit > 0 && !l.Concurrency {
+			if route.Cost > l.Rule.Limit && l.Rule.Limit > 0 && !l.Concurrency && !l.Tokens {
 				bad(at, "cost %d is above limit %q's limit of %d: no request could ever be admitted", route.Cost, l.Name, l.Rule.Limit)
 			}
+		}
+		if route.Tokens != "" && !route.Tokened() {
+			bad(at, `tokens %q, but no limit that applies to the route counts tokens: give one "meter": "tokens"`, route.Tokens)
 		}
 		p.routes = append(p.routes, &route)
 	}
@@ -285,6 +335,9 @@ func (p *Policy) Limit(name string) (PolicyLimit, bool) {
 // A concurrency limit's rule must be [ConcurrencyRule]'s (its cost is
 // one request, whatever the route's cost).
 func (p *Policy) CheckOverride(name string, rule Rule) error {
+	if l, ok := p.names[name]; ok && l.Tokens {
+		return nil // it counts tokens, whatever a route costs
+	}
 	if l, ok := p.names[name]; ok && l.Concurrency {
 		if want, err := ConcurrencyRule(rule.Limit); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
@@ -305,4 +358,28 @@ func (p *Policy) CheckOverride(name string, rule Rule) error {
 		}
 	}
 	return nil
+}
+
+// validTokenSource reports whether s names a token source: [TokensOpenAI],
+// or [TokensHeader] followed by an HTTP header name.
+func validTokenSource(s string) bool {
+	if s == TokensOpenAI {
+		return true
+	}
+	name, ok := strings.CutPrefix(s, TokensHeader)
+	return ok && ValidToken(name)
+}
+
+// Tokened reports whether a token limit applies to r: r names a token
+// source and one of the limits that apply to it counts tokens.
+func (r *Route) Tokened() bool {
+	if r.Tokens == "" {
+		return false
+	}
+	for _, l := range r.applied {
+		if l.Tokens {
+			return true
+		}
+	}
+	return false
 }

@@ -316,6 +316,22 @@ func TestNewPolicyErrors(t *testing.T) {
 		{"cost 0 with a concurrency limit", nil, []domain.Route{route("free", "", "/s", 0,
 			domain.PolicyLimit{Name: "inflight", Concurrency: true, Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow}})},
 			"cost 0 is not metered at all"},
+		{"concurrency counting tokens", []domain.PolicyLimit{{Name: "inflight", Concurrency: true, Tokens: true,
+			Rule: domain.Rule{Limit: 5, Window: domain.ConcurrencyWindow}}}, nil, "counts requests in flight, not tokens"},
+		{"reserve without tokens", []domain.PolicyLimit{tpm}, []domain.Route{{Name: "r", Path: "/r", Cost: 1, Reserve: 5}},
+			`"reserve" without "tokens"`},
+		{"unknown token source", []domain.PolicyLimit{tpm}, []domain.Route{{Name: "r", Path: "/r", Cost: 1, Tokens: "anthropic"}},
+			`tokens "anthropic": want "openai" or "header:<Name>"`},
+		{"bad header source", []domain.PolicyLimit{tpm}, []domain.Route{{Name: "r", Path: "/r", Cost: 1, Tokens: "header:X Units"}},
+			"want \"openai\" or"},
+		{"empty header source", []domain.PolicyLimit{tpm}, []domain.Route{{Name: "r", Path: "/r", Cost: 1, Tokens: "header:"}},
+			"want \"openai\" or"},
+		{"negative reserve", []domain.PolicyLimit{tpm}, []domain.Route{{Name: "r", Path: "/r", Cost: 1, Tokens: "openai", Reserve: -1}},
+			"reserve -1: want an integer from 1 to 4294967296"},
+		{"tokens on a free route", []domain.PolicyLimit{tpm}, []domain.Route{{Name: "r", Path: "/r", Cost: 0, Tokens: "openai"}},
+			"its tokens would never be counted"},
+		{"tokens without a token limit", []domain.PolicyLimit{lim("a")}, []domain.Route{{Name: "r", Path: "/r", Cost: 1, Tokens: "openai"}},
+			`no limit that applies to the route counts tokens`},
 	}
 	for _, tt := range tests {
 		_, err := domain.NewPolicy(tt.limits, tt.routes)
@@ -331,6 +347,43 @@ func TestNewPolicyErrors(t *testing.T) {
 	// Cost 0 and no limits at all are valid.
 	if _, err := domain.NewPolicy(nil, []domain.Route{route("free", "", "/", 0)}); err != nil {
 		t.Errorf("a free route without limits: %v", err)
+	}
+}
+
+var tpm = domain.PolicyLimit{Name: "tpm", Rule: domain.Rule{Limit: 100000, Window: time.Minute}, Tokens: true}
+
+func TestPolicyTokens(t *testing.T) {
+	t.Parallel()
+	rpm := domain.PolicyLimit{Name: "rpm", Rule: domain.Rule{Limit: 5, Window: time.Minute}}
+	monthly := domain.PolicyLimit{Name: "monthly-tokens", Rule: domain.Rule{Limit: 5_000_000, Window: domain.NominalWindow(domain.PeriodMonth)},
+		Calendar: &domain.Calendar{Unit: domain.PeriodMonth, Location: time.UTC, AnchorDay: 1}, Tokens: true}
+	p, err := domain.NewPolicy([]domain.PolicyLimit{rpm, tpm, monthly}, []domain.Route{
+		{Name: "chat", Method: "POST", Path: "/v1/chat/completions", Cost: 1, Tokens: "openai"},
+		{Name: "render", Path: "/v1/render", Cost: 1, Tokens: "header:X-Usage-Units", Reserve: 50},
+		// A cost above a token limit's budget is no error: it counts tokens.
+		{Name: "bulk", Path: "/v1/bulk", Cost: 5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path    string
+		tokened bool
+		reserve int64
+	}{
+		{"/v1/chat/completions", true, domain.DefaultReserve},
+		{"/v1/render", true, 50},
+		{"/v1/bulk", false, 0},
+		{"/other", false, 0},
+	} {
+		r := p.Match("POST", tt.path)
+		if r.Tokened() != tt.tokened || r.Reserve != tt.reserve {
+			t.Errorf("%s: route %q tokened %v reserve %d, want %v and %d", tt.path, r.Name, r.Tokened(), r.Reserve, tt.tokened, tt.reserve)
+		}
+	}
+	// A tenant may override a token limit below any route's cost.
+	if err := p.CheckOverride("tpm", domain.Rule{Limit: 1, Window: time.Minute}); err != nil {
+		t.Errorf("override of a token limit: %v", err)
 	}
 }
 

@@ -26,6 +26,8 @@ func TestSettleReserve(t *testing.T) {
 			domain.CountAdmitted, true, []int64{30}, []int64{70}, []int64{0}},
 		{"clamped to what remains", map[string]int64{"tok": 90}, []domain.Limit{{Key: "tok", Cost: 30, Reserve: true}},
 			domain.CountAdmitted, true, []int64{10}, []int64{0}, []int64{0}},
+		{"a reservation of nothing", map[string]int64{}, []domain.Limit{{Key: "tok", Cost: 0, Reserve: true}},
+			domain.CountAdmitted, true, []int64{0}, []int64{100}, []int64{domain.NoMark}},
 		{"one unit left", map[string]int64{"tok": 99}, []domain.Limit{{Key: "tok", Cost: 30, Reserve: true}},
 			domain.CountAdmitted, true, []int64{1}, []int64{0}, []int64{0}},
 		{"nothing left denies", map[string]int64{"tok": 100}, []domain.Limit{{Key: "tok", Cost: 30, Reserve: true}},
@@ -56,7 +58,7 @@ func TestSettleReserve(t *testing.T) {
 			if d.Spent != tt.spent[i] || d.Remaining != tt.remaining[i] || d.Mark != tt.marks[i] {
 				t.Errorf("%s: limit %d: %+v, want spent %d, remaining %d, mark %d", tt.name, i, d, tt.spent[i], tt.remaining[i], tt.marks[i])
 			}
-			if spends := domain.Spends(req, tt.counting, v, i); req.Limits[i].Reserve && spends != (d.Spent > 0) {
+			if spends := domain.Spends(req, tt.counting, v, i); req.Limits[i].Reserve && !spends && d.Spent > 0 {
 				t.Errorf("%s: limit %d spends %v with Spent %d", tt.name, i, spends, d.Spent)
 			}
 		}

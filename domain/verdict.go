@@ -261,7 +261,7 @@ func spent(req Request, c Counting, v Verdict) {
 	for i := range v.Decisions {
 		switch {
 		case !req.Limits[i].Reserve:
-		case Spends(req, c, v, i):
+		case Spends(req, c, v, i) && v.Decisions[i].Spent > 0:
 		default:
 			v.Decisions[i].Spent, v.Decisions[i].Mark = 0, NoMark
 		}
@@ -274,7 +274,8 @@ func spent(req Request, c Counting, v Verdict) {
 // c is [CountHits]; always when c is [CountEvery]. A concurrency limit
 // spends (takes a slot) only when v admits the request and it admits it,
 // whatever c says (and a limit of cost 0, a check, takes none): a
-// request holds no slot it would not give back.
+// request holds no slot it would not give back. A Reserve limit that
+// spends spends its decision's Spent, not its Cost.
 func Spends(req Request, c Counting, v Verdict, i int) bool {
 	if req.Limits[i].Concurrency {
 		return v.Allowed && v.Decisions[i].Allowed && req.Limits[i].Cost > 0

@@ -32,6 +32,9 @@ const (
 	// AnonymousPerAddress meters it per client address
 	// ([domain.AnonymousSubject]); the tenant is still Unknown.
 	AnonymousPerAddress
+	// AnonymousReject refuses it: [Engine.Decide] answers a result
+	// that is Rejected, nothing spent.
+	AnonymousReject
 )
 
 // Observer is told of every decision the engine makes, for metrics. Its
@@ -46,6 +49,10 @@ type Observer interface {
 	// InFlight records that this replica's requests took (delta 1) or
 	// gave back (-1) a slot of the concurrency limit named limit.
 	InFlight(limit string, delta int)
+	// Settled records a request on route that reserved units of its
+	// token limits and then used used of them; err is the store's error
+	// when the settlement failed.
+	Settled(route *domain.Route, reserved, used int64, err error)
 }
 
 // Options configure [New].
@@ -57,6 +64,10 @@ type Options struct {
 	// the same store counting as the planning face needs, under its own
 	// layers. Nil means Limiter.
 	Planned ports.Limiter
+	// Settler settles what requests reserved from token limits: the
+	// store itself, not its layers. May be nil when no limit counts
+	// tokens: reservations are then never given back.
+	Settler ports.Settler
 	// Usage reads and resets the store's budgets, for [Engine.Usage] and
 	// [Engine.Reset]: the store itself, not its layers; a reset also
 	// makes the layers forget the tenant. May be nil: no usage API.
@@ -71,6 +82,9 @@ type Options struct {
 	// IPv6 clients with AnonymousPerAddress (32–128; 0 means 64).
 	Anonymous  Anonymous
 	IPv6Prefix int
+	// KeyRing holds the API keys issued at runtime, which name tenants
+	// beside the tenants file's. May be nil: no key API.
+	KeyRing *KeyRing
 	// Observer records decisions. May be nil.
 	Observer Observer
 	// Log gets at most one line a second about requests a shadow limit
@@ -81,11 +95,12 @@ type Options struct {
 // Engine is the decision engine. It is safe for concurrent use by
 // multiple goroutines; Decide takes no lock.
 type Engine struct {
-	opts     Options
-	snap     atomic.Pointer[Snapshot]
-	shadow   throttle.Log
-	fullLog  throttle.Log
-	observer Observer
+	opts      Options
+	snap      atomic.Pointer[Snapshot]
+	shadow    throttle.Log
+	fullLog   throttle.Log
+	settleLog throttle.Log
+	observer  Observer
 }
 
 // New returns an engine deciding with snap.
@@ -111,6 +126,7 @@ func New(snap *Snapshot, opts Options) *Engine {
 	}
 	e.shadow.Interval = time.Second
 	e.fullLog.Interval = time.Minute
+	e.settleLog.Interval = time.Second
 	e.snap.Store(snap)
 	return e
 }
@@ -146,6 +162,19 @@ type Described struct {
 	// endpoint) must not take a slot it could not give back. A route
 	// whose every limit is a concurrency limit is then not metered.
 	SkipConcurrency bool
+	// Units is what the request asks to reserve from the token limits
+	// of a route that names a token source ([domain.Route.Tokens]): the
+	// most its answer may use and an estimate of its prompt. 0 means the
+	// route's reserve.
+	Units int64
+	// Least is the smallest reservation that serves the request (its
+	// prompt's estimate and one unit more): a token limit with less
+	// left denies it. 0 means 1.
+	Least int64
+	// CheckTokens makes token limits a check, for a face that never
+	// learns what an answer used (the check endpoint): the request is
+	// admitted while each has anything left, and reserves nothing.
+	CheckTokens bool
 }
 
 // Result is the engine's answer about a described request.
@@ -158,9 +187,14 @@ type Result struct {
 	Subject domain.TenantID
 	// Route is the route the request matched.
 	Route *domain.Route
-	// Metered is false on a route of cost 0 or without limits: nothing
-	// was decided, and Limits and Verdict are empty.
+	// Metered is false on a route of cost 0 or without limits, and for a
+	// Rejected request: nothing was decided, and Limits and Verdict are
+	// empty.
 	Metered bool
+	// Rejected is true for a request that names no tenant when
+	// unresolved traffic is refused (AnonymousReject): it must not reach
+	// the upstream, and spent nothing.
+	Rejected bool
 	// Limits are the limits that applied, in the order the rate-limit
 	// headers list them, and Verdict the decision on them. When the
 	// request took concurrency slots, Verdict.Release gives them back
@@ -168,9 +202,20 @@ type Result struct {
 	// [Result.Release].
 	Limits  []domain.Limit
 	Verdict domain.Verdict
+	// Reserved is what an admitted request reserved from its route's
+	// token limits (the least over them): what its prompt and answer may
+	// use together. 0 when it reserved nothing (no token limit applied,
+	// or a fail mode admitted it without the store): its answer is not
+	// capped. [Engine.Settle] settles it.
+	Reserved int64
+
+	settle bool // Reserved was spent at the store, and Settle settles it
 }
 
-// Decide decides d. Its errors: [domain.ErrInvalidPath] for a path that
+// Decide decides d: it resolves the tenant (by API key, a tenants
+// file's or one issued at runtime, else without a tenants file by the
+// tenant header), matches the route and has the limiter decide its
+// limits. Its errors: [domain.ErrInvalidPath] for a path that
 // climbs above "/" once read as the most lenient upstream would, and
 // [domain.ErrAmbiguousMethod] for a method override on which the path
 // matches another route than on d.Method (the face answers 400; nothing
@@ -183,7 +228,7 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 		return Result{}, err
 	}
 	snap := e.snap.Load()
-	tenant := e.resolve(snap, d.Credentials)
+	tenant, named := e.resolve(snap, d.Credentials)
 	res := Result{Tenant: tenant.ID, Subject: tenant.ID}
 	res.Route = snap.Policy.Match(d.Method, matched)
 	for _, m := range d.Overrides {
@@ -191,15 +236,18 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 			return Result{}, domain.ErrAmbiguousMethod
 		}
 	}
-	applied := res.Route.Applied()
-	if res.Route.Cost == 0 || len(applied) == 0 || (d.SkipConcurrency && onlySlots(applied)) {
+	if !named && e.opts.Anonymous == AnonymousReject {
+		res.Rejected = true
+		return res, nil
+	}
+	if res.Route.Cost == 0 || !metered(res.Route, d.SkipConcurrency) {
 		return res, nil
 	}
 	res.Metered = true
 	if tenant.ID == domain.Unknown && e.opts.Anonymous == AnonymousPerAddress && d.Client.IsValid() {
 		res.Subject = domain.AnonymousSubject(d.Client, e.opts.IPv6Prefix)
 	}
-	req, dst := e.request(res.Route, tenant, res.Subject, d.SkipConcurrency)
+	req, dst := e.request(res.Route, tenant, res.Subject, d)
 	start := time.Now()
 	v, err := e.opts.Limiter.Allow(ctx, req, dst)
 	if errors.Is(err, ports.ErrStoreFull) && res.Subject != domain.Unknown {
@@ -211,12 +259,13 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 				"requests_since_last_line", n)
 		})
 		res.Subject = domain.Unknown
-		req, dst = e.request(res.Route, unknownTenant, domain.Unknown, d.SkipConcurrency)
+		req, dst = e.request(res.Route, unknownTenant, domain.Unknown, d)
 		v, err = e.opts.Limiter.Allow(ctx, req, dst)
 	}
 	if err != nil {
 		return Result{}, err
 	}
+	e.reserve(ctx, d, &res, req, &v)
 	e.observer.Decided(res.Route, v, time.Since(start))
 	if v.Outcome == domain.OutcomeShadowDenied {
 		e.logShadow(res, req, v)
@@ -230,19 +279,20 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 
 var unknownTenant = Tenant{ID: domain.Unknown}
 
-// request builds the request to decide on route, and room for its
-// verdict's decisions: one limit per limit of the route (the global ones
-// in order, then the route's own; without its concurrency limits when
-// skipSlots), each with tenant's rule for it, subject's key and the
-// route's cost.
-func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.TenantID, skipSlots bool) (domain.Request, []domain.Decision) {
+// request builds the request d describes on route, and room for its
+// verdict's decisions: one limit per limit of the route that applies
+// (the global ones in order, then the route's own; without concurrency
+// limits when d skips them, and token limits only on a route that names
+// a token source), each with tenant's rule for it, subject's key and
+// the route's cost (a token limit: d's reservation).
+func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.TenantID, d Described) (domain.Request, []domain.Decision) {
 	applied := route.Applied()
 	req := domain.Request{Tenant: subject, Route: route.Name}
 	var dst []domain.Decision
 	req.Limits, dst = newRequestBuffers(len(applied))
 	n := 0
 	for i, l := range applied {
-		if skipSlots && l.Concurrency {
+		if !applies(route, l, d.SkipConcurrency) {
 			continue
 		}
 		keyRoute := ""
@@ -251,6 +301,9 @@ func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.Tena
 		}
 		req.Limits[n] = e.limit(tenant, subject, keyRoute, l)
 		req.Limits[n].Cost = route.Cost
+		if l.Tokens {
+			req.Limits[n].Cost = d.reservation(route)
+		}
 		n++
 	}
 	req.Limits = req.Limits[:n]
@@ -276,6 +329,7 @@ func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l d
 		Shadow:      l.Shadow,
 		Calendar:    cal,
 		Concurrency: l.Concurrency,
+		Reserve:     l.Tokens,
 	}
 }
 
@@ -321,3 +375,4 @@ type nopObserver struct{}
 func (nopObserver) Decided(*domain.Route, domain.Verdict, time.Duration) {}
 func (nopObserver) StoreFull()                                           {}
 func (nopObserver) InFlight(string, int)                                 {}
+func (nopObserver) Settled(*domain.Route, int64, int64, error)           {}

@@ -429,3 +429,5 @@ func TestDecideSkipConcurrencyOnly(t *testing.T) {
 		t.Errorf("the proxy's decision: metered %v, %v, request %+v; want metered on rl:{unknown}:in_flight:route:slow:inflight", res.Metered, err, rec.reqs)
 	}
 }
+
+func (r *recorder) Settled(*domain.Route, int64, int64, error) {}

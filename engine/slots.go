@@ -18,15 +18,21 @@ func (r Result) Release() {
 	}
 }
 
-// onlySlots reports whether every limit of applied is a concurrency
-// limit.
-func onlySlots(applied []domain.PolicyLimit) bool {
-	for _, l := range applied {
-		if !l.Concurrency {
-			return false
+// applies reports whether limit l of route applies to a request on it:
+// not a concurrency limit when the face skips them, and a token limit
+// only on a route that names a token source.
+func applies(route *domain.Route, l domain.PolicyLimit, skipSlots bool) bool {
+	return !(skipSlots && l.Concurrency) && (!l.Tokens || route.Tokens != "")
+}
+
+// metered reports whether any limit of route applies to its requests.
+func metered(route *domain.Route, skipSlots bool) bool {
+	for _, l := range route.Applied() {
+		if applies(route, l, skipSlots) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // holding counts the slots verdict v of limits took into the observer's

@@ -60,12 +60,25 @@ type Directory struct {
 // NewDirectory returns the directory of tenants, each with its API keys.
 // The caller has validated them: ids unique and valid, keys unique.
 func NewDirectory(tenants []Tenant, keys [][]string) *Directory {
+	sums := make([][][sha256.Size]byte, len(keys))
+	for i, ks := range keys {
+		for _, k := range ks {
+			sums[i] = append(sums[i], sha256.Sum256([]byte(k)))
+		}
+	}
+	return NewHashedDirectory(tenants, sums)
+}
+
+// NewHashedDirectory returns the directory of tenants, each with the
+// SHA-256 of its API keys. The caller has validated them: ids unique and
+// valid, digests unique.
+func NewHashedDirectory(tenants []Tenant, sums [][][sha256.Size]byte) *Directory {
 	d := &Directory{byKey: make(map[[sha256.Size]byte]*Tenant), byID: make(map[domain.TenantID]*Tenant, len(tenants))}
 	for i := range tenants {
 		t := &tenants[i]
 		d.byID[t.ID] = t
-		for _, k := range keys[i] {
-			d.byKey[sha256.Sum256([]byte(k))] = t
+		for _, sum := range sums[i] {
+			d.byKey[sum] = t
 		}
 	}
 	return d
@@ -86,7 +99,12 @@ func (d *Directory) Lookup(key string) (*Tenant, bool) {
 	if key == "" {
 		return nil, false
 	}
-	var buf [64]byte // on the stack: keys up to 64 bytes hash without allocating
-	t, ok := d.byKey[sha256.Sum256(append(buf[:0], key...))]
+	sum := sumKey(key)
+	return d.lookupSum(&sum)
+}
+
+// lookupSum returns the tenant whose API key's SHA-256 is sum.
+func (d *Directory) lookupSum(sum *[sha256.Size]byte) (*Tenant, bool) {
+	t, ok := d.byKey[*sum]
 	return t, ok
 }

@@ -39,6 +39,15 @@ type LimitUsage struct {
 	Decision domain.Decision
 }
 
+// Meter returns what u's limit counts: "tokens" for a token limit,
+// "requests" for any other.
+func (u LimitUsage) Meter() string {
+	if u.Limit.Reserve {
+		return "tokens"
+	}
+	return "requests"
+}
+
 // UsageConcurrency is the Algorithm of a concurrency limit's usage.
 const UsageConcurrency = "concurrency"
 

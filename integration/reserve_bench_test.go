@@ -21,7 +21,8 @@ import (
 // decision of the same two limits (costs known in advance: one run), on
 // Redis, every algorithm, 64 goroutines over 1000 tenants, every request
 // admitted (the limits are far away). kind=token ÷ kind=plain of one
-// algorithm is what reserving and settling cost. With
+// algorithm is what reserving and settling cost; kind=reserve is the
+// reservation alone (never settled). With
 // TOLLGATE_BENCH_REDIS_URL it runs against that Redis (see
 // BenchmarkPolicyLimits).
 func BenchmarkTokenDecision(b *testing.B) {
@@ -43,8 +44,8 @@ func BenchmarkTokenDecision(b *testing.B) {
 	for _, a := range domain.Algorithms {
 		lim := redisLimiter{algorithm: a.Name}.new(client, redis.Options{Timeout: time.Second})
 		settler := lim.(ports.Settler)
-		for _, kind := range []string{"plain", "token"} {
-			reqs := requests(a.Name, kind == "token")
+		for _, kind := range []string{"plain", "reserve", "token"} {
+			reqs := requests(a.Name, kind != "plain")
 			b.Run(fmt.Sprintf("algorithm=%s/kind=%s", a.Name, kind), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetParallelism((benchGoroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))

@@ -41,7 +41,8 @@ type Metrics struct {
 	inFlight       *prometheus.GaugeVec     // limit
 	inFlightOf     sync.Map                 // limit name → prometheus.Gauge
 
-	rls *rlsMetrics // Envoy's rate limit service
+	rls    *rlsMetrics   // Envoy's rate limit service
+	tokens *tokenMetrics // token limits
 }
 
 // Per-limit outcomes of tollgate_limit_decisions_total: what each limit
@@ -123,7 +124,7 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	}, []string{"route"})
 	adminActions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_admin_actions_total",
-		Help: "Calls of the usage API, by action: usage (a read), reset, unauthorized (no or a wrong bearer token).",
+		Help: "Calls of the usage and key APIs, by action: usage (a read), reset, key_create, key_list, key_revoke, unauthorized (no or a wrong bearer token).",
 	}, []string{"action"})
 	for _, a := range AdminActions {
 		adminActions.WithLabelValues(a)
@@ -133,11 +134,13 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 		Name: "tollgate_in_flight",
 		Help: "Slots of each concurrency limit that this replica's requests hold (on the store, or in its memory under the local fail mode), by limit name.",
 	}, []string{"limit"})
+	tokens := newTokenMetrics()
 	reg.MustRegister(decisions, storeErrors, probeFails, storeFull, storeUp, opens, replicas, duration, limitDecisions, requests, upstreamTime, adminActions,
 		rls.requests, rls.descriptors, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(tokens.collectors()...)
 	m := &Metrics{storeErrors: storeErrors, probeFails: probeFails, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
-		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls, inFlight: inFlight}
+		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls, tokens: tokens, inFlight: inFlight}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}
@@ -308,9 +311,9 @@ func (m *Metrics) Unrouted(code int) {
 }
 
 // AdminActions are the actions tollgate_admin_actions_total counts.
-var AdminActions = []string{"usage", "reset", "unauthorized"}
+var AdminActions = []string{"usage", "reset", "spend", "key_create", "key_list", "key_revoke", "unauthorized"}
 
-// AdminAction counts one call of the usage API: action is one of
+// AdminAction counts one call of the usage or key API: action is one of
 // [AdminActions].
 func (m *Metrics) AdminAction(action string) {
 	if m != nil {

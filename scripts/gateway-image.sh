@@ -25,6 +25,8 @@ vcs=false
 git rev-parse --git-dir >/dev/null 2>&1 && vcs=true
 CGO_ENABLED=0 go build -buildvcs=$vcs -trimpath -ldflags='-s -w' -o bin/tollgate ./cmd/tollgate
 cp "$CA" bin/ca-certificates.crt
+# /bin/ratelimit -> /tollgate in the image (see the Dockerfile).
+rm -rf bin/links && mkdir -p bin/links/bin && ln -s /tollgate bin/links/bin/ratelimit
 
 # Classic builder: no buildx plugin here, and it never fetches a frontend.
 DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" . >&2

@@ -17,6 +17,13 @@
 #   SELF_CHECK=1        a second envoyproxy/ratelimit on its own Redis: every
 #                       scenario must agree with itself (SELF_CHECK_ENV adds
 #                       VAR=VALUE settings to that second one only).
+# XDS=1 gives both servers each suite's configuration over xDS instead of
+# files: bench/rlsoracle/xdsserve serves it (go-control-plane's snapshot
+# cache, ADS) on 127.0.0.1:PORT_BASE+20, envoyproxy/ratelimit takes it
+# with CONFIG_TYPE=GRPC_XDS_SOTW (node ref), and tollgate runs with
+# -envoy-ratelimit in envoyproxy/ratelimit's environment (node sut), as
+# Envoy Gateway runs it; each server is asked only once it has
+# acknowledged the configuration.
 # Other TOLLGATE_* variables in the environment reach tollgate unchanged.
 # It starts redis-server (Debian's redis-server package) on loopback ports
 # REF_REDIS_PORT (16379) and SUT_REDIS_PORT (16380), envoyproxy/ratelimit on
@@ -48,6 +55,8 @@ REF_HTTP=$PORT_BASE SUT_HTTP=$((PORT_BASE + 10))
 REF_DEBUG=$((PORT_BASE - 2010)) SUT_DEBUG=$((PORT_BASE - 2009))
 SUT_ADMIN=127.0.0.1:$((PORT_BASE + 1010))
 RELOAD_WAIT=${RELOAD_WAIT:-3}
+XDS=${XDS:-}
+XDS_ADDR=127.0.0.1:$((PORT_BASE + 20))
 
 if [[ -n ${TOLLGATE_BIN:-} ]]; then
 	sut=tollgate
@@ -130,6 +139,32 @@ if [[ -z $oracle ]]; then
 	oracle=$WORK/rlsoracle
 	(cd "$root/bench" && go build -o "$oracle" ./rlsoracle)
 fi
+if [[ $XDS == 1 ]]; then
+	[[ $sut != address ]] || { echo "rls-oracle: XDS=1 needs TOLLGATE_BIN or SELF_CHECK=1" >&2; exit 2; }
+	xdsserve=$WORK/xdsserve
+	(cd "$root/bench" && go build -o "$xdsserve" ./rlsoracle/xdsserve)
+fi
+
+# xds_env NODE: the variables that point envoyproxy/ratelimit's
+# environment at the suite's xDS server as NODE (none without XDS=1).
+xds_env() {
+	[[ $XDS == 1 ]] && echo "CONFIG_TYPE=GRPC_XDS_SOTW CONFIG_GRPC_XDS_SERVER_URL=$XDS_ADDR CONFIG_GRPC_XDS_NODE_ID=$1"
+	return 0
+}
+
+# wait_ack NODE PID: waits up to 10 s for NODE's acknowledgement of the
+# configuration in the xDS server's log.
+wait_ack() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		grep -q "^ack node=$1 version=1\$" "$WORK/xds.log" && return 0
+		sleep 0.1
+	done
+	echo "rls-oracle: $1 did not acknowledge the configuration after 10 s; the xDS server's log:" >&2
+	tail -5 "$WORK/xds.log" >&2
+	stop "$2"
+	return 1
+}
 
 free "127.0.0.1:$REF_REDIS_PORT" redis-ref
 start redis-ref redis-server --bind 127.0.0.1 --port "$REF_REDIS_PORT" --save '' --appendonly no
@@ -149,7 +184,8 @@ envoy_rl() {
 		RUNTIME_ROOT="$2" RUNTIME_SUBDIRECTORY= RUNTIME_APPDIRECTORY=config \
 		RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true MERGE_DOMAIN_CONFIG=true \
 		HOST=127.0.0.1 PORT="$5" GRPC_HOST=127.0.0.1 GRPC_PORT="${4##*:}" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$6" \
-		"$ENVOY_RATELIMIT_BIN"
+		$(xds_env "${1%%-*}") "$ENVOY_RATELIMIT_BIN"
+	# Over xDS it listens once its configuration is loaded.
 	wait_port "$4" "$1" "$started"
 }
 
@@ -159,19 +195,39 @@ flush() { redis-cli -h "${1%:*}" -p "${1##*:}" FLUSHALL >/dev/null; }
 pass() {
 	local suite=$1 count_denied=$2 mode=$3 name ref sut_pid=
 	name=$(basename "$suite")
+	local xds_pid=
+	if [[ $XDS == 1 ]]; then
+		free "$XDS_ADDR" xds || return 1
+		start xds "$xdsserve" -addr "$XDS_ADDR" -config "$suite/config" -nodes ref,sut
+		xds_pid=$started
+		wait_port "$XDS_ADDR" xds "$xds_pid" || return 1
+	fi
 	flush "127.0.0.1:$REF_REDIS_PORT"
-	envoy_rl "ref-$name" "$suite" "$REF_REDIS_PORT" "$REF_GRPC" "$REF_HTTP" "$REF_DEBUG" || return 1
+	envoy_rl "ref-$name" "$suite" "$REF_REDIS_PORT" "$REF_GRPC" "$REF_HTTP" "$REF_DEBUG" || { [[ -n $xds_pid ]] && stop "$xds_pid"; return 1; }
 	ref=$started
 	case $sut in
 	tollgate)
 		flush "127.0.0.1:$SUT_REDIS_PORT"
 		free "$SUT_GRPC" tollgate && free "$SUT_ADMIN" tollgate || { stop "$ref"; return 1; }
-		start "tollgate-$name-$count_denied" env TOLLGATE_LISTEN_ADDR=off TOLLGATE_ADMIN_ADDR="$SUT_ADMIN" \
-			TOLLGATE_RLS_ADDR="$SUT_GRPC" TOLLGATE_RLS_CONFIG="$suite/config" \
-			TOLLGATE_RLS_COUNT_DENIED="$count_denied" TOLLGATE_ALGORITHM=fixed_window \
-			TOLLGATE_STORE=redis TOLLGATE_REDIS_URL="redis://127.0.0.1:$SUT_REDIS_PORT/0" "$TOLLGATE_BIN"
-		sut_pid=$started
-		wait_port "$SUT_GRPC" "tollgate-$name-$count_denied" "$sut_pid" || { stop "$ref"; return 1; }
+		if [[ $XDS == 1 ]]; then
+			free "127.0.0.1:$SUT_HTTP" tollgate || { stop "$ref"; return 1; }
+			start "tollgate-$name-$count_denied" env -i PATH="$PATH" $(env | grep '^TOLLGATE_' || true) \
+				USE_STATSD=false REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$SUT_REDIS_PORT" \
+				HOST=127.0.0.1 PORT="$SUT_HTTP" GRPC_HOST=127.0.0.1 GRPC_PORT="${SUT_GRPC##*:}" \
+				FORCE_START_WITHOUT_INITIAL_CONFIG=true $(xds_env sut) \
+				TOLLGATE_RLS_COUNT_DENIED="$count_denied" TOLLGATE_ALGORITHM=fixed_window \
+				"$TOLLGATE_BIN" -envoy-ratelimit
+			sut_pid=$started
+			wait_port "$SUT_GRPC" "tollgate-$name-$count_denied" "$sut_pid" && wait_ack sut "$sut_pid" ||
+				{ stop "$ref"; stop "$xds_pid"; return 1; }
+		else
+			start "tollgate-$name-$count_denied" env TOLLGATE_LISTEN_ADDR=off TOLLGATE_ADMIN_ADDR="$SUT_ADMIN" \
+				TOLLGATE_RLS_ADDR="$SUT_GRPC" TOLLGATE_RLS_CONFIG="$suite/config" \
+				TOLLGATE_RLS_COUNT_DENIED="$count_denied" TOLLGATE_ALGORITHM=fixed_window \
+				TOLLGATE_STORE=redis TOLLGATE_REDIS_URL="redis://127.0.0.1:$SUT_REDIS_PORT/0" "$TOLLGATE_BIN"
+			sut_pid=$started
+			wait_port "$SUT_GRPC" "tollgate-$name-$count_denied" "$sut_pid" || { stop "$ref"; return 1; }
+		fi
 		;;
 	self)
 		flush "127.0.0.1:$SUT_REDIS_PORT"
@@ -191,10 +247,13 @@ pass() {
 	[[ $sut == address ]] && addr=$SUT_ADDR
 	local rc=0
 	# shellcheck disable=SC2086 # ORACLE_FLAGS is a list of flags
+	local xds_flag=
+	[[ $XDS == 1 ]] && xds_flag=-xds
 	"$oracle" -a "$REF_GRPC" -b "$addr" -config "$suite/config" -scenarios "$suite/scenarios.yaml" -mode "$mode" \
-		${ORACLE_FLAGS:-} || rc=$?
+		$xds_flag ${ORACLE_FLAGS:-} || rc=$?
 	[[ -n $sut_pid ]] && stop "$sut_pid"
 	stop "$ref"
+	[[ -n $xds_pid ]] && stop "$xds_pid"
 	return $rc
 }
 

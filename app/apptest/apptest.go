@@ -37,6 +37,13 @@ type Gateway struct {
 // test fails if Run then returns an error). Values in environ win.
 func Start(t testing.TB, environ ...string) *Gateway {
 	t.Helper()
+	return StartArgs(t, []string{"tollgate"}, environ...)
+}
+
+// StartArgs is Start with the command line args, such as
+// []string{"/bin/ratelimit"} for envoyproxy/ratelimit's environment.
+func StartArgs(t testing.TB, args []string, environ ...string) *Gateway {
+	t.Helper()
 	env := append([]string{
 		"TOLLGATE_LISTEN_ADDR=127.0.0.1:0",
 		"TOLLGATE_ADMIN_ADDR=127.0.0.1:0",
@@ -47,7 +54,7 @@ func Start(t testing.TB, environ ...string) *Gateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stop = cancel
 	go func() {
-		err := app.Run(ctx, []string{"tollgate"}, env, io.Discard, pw)
+		err := app.Run(ctx, args, env, io.Discard, pw)
 		pw.CloseWithError(io.EOF)
 		g.done <- err
 	}()

@@ -26,7 +26,9 @@
 # REDIS_ADDR (host:port of a Redis to use instead of starting one, such as
 # a network lane's: eval "$(scripts/netlane.sh up 0.5)";
 # REDIS_ADDR=$TOLLGATE_BENCH_REDIS) and REDIS_PID (its process, for its
-# CPU).
+# CPU), TLS (1: every server serves TLS, tollgate with TOLLGATE_RLS_TLS_*,
+# envoyproxy/ratelimit with GRPC_SERVER_USE_TLS, from a certificate
+# openssl makes here, and the load client calls over TLS).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -85,6 +87,22 @@ log "building into $DIR"
 go build -o "$DIR/tollgate" ./cmd/tollgate
 (cd bench && go build -o "$DIR/load" ./rls/load && go build -o "$DIR/stub" ./rls/stub && go build -o "$DIR/report" ./rls/report)
 
+# TLS=1: one CA and one certificate for localhost, every server's.
+STUB_TLS=() ENVOY_TLS=() TOLLGATE_TLS=() LOAD_TLS=()
+if [[ ${TLS:-} == 1 ]]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=bench-ca \
+    -keyout "$DIR/ca.key" -out "$DIR/ca.crt" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+    -keyout "$DIR/tls.key" -out "$DIR/tls.csr" 2>/dev/null
+  openssl x509 -req -in "$DIR/tls.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" -CAcreateserial -days 1 \
+    -extfile <(printf 'subjectAltName=DNS:localhost,IP:127.0.0.1') -out "$DIR/tls.crt" 2>/dev/null
+  STUB_TLS=(-cert "$DIR/tls.crt" -key "$DIR/tls.key")
+  ENVOY_TLS=(GRPC_SERVER_USE_TLS=true GRPC_SERVER_TLS_CERT="$DIR/tls.crt" GRPC_SERVER_TLS_KEY="$DIR/tls.key")
+  TOLLGATE_TLS=(TOLLGATE_RLS_TLS_CERT="$DIR/tls.crt" TOLLGATE_RLS_TLS_KEY="$DIR/tls.key")
+  LOAD_TLS=(-ca "$DIR/ca.crt")
+  log "TLS on every server"
+fi
+
 # One configuration for both: envoyproxy/ratelimit's runtime layout
 # (<root>/ratelimit/config), which tollgate reads as a directory.
 CONF=$DIR/runtime/ratelimit/config
@@ -109,7 +127,7 @@ else
 fi
 
 declare -A ADDR PID
-start stub "$DIR/stub" -addr "127.0.0.1:$P_STUB"
+start stub "$DIR/stub" -addr "127.0.0.1:$P_STUB" "${STUB_TLS[@]}"
 ADDR[stub]=127.0.0.1:$P_STUB PID[stub]=$LAST_PID
 wait_port "$P_STUB" stub
 TARGETS="stub"
@@ -122,7 +140,7 @@ if [[ -n ${ENVOY_RATELIMIT_BIN:-} ]]; then
     RUNTIME_ROOT="$DIR/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_APPDIRECTORY=config \
     RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true \
     HOST=127.0.0.1 PORT="$P_ENVOY_HTTP" GRPC_HOST=127.0.0.1 GRPC_PORT="$P_ENVOY_GRPC" \
-    DEBUG_HOST=127.0.0.1 DEBUG_PORT="$P_ENVOY_DEBUG" "$ENVOY_RATELIMIT_BIN"
+    DEBUG_HOST=127.0.0.1 DEBUG_PORT="$P_ENVOY_DEBUG" "${ENVOY_TLS[@]}" "$ENVOY_RATELIMIT_BIN"
   ADDR[envoy-ratelimit]=127.0.0.1:$P_ENVOY_GRPC PID[envoy-ratelimit]=$LAST_PID
   wait_port "$P_ENVOY_GRPC" envoy-ratelimit
   TARGETS="$TARGETS envoy-ratelimit"
@@ -133,7 +151,7 @@ fi
 # shellcheck disable=SC2086 # TOLLGATE_ENV is a list of VAR=VALUE
 start tollgate env -i PATH="$PATH" TOLLGATE_LISTEN_ADDR=off TOLLGATE_ADMIN_ADDR="127.0.0.1:$P_TOLLGATE_ADMIN" \
   TOLLGATE_RLS_ADDR="127.0.0.1:$P_TOLLGATE" TOLLGATE_RLS_CONFIG="$CONF" TOLLGATE_STORE=redis \
-  TOLLGATE_REDIS_URL="redis://$REDIS_ADDR/0" TOLLGATE_LOG_LEVEL=warn ${TOLLGATE_ENV:-} "$DIR/tollgate"
+  TOLLGATE_REDIS_URL="redis://$REDIS_ADDR/0" TOLLGATE_LOG_LEVEL=warn "${TOLLGATE_TLS[@]}" ${TOLLGATE_ENV:-} "$DIR/tollgate"
 ADDR[tollgate]=127.0.0.1:$P_TOLLGATE PID[tollgate]=$LAST_PID
 wait_port "$P_TOLLGATE" tollgate
 TARGETS="$TARGETS tollgate"
@@ -144,7 +162,7 @@ measure() {
   local round=$1 target=$2 callers=$3
   shift 3
   "$DIR/load" -addr "${ADDR[$target]}" -target "$target" -callers "$callers" -conns "$CONNS" \
-    -duration "${DURATION}s" -pids "server=${PID[$target]}${REDIS_PID:+,redis=$REDIS_PID}" -redis "$REDIS_ADDR" "$@" |
+    -duration "${DURATION}s" -pids "server=${PID[$target]}${REDIS_PID:+,redis=$REDIS_PID}" -redis "$REDIS_ADDR" "${LOAD_TLS[@]}" "$@" |
     sed "s/^{/{\"round\":$round,/" >>"$RAW"
   tail -n 1 "$RAW" >&2
 }

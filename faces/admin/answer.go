@@ -49,6 +49,12 @@ type LimitBody struct {
 	ResetSeconds int64 `json:"reset_seconds"`
 	// Shadow is true for a limit in shadow mode: it never denies.
 	Shadow bool `json:"shadow"`
+	// Meter is what the limit counts: "requests", or "tokens" for the
+	// units answers report.
+	Meter string `json:"meter"`
+	// Reserved is, for a token limit, what requests still in flight
+	// have reserved of it (part of Used); absent for any other.
+	Reserved *int64 `json:"reserved,omitempty"`
 }
 
 // errorBody is every refusal's body.
@@ -81,6 +87,12 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit strin
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{"store unavailable"})
 		return http.StatusServiceUnavailable
 	}
+	writeJSON(w, http.StatusOK, usageBody(id, us))
+	return http.StatusOK
+}
+
+// usageBody is the answer of tenant id's usage us.
+func usageBody(id domain.TenantID, us []engine.LimitUsage) UsageBody {
 	body := UsageBody{Tenant: string(id), Limits: make([]LimitBody, len(us))}
 	for i, l := range us {
 		window := l.Limit.Rule.Window
@@ -93,6 +105,11 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit strin
 			Remaining:    max(l.Decision.Remaining, 0),
 			ResetSeconds: domain.CeilSeconds(l.Decision.ResetAfter),
 			Shadow:       l.Limit.Shadow,
+			Meter:        l.Meter(),
+		}
+		if l.Limit.Reserve {
+			n := l.Decision.Reserved
+			b.Reserved = &n
 		}
 		if l.Limit.Concurrency {
 			n := l.Used()
@@ -109,8 +126,7 @@ func (u *usageAPI) answer(w http.ResponseWriter, id domain.TenantID, limit strin
 		b.WindowSeconds = max(domain.CeilSeconds(window), 1)
 		body.Limits[i] = b
 	}
-	writeJSON(w, http.StatusOK, body)
-	return http.StatusOK
+	return body
 }
 
 // storeFailed logs a call the store failed, at most one line a second

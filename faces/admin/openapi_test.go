@@ -114,14 +114,16 @@ func (d openAPIDoc) operations(t *testing.T) []string {
 }
 
 // servedOperations returns every "METHOD path" the admin listener routes
-// with the usage API on: admin.New's own paths, and admin.WithUsage's.
+// with the usage and key APIs on: admin.New's own paths, admin.WithUsage's
+// and admin.WithKeys'.
 func servedOperations(t *testing.T) []string {
 	t.Helper()
 	base := admin.New(pingerFunc(func(context.Context) error { return nil }), time.Second, prometheus.NewRegistry(), nil)
 	f := newFixture(t, nil, nil)
 	withUsage := admin.WithUsage(base, admin.UsageOptions{Engine: f.eng, Token: token})
+	withKeys := newKeysFixture(t, 0).h
 	var ops []string
-	for name, h := range map[string]http.Handler{"admin.New": base, "admin.WithUsage": withUsage} {
+	for name, h := range map[string]http.Handler{"admin.New": base, "admin.WithUsage": withUsage, "admin.WithKeys": withKeys} {
 		routes, ok := h.(chi.Routes)
 		if !ok {
 			t.Fatalf("%s returns a %T, no longer a chi router: list its routes another way here", name, h)

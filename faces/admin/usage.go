@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/engine"
 	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/internal/throttle"
+	"github.com/tollgate/tollgate/ports"
 )
 
 // UsageTimeout bounds one usage call's store work when
@@ -39,15 +40,19 @@ type UsageOptions struct {
 	// second about calls refused for their token and one a second about
 	// calls the store failed. May be nil.
 	Log *slog.Logger
-	// Count, if not nil, counts each call by action: usage, reset or
-	// unauthorized (tollgate_admin_actions_total).
+	// Count, if not nil, counts each call by action: usage, reset, spend
+	// or unauthorized (tollgate_admin_actions_total).
 	Count func(action string)
+	// Idempotency remembers spends made with an Idempotency-Key. Nil:
+	// such a spend is refused (400).
+	Idempotency ports.Idempotency
 }
 
 // WithUsage returns admin with the usage API under /v1/tenants/:
 //
 //	GET  /v1/tenants/{id}/usage            every limit that applies to the tenant, as it stands
 //	POST /v1/tenants/{id}/reset[?limit=n]  its budgets (or limit n's) start afresh; the usage after
+//	POST /v1/tenants/{id}/spend            charge a limit what an application reports; the usage after
 //
 // Every call needs Authorization: Bearer <token>, compared in constant
 // time, or gets 401 with WWW-Authenticate: Bearer, before anything about
@@ -77,12 +82,13 @@ func WithUsage(admin http.Handler, opts UsageOptions) http.Handler {
 		r.Use(u.authorize)
 		r.Get("/tenants/{id}/usage", u.usage)
 		r.Post("/tenants/{id}/reset", u.reset)
+		r.Post("/tenants/{id}/spend", u.spend)
 		r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusNotFound, errorBody{"no such path: see GET /v1/tenants/{id}/usage and POST /v1/tenants/{id}/reset"})
 		})
 		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 			allow := http.MethodGet
-			if strings.HasSuffix(r.URL.Path, "/reset") {
+			if strings.HasSuffix(r.URL.Path, "/reset") || strings.HasSuffix(r.URL.Path, "/spend") {
 				allow = http.MethodPost
 			}
 			w.Header().Set("Allow", allow)

@@ -148,8 +148,10 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, query, _ := strings.Cut(uri, "?")
 	d.Overrides = httpface.MethodOverrides(r.Header, query)
 	// A check never learns when the request it describes ends: it could
-	// never give a concurrency slot back.
-	d.SkipConcurrency = true
+	// never give a concurrency slot back, nor settle what an answer
+	// used (the application reports that on the admin listener), so
+	// token limits are checked, not reserved from.
+	d.SkipConcurrency, d.CheckTokens = true, true
 	res, err := c.engine.Decide(r.Context(), d)
 	switch {
 	case errors.Is(err, domain.ErrInvalidPath):

@@ -37,6 +37,10 @@ func recordFrom(ctx context.Context) *requestRecord {
 // that is not metered (cost 0, or no limits).
 const OutcomeUnmetered = "unmetered"
 
+// OutcomeRejected is the access log's outcome of a request refused for
+// naming no tenant (TOLLGATE_ANONYMOUS=reject).
+const OutcomeRejected = "rejected"
+
 // SetOutcome tells the access log, if any, the tenant a request was
 // metered as, its route and the decision's outcome (domain.Outcome's
 // names; [OutcomeUnmetered] on a route of cost 0; "" for a request

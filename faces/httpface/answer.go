@@ -10,6 +10,8 @@ import (
 // Answer maps the engine's result for r to HTTP, as every HTTP face does
 // (docs/http.md, docs/edge.md), and tells the access log the outcome:
 //
+//   - rejected (no tenant named, TOLLGATE_ANONYMOUS=reject): 401 with
+//     WWW-Authenticate: Bearer;
 //   - a route of cost 0, or one without limits: nothing is written, and
 //     Answer reports the request admitted;
 //   - admitted with decisions (also when a shadow limit would have
@@ -26,6 +28,11 @@ import (
 // whole answer and returns its status. now gives the time of
 // X-RateLimit-Reset; nil means time.Now.
 func Answer(w http.ResponseWriter, r *http.Request, res engine.Result, denyStatus int, now func() time.Time) (status int, admitted bool) {
+	if res.Rejected {
+		SetOutcome(r.Context(), res.Tenant, res.Route.Name, OutcomeRejected)
+		WriteUnauthorized(w, r)
+		return http.StatusUnauthorized, false
+	}
 	if !res.Metered {
 		SetOutcome(r.Context(), res.Tenant, res.Route.Name, OutcomeUnmetered)
 		return 0, true

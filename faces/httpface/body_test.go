@@ -22,7 +22,7 @@ func TestIgnoreBodies(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(httpface.IgnoreBodies(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok")
-	})))
+	}), nil))
 	t.Cleanup(srv.Close)
 	dial := func(t *testing.T) (net.Conn, *bufio.Reader) {
 		c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))

@@ -51,6 +51,18 @@ func WriteDenied(w http.ResponseWriter, r *http.Request, status int, v domain.Ve
 	WriteError(w, r, status, DeniedBody)
 }
 
+// UnauthorizedBody is the message of a request refused for naming no
+// tenant (TOLLGATE_ANONYMOUS=reject).
+const UnauthorizedBody = "unauthorized: a valid API key is required"
+
+// WriteUnauthorized answers a request that names no tenant when
+// unresolved traffic is refused: 401 with WWW-Authenticate: Bearer.
+func WriteUnauthorized(w http.ResponseWriter, r *http.Request) {
+	AbandonBody(w, r)
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	WriteError(w, r, http.StatusUnauthorized, UnauthorizedBody)
+}
+
 // WriteUnavailable answers the closed fail mode: 503, Retry-After 1.
 func WriteUnavailable(w http.ResponseWriter, r *http.Request) {
 	AbandonBody(w, r)
@@ -83,7 +95,8 @@ func AbandonBody(w http.ResponseWriter, r *http.Request) {
 // per limit, X-RateLimit-* for the most constrained one. A concurrency
 // limit's policy item is `"name";q=N;qu="concurrent-requests"`, and its
 // RateLimit item gives the free slots (r) and t=0 while one is free, 1
-// when none is. Times are
+// when none is. A token limit's policy item ends `;qu="tokens"`, and its
+// RateLimit item gives what remains after the request's reservation. Times are
 // rounded up to whole seconds, so a client that waits as told is never
 // early. It runs on every metered request, so it writes the keys
 // directly (Header.Set would canonicalize, and allocate, each time) and
@@ -109,6 +122,9 @@ func SetRateLimitHeaders(h http.Header, limits []domain.Limit, v domain.Verdict,
 			w = d.Window // a calendar period's real length
 		}
 		b = appendItem(appendItem(b, i, limits[i].Name, ";q=", d.Limit), -1, "", ";w=", max(domain.CeilSeconds(w), 1))
+		if limits[i].Reserve {
+			b = append(b, `;qu="tokens"`...) // a quota of the units answers report
+		}
 	}
 	ends[0] = len(b)
 	for i, d := range v.Decisions { // RateLimit (a concurrency limit: r the free slots, t 0 while one is free, else 1)

@@ -51,3 +51,25 @@ func TestSetRateLimitHeadersConcurrency(t *testing.T) {
 		}
 	}
 }
+
+func TestRateLimitHeadersTokens(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	limits := []domain.Limit{
+		{Name: "rpm", Rule: domain.Rule{Limit: 600, Window: time.Minute}},
+		{Name: "tpm", Rule: domain.Rule{Limit: 100000, Window: time.Minute}, Reserve: true, Cost: 1024},
+	}
+	v := domain.Verdict{Allowed: true, Decisions: []domain.Decision{
+		{Allowed: true, Limit: 600, Remaining: 599, ResetAfter: 60 * time.Second},
+		{Allowed: true, Limit: 100000, Remaining: 98976, ResetAfter: 60 * time.Second, Spent: 1024}}}
+	h := http.Header{}
+	httpface.SetRateLimitHeaders(h, limits, v, now)
+	for name, want := range map[string]string{
+		"RateLimit-Policy": `"rpm";q=600;w=60, "tpm";q=100000;w=60;qu="tokens"`,
+		"RateLimit":        `"rpm";r=599;t=60, "tpm";r=98976;t=60`,
+	} {
+		if got := h[name]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+}

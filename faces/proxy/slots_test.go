@@ -29,6 +29,7 @@ type slotWatch struct {
 
 func (s *slotWatch) Decided(*domain.Route, domain.Verdict, time.Duration) {}
 func (s *slotWatch) StoreFull()                                           {}
+func (s *slotWatch) Settled(*domain.Route, int64, int64, error)           {}
 func (s *slotWatch) InFlight(_ string, delta int) {
 	s.held.Add(int64(delta))
 	if delta < 0 {

@@ -79,6 +79,11 @@ type Options struct {
 	// that has one (TOLLGATE_RLS_RESPONSE_HEADERS), as
 	// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED does.
 	ResponseHeaders bool
+	// Shadow answers OK overall where the descriptors say OVER_LIMIT
+	// (each status keeps its code), as envoyproxy/ratelimit's
+	// SHADOW_MODE: limits are counted and reported, never enforced
+	// (TOLLGATE_SHADOW).
+	Shadow bool
 	// Metrics records answers. May be nil.
 	Metrics Metrics
 	// Log gets one line per call whose handler panicked (answered
@@ -113,8 +118,11 @@ type config struct {
 	maxDomain int // the longest domain a request may name
 }
 
-// New returns the face, deciding with cfg (nil: no domain) until
-// [Server.SetConfig].
+// New returns the face, deciding with cfg until [Server.SetConfig]. A
+// nil cfg is no configuration loaded yet (one coming over xDS): until
+// the first SetConfig every call is answered the gRPC error UNKNOWN "no
+// rate limit configuration loaded", as envoyproxy/ratelimit answers, so
+// that Envoy's failure_mode_deny decides.
 func New(cfg *rlsconf.Config, opts Options) *Server {
 	if opts.Engine == nil {
 		panic("rls: New needs an engine")
@@ -137,12 +145,14 @@ func New(cfg *rlsconf.Config, opts Options) *Server {
 }
 
 // SetConfig makes c the configuration of every request that starts
-// after it (nil: no domain). Requests in flight finish with the old one.
+// after it (nil: none loaded, as for [New]). Requests in flight finish
+// with the old one.
 func (s *Server) SetConfig(c *rlsconf.Config) {
-	if c == nil {
-		c = new(rlsconf.Config)
-	}
 	g := &config{rules: c, maxDomain: MinDomainLen}
+	if c == nil {
+		s.cfg.Store(g)
+		return
+	}
 	for _, d := range c.Domains() {
 		g.maxDomain = max(g.maxDomain, len(d))
 	}
@@ -158,7 +168,7 @@ func (s *Server) Drain() {
 	s.drainOnce.Do(func() { close(s.draining) })
 }
 
-// Config returns the configuration in use.
+// Config returns the configuration in use, nil when none is loaded.
 func (s *Server) Config() *rlsconf.Config { return s.cfg.Load().rules }
 
 // streamWorkers is how many goroutines serve calls: each keeps the stack
@@ -168,8 +178,9 @@ func (s *Server) Config() *rlsconf.Config { return s.cfg.Load().rules }
 const streamWorkers = 256
 
 // NewGRPCServer returns a gRPC server (HTTP/2 without TLS, as Envoy's
-// rate limit filter speaks to a cluster without a transport socket)
-// serving s's RateLimitService and Health, with opts after its own
+// rate limit filter speaks to a cluster without a transport socket, or
+// TLS given grpc.Creds in opts) serving s's RateLimitService and Health,
+// with opts after its own
 // (bounds on streams per connection and keepalive: [MaxStreamsPerConn]). A
 // call whose handler panics is answered INTERNAL and logged (Options.Log);
 // the other calls go on. The caller serves it on a listener and stops it
@@ -184,7 +195,8 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 
 // ShouldRateLimit implements pb.RateLimitServiceServer: it decides every
 // descriptor of req and answers as envoyproxy/ratelimit does. A request
-// it cannot decide gets a gRPC error: INVALID_ARGUMENT for an empty
+// it cannot decide gets a gRPC error: UNKNOWN before any configuration
+// is loaded ([New]), INVALID_ARGUMENT for an empty
 // domain or descriptor list (with envoyproxy/ratelimit's messages), a
 // descriptor without entries, an entry with an empty key, a limit
 // override whose unit is not SECOND to WEEK, more than
@@ -194,6 +206,10 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 // bounded memory store is full. Nothing is spent for any of them.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	cfg := s.cfg.Load()
+	if cfg.rules == nil {
+		s.opts.Metrics.RLSRequest(UnknownDomainLabel, codeName(codes.Unknown))
+		return nil, errNoConfig
+	}
 	p := getPlan()
 	defer putPlan(p)
 	if err := p.build(cfg, s.opts.Engine, req); err != nil {
@@ -216,6 +232,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 	}
 	resp := p.response(v, s.opts.ResponseHeaders)
+	if s.opts.Shadow && resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+		resp.OverallCode = pb.RateLimitResponse_OK
+	}
 	s.count(p, req, v, resp)
 	return resp, nil
 }
@@ -224,6 +243,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 var (
 	errUnavailable = status.Error(codes.Unavailable, "rate limit store unavailable")
 	errStoreFull   = status.Error(codes.ResourceExhausted, "rate limit store is full")
+	// errNoConfig is envoyproxy/ratelimit's answer before its first
+	// configuration, word for word.
+	errNoConfig = status.Error(codes.Unknown, "no rate limit configuration loaded")
 )
 
 // decideError maps the engine's error to the gRPC error answered.
@@ -282,6 +304,8 @@ func codeName(c codes.Code) string {
 		return "CANCELLED"
 	case codes.DeadlineExceeded:
 		return "DEADLINE_EXCEEDED"
+	case codes.Unknown:
+		return "UNKNOWN"
 	}
 	return "INTERNAL"
 }

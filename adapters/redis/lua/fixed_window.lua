@@ -264,24 +264,16 @@ local function spend(i, key, st, c)
 end
 
 -- A Reserve limit's mark is its window's end (PEXPIRETIME, ms on Redis's
--- clock), the companion's field too: a settlement lands in the window
--- while the counter still expires then and it has not ended.
-local rsv
+-- clock; run reads it after the spend): a settlement lands in the
+-- window while the counter still expires then. rsv_until returns when
+-- the window of mark ends (µs).
+local rsv_until, rsv_adjust
 if rsv_key then
-  rsv = {
-    mark = function(_, key)
-      return redis.call('PEXPIRETIME', key)
-    end,
-    field = function(_, mark)
-      return mark
-    end,
-    live = function(_, f)
-      return clock() < f * 1000
-    end,
-    till = function(_, f)
-      return f
-    end,
-    adjust = function(i, key, mark, delta)
+  rsv_until = function(_, mark)
+    return mark * 1000
+  end
+  if settling then
+    rsv_adjust = function(i, key, mark, delta)
       if mark == 0 then
         if delta > 0 then
           spend(i, key, read(i, key), delta)
@@ -297,6 +289,6 @@ if rsv_key then
       if count < 0 then
         redis.call('INCRBY', key, -count) -- never below zero
       end
-    end,
-  }
+    end
+  end
 end

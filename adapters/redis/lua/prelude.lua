@@ -100,18 +100,10 @@ local stride = tonumber(ARGV[A_STRIDE])
 -- after every limit's arguments come its mark and what its admission
 -- spent (0 and 0: charge now).
 local settling = ARGV[A_MODE] == 's'
--- rsv_key maps a Reserve limit's index to its companion's key; settled
--- returns limit i's mark and what its admission spent, in a settlement;
--- fmt is an integer as Redis should read it (a Lua number is sent with
--- 14 digits). All three only for a request with a Reserve limit.
-local rsv_key, settled, fmt
+-- rsv_key maps a Reserve limit's index to its companion's key, only
+-- for a request with a Reserve limit.
+local rsv_key
 if flags ~= '0' and string.find(flags, '[4-7]') then
-  settled = function(i)
-    return tonumber(ARGV[A_LIMITS + n * stride + 2 * i - 1]), tonumber(ARGV[A_LIMITS + n * stride + 2 * i])
-  end
-  fmt = function(x)
-    return string.format('%d', x)
-  end
   rsv_key = {}
   local k = n
   for i = 1, n do
@@ -256,27 +248,27 @@ if kinds ~= 'r' and string.find(kinds, 'c', 1, true) then
     -- something else) gets it too, so none counts forever, and a period
     -- whose end a reload moved ends when it now does.
     redis.call('PEXPIREAT', st.key, st.e + 60000)
+    st.mark = st.s -- a Reserve limit's
   end
 end
--- A calendar Reserve limit: its mark is the period's start (ms), the
--- companion's field too; a settlement lands in that period while it is
--- Redis's current one.
-local cal_rsv
+-- A calendar Reserve limit: its mark is the period's start (ms), which
+-- its spend records; a settlement lands in that period while it is
+-- Redis's current one. cal_until returns when the period of mark ends
+-- (µs), nil for one not around the replica's clock.
+local cal_until, cal_adjust
 if cal_read and rsv_key then
-  cal_rsv = {
-    mark = function(_, _, st)
-      return st.s
-    end,
-    field = function(_, mark)
-      return mark
-    end,
-    live = function(_, f, st)
-      return f == st.s
-    end,
-    till = function(_, _, st)
-      return st.e + 60000
-    end,
-    adjust = function(i, _, mark, delta)
+  cal_until = function(i, mark)
+    local b0, b1, b2, b3 = arg(i, L_CAL_PREV), arg(i, L_CAL_CUR), arg(i, L_CAL_NEXT), arg(i, L_CAL_END)
+    if mark == b0 then
+      return b1 * 1000
+    elseif mark == b1 then
+      return b2 * 1000
+    elseif mark == b2 then
+      return b3 * 1000
+    end
+  end
+  if settling then
+    cal_adjust = function(i, _, mark, delta)
       local st = cal_read(i)
       if st.err then
         return
@@ -292,8 +284,8 @@ if cal_read and rsv_key then
         redis.call('INCRBY', st.key, d)
         redis.call('PEXPIREAT', st.key, st.e + 60000)
       end
-    end,
-  }
+    end
+  end
 end
 
 -- A concurrency limit: a sorted set of the slots held, each member a

@@ -1,78 +1,87 @@
--- The reservations in flight of Reserve limit i (rsv: its kind's
--- functions): its companion hash, a field per window its admissions
--- counted in, holding 1 + the units not yet settled (a field at 1 has
--- none in flight, and is kept: most admissions find their window's
--- field and write only HINCRBY). The hash lives until its newest window
--- ends, set when a field is made (never a key without a TTL); a crashed
--- replica's reservation shows until then. When a field is made past
--- four, the ones whose window ended are dropped.
-local rsv_add, rsv_read, settle -- only for a request with a Reserve limit
+-- The reservations in flight of Reserve limit i: its companion hash, a
+-- field per window its admissions counted in, named by when that window
+-- ends (µs: rsv_until, cal_until), holding 1 + the units not yet settled
+-- (a field at 1 has none in flight, and is kept: most admissions find
+-- their window's field and write only HINCRBY). The hash lives until
+-- its newest window ends, set when a field is made (never a key without
+-- a TTL); a crashed replica's reservation shows until then. When a field
+-- is made past four, the ones whose window ended are dropped.
+local until_of, rsv_add, rsv_read -- only for a request with a Reserve limit
 if rsv_key then
-  rsv_add = function(i, rsv, st, mark, units)
-    local key, f = rsv_key[i], rsv.field(i, mark)
-    if redis.call('HINCRBY', key, fmt(f), units) > units then
+  until_of = function(i, mark)
+    if string.byte(kinds, i) == 99 then
+      return cal_until(i, mark)
+    end
+    return rsv_until(i, mark)
+  end
+end
+
+-- A settlement (the request's limits are all Reserve limits): each
+-- spends L_COST more where its mark counted (or now, with a mark of 0),
+-- and what its admission spent is no longer in flight.
+if settling then
+  for i = 1, n do
+    local mark, spent = tonumber(ARGV[A_LIMITS + n * stride + 2 * i - 1]), tonumber(ARGV[A_LIMITS + n * stride + 2 * i])
+    if string.byte(kinds, i) == 99 then
+      cal_adjust(i, KEYS[i], mark, arg(i, L_COST))
+    else
+      rsv_adjust(i, KEYS[i], mark, arg(i, L_COST))
+    end
+    local f = mark ~= 0 and spent > 0 and until_of(i, mark)
+    if f then
+      -- A field that was gone (its window ended and it was dropped, or
+      -- the hash expired) is dropped again: it held nothing.
+      local key, field = rsv_key[i], string.format('%d', f)
+      if redis.call('HINCRBY', key, field, -spent) < 1 then
+        redis.call('HDEL', key, field)
+      end
+    end
+  end
+  return {1}
+end
+
+-- rsv_add counts units reserved at mark in flight; rsv_read returns the
+-- units in flight whose window still counts (a peek's).
+if rsv_key then
+  rsv_add = function(i, mark, units)
+    local f = until_of(i, mark)
+    if not f then
       return
     end
-    redis.call('HINCRBY', key, fmt(f), 1)
-    local till = math.ceil(rsv.till(i, f, st))
+    local key, field = rsv_key[i], string.format('%d', f)
+    if redis.call('HINCRBY', key, field, units) > units then
+      return
+    end
+    redis.call('HINCRBY', key, field, 1)
+    local till = math.ceil(f / 1000)
     if redis.call('PEXPIRETIME', key) < till then
-      redis.call('PEXPIREAT', key, fmt(till))
+      redis.call('PEXPIREAT', key, string.format('%d', till))
     end
     if redis.call('HLEN', key) > 4 then
-      local all = redis.call('HGETALL', key)
+      local all, t = redis.call('HGETALL', key), clock()
       for j = 1, #all, 2 do
-        if not rsv.live(i, tonumber(all[j]), st) then
+        if tonumber(all[j]) <= t then
           redis.call('HDEL', key, all[j])
         end
       end
     end
   end
 
-  -- rsv_read returns the units of limit i's reservations in flight whose
-  -- window still counts.
-  rsv_read = function(i, rsv, st)
-    local all = redis.call('HGETALL', rsv_key[i])
-    local sum = 0
+  rsv_read = function(i)
+    local all, t, sum = redis.call('HGETALL', rsv_key[i]), clock(), 0
     for j = 1, #all, 2 do
-      if rsv.live(i, tonumber(all[j]), st) then
+      if tonumber(all[j]) > t then
         sum = sum + math.max(tonumber(all[j + 1]) - 1, 0)
       end
     end
     return sum
   end
-
-  -- settle settles every limit of the request (each a Reserve limit):
-  -- L_COST more where its mark counted (or now, with a mark of 0), and
-  -- what its admission spent no longer in flight.
-  settle = function(rsv)
-    for i = 1, n do
-      local r = rsv
-      if string.byte(kinds, i) == 99 then
-        r = cal_rsv
-      end
-      local mark, spent = settled(i)
-      r.adjust(i, KEYS[i], mark, arg(i, L_COST))
-      local key = rsv_key[i]
-      if mark ~= 0 and spent > 0 then
-        -- A field that was gone (its window ended and it was dropped, or
-        -- the hash expired) is dropped again: it held nothing.
-        local f = fmt(r.field(i, mark))
-        if redis.call('HINCRBY', key, f, -spent) < 1 then
-          redis.call('HDEL', key, f)
-        end
-      end
-    end
-    return {1}
-  end
-end
-if settling then
-  return settle(rsv)
 end
 
 -- The general path (after the prelude and the body): every limit read
 -- and decided, then all spent or none. Its closure is made only by the
 -- requests that get this far (lua/prelude.lua).
-local function run(read, decide, spend, rsv)
+local function run(read, decide, spend)
   if n == 1 and kinds == 'r' and flags == '0' then
     -- One enforced limit (most requests): the loops below, without their
     -- tables; the same verdict.
@@ -165,12 +174,9 @@ local function run(read, decide, spend, rsv)
     end
     local r = res[i]
     local c = cost_of(i)
-    local rs -- a Reserve limit's functions
-    if eff and eff[i] then
-      c, rs = eff[i], rsv
-      if kind == 99 then
-        rs = cal_rsv
-      end
+    local rs = eff and eff[i] -- a Reserve limit's cost
+    if rs then
+      c = rs
     end
     local wrote = false
     if peek then
@@ -195,9 +201,11 @@ local function run(read, decide, spend, rsv)
         sp(i, key, s, c, r)
         wrote = true
         if rs then
-          local mark = rs.mark(i, key, s)
+          -- The fixed window's mark is its counter's expiry; the
+          -- others' spend records theirs.
+          local mark = s.mark or redis.call('PEXPIRETIME', key)
           if mark ~= -1 then
-            rsv_add(i, rs, s, mark, c)
+            rsv_add(i, mark, c)
           end
           out[extra + 1], out[extra + 2] = c, mark
         end
@@ -222,7 +230,7 @@ local function run(read, decide, spend, rsv)
       end
       out[extra + 3] = 0
       if peek then
-        out[extra + 3] = rsv_read(i, rs, st[i])
+        out[extra + 3] = rsv_read(i)
       end
       extra = extra + 3
     end
@@ -230,4 +238,4 @@ local function run(read, decide, spend, rsv)
   return out
 end
 
-return run(read, decide, spend, rsv)
+return run(read, decide, spend)

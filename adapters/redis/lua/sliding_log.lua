@@ -132,6 +132,7 @@ local function spend(i, key, st, c)
   -- At most up to the limit: a limit spent while it denies (counting an
   -- admitted request's every limit) is full, no more.
   local w = math.min(c, arg(i, L_LIMIT) - st.count)
+  st.mark = -1
   if w > 0 then
     -- Never before the newest: ranks stay in the order of cum. A
     -- Reserve limit's entry is a µs after a newest at now or later, so
@@ -147,34 +148,31 @@ local function spend(i, key, st, c)
 end
 
 -- A Reserve limit's mark is its entry's instant (µs; the first member
--- at that score): a settlement moves its units, and every later
--- member's cum with them (one ZREM and ZADD each: the units that count
--- stay the sum of the members), while the entry is in the window. The
--- companion's field is the window-long span that holds the mark.
-local rsv
+-- at that score), which its spend records (-1: it logged nothing): a
+-- settlement moves its units, and every later member's cum with them
+-- (one ZREM and ZADD each: the units that count stay the sum of the
+-- members), while the entry is in the window. rsv_until returns the end
+-- of the window-long span after the one that holds the mark (µs), its
+-- reservations' field.
+local rsv_until, rsv_adjust
 if rsv_key then
-  rsv = {
-    mark = function(_, _, st)
-      return st.mark or -1
-    end,
-    field = function(i, mark)
-      return idiv(mark, arg(i, L_WINDOW_US))
-    end,
-    live = function(i, f)
-      return now < (f + 2) * arg(i, L_WINDOW_US)
-    end,
-    till = function(i, f)
-      return (f + 2) * arg(i, L_WINDOW_US) / 1000
-    end,
-    adjust = function(i, key, mark, delta)
-      local st = read(i, key)
+  rsv_until = function(i, mark)
+    local w = arg(i, L_WINDOW_US)
+    return (idiv(mark, w) + 2) * w
+  end
+  if settling then
+    rsv_adjust = function(i, key, mark, delta)
       if mark == 0 then
         if delta > 0 then
-          spend(i, key, st, delta)
+          spend(i, key, read(i, key), delta)
         end
         return
       end
-      local m = redis.call('ZRANGEBYSCORE', key, fmt(mark), fmt(mark), 'LIMIT', 0, 1)[1]
+      if mark <= now - arg(i, L_WINDOW_US) then
+        return -- the entry has left the window
+      end
+      local fm = string.format('%d', mark)
+      local m = redis.call('ZRANGEBYSCORE', key, fm, fm, 'LIMIT', 0, 1)[1]
       local c0, w0 = entry(m)
       if not c0 then
         return
@@ -194,6 +192,6 @@ if rsv_key then
           redis.call('ZADD', key, ms[j + 1], member(c + d, w))
         end
       end
-    end,
-  }
+    end
+  end
 end

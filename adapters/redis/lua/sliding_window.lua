@@ -66,28 +66,20 @@ local function spend(i, key, st, c)
   -- admitted request's every limit) is full, no more.
   redis.call('HSET', key, 's', string.format('%d', st.start), 'p', st.p, 'c', math.min(st.c + c, math.max(arg(i, L_LIMIT), st.c)))
   redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
+  st.mark = st.start -- a Reserve limit's
 end
 
--- A Reserve limit's mark is its window's start (µs), the companion's
--- field too: a settlement lands in that window's count while it is the
--- current or the previous one.
-local rsv
+-- A Reserve limit's mark is its window's start (µs), which its spend
+-- records: a settlement lands in that window's count while it is the
+-- current or the previous one. rsv_until returns when the window of
+-- mark stops weighing (µs).
+local rsv_until, rsv_adjust
 if rsv_key then
-  rsv = {
-    mark = function(_, _, st)
-      return st.start
-    end,
-    field = function(_, mark)
-      return mark
-    end,
-    live = function(i, f)
-      local w = arg(i, L_WINDOW_US)
-      return f >= now - math.fmod(now, w) - w
-    end,
-    till = function(i, f)
-      return (f + 2 * arg(i, L_WINDOW_US)) / 1000
-    end,
-    adjust = function(i, key, mark, delta)
+  rsv_until = function(i, mark)
+    return mark + 2 * arg(i, L_WINDOW_US)
+  end
+  if settling then
+    rsv_adjust = function(i, key, mark, delta)
       local st = read(i, key)
       local w = arg(i, L_WINDOW_US)
       if mark == 0 then
@@ -102,10 +94,10 @@ if rsv_key then
       else
         return
       end
-      redis.call('HSET', key, 's', fmt(st.start), 'p', st.p, 'c', st.c)
+      redis.call('HSET', key, 's', string.format('%d', st.start), 'p', st.p, 'c', st.c)
       redis.call('PEXPIRE', key, math.ceil((2 * w - st.e) / 1000))
-    end,
-  }
+    end
+  end
 end
 
 -- One enforced limit (most requests): read as run reads, and an

@@ -65,27 +65,20 @@ local function spend(i, key, st, c, r)
   st.mark = now + us(ahead)
 end
 
--- A Reserve limit's mark is the TAT its admission left (µs): a
--- settlement moves TAT by its tokens' intervals until then (never before
--- now, never more than two capacities past it: an empty bucket and a
--- window's debt), and nothing after (the tokens are back). The
--- companion's field is the window-long span that holds the mark.
-local rsv
+-- A Reserve limit's mark is the TAT its admission left (µs), which its
+-- spend records: a settlement moves TAT by its tokens' intervals until
+-- then (never before now, never more than two capacities past it: an
+-- empty bucket and a window's debt), and nothing after (the tokens are
+-- back). rsv_until returns the end of the window-long span that holds
+-- the mark (µs), its reservations' field.
+local rsv_until, rsv_adjust
 if rsv_key then
-  rsv = {
-    mark = function(_, _, st)
-      return st.mark
-    end,
-    field = function(i, mark)
-      return idiv(mark, arg(i, L_WINDOW_US))
-    end,
-    live = function(i, f)
-      return now < (f + 1) * arg(i, L_WINDOW_US)
-    end,
-    till = function(i, f)
-      return (f + 1) * arg(i, L_WINDOW_US) / 1000
-    end,
-    adjust = function(i, key, mark, delta)
+  rsv_until = function(i, mark)
+    local w = arg(i, L_WINDOW_US)
+    return (idiv(mark, w) + 1) * w
+  end
+  if settling then
+    rsv_adjust = function(i, key, mark, delta)
       if mark ~= 0 and now >= mark then
         return
       end
@@ -99,8 +92,8 @@ if rsv_key then
       if ahead ~= st.ahead then
         store(key, ahead)
       end
-    end,
-  }
+    end
+  end
 end
 
 -- One enforced limit (most requests): an admission decided and spent

@@ -18,6 +18,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -31,6 +33,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -65,13 +68,24 @@ func main() {
 	target := flag.String("target", "", "a name for the output")
 	pids := flag.String("pids", "", "name=pid,...: processes whose CPU time per decision to report")
 	redisAddr := flag.String("redis", "", "host:port of the Redis whose commands per decision to report")
+	ca := flag.String("ca", "", "PEM CA file: call over TLS, checking the server's certificate (for localhost) against it")
 	flag.Parse()
+	creds := insecure.NewCredentials()
+	if *ca != "" {
+		pem, err := os.ReadFile(*ca)
+		pool := x509.NewCertPool()
+		if err != nil || !pool.AppendCertsFromPEM(pem) {
+			fmt.Fprintln(os.Stderr, "load: -ca: no PEM certificate read:", err)
+			os.Exit(2)
+		}
+		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "localhost"})
+	}
 	w, err := newWatch(*pids, *redisAddr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(2)
 	}
-	r, err := run(*addr, *domain, *callers, *conns, *values, *flood, *warmup, *duration, w)
+	r, err := run(*addr, creds, *domain, *callers, *conns, *values, *flood, *warmup, *duration, w)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
@@ -81,10 +95,10 @@ func main() {
 }
 
 // run calls for warmup+duration and measures the last duration.
-func run(addr, domain string, callers, nconns, values int, flood bool, warmup, duration time.Duration, w *watch) (result, error) {
+func run(addr string, creds credentials.TransportCredentials, domain string, callers, nconns, values int, flood bool, warmup, duration time.Duration, w *watch) (result, error) {
 	clients := make([]pb.RateLimitServiceClient, nconns)
 	for i := range clients {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return result{}, err
 		}

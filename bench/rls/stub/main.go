@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 type stub struct {
@@ -29,13 +31,24 @@ func (stub) ShouldRateLimit(_ context.Context, req *pb.RateLimitRequest) (*pb.Ra
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18085", "listen address")
+	cert := flag.String("cert", "", "PEM certificate chain: serve TLS (with -key)")
+	key := flag.String("key", "", "PEM private key of -cert")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "stub:", err)
 		os.Exit(1)
 	}
-	s := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if *cert != "" {
+		kp, err := tls.LoadX509KeyPair(*cert, *key)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "stub:", err)
+			os.Exit(2)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{kp}})))
+	}
+	s := grpc.NewServer(opts...)
 	pb.RegisterRateLimitServiceServer(s, stub{})
 	if err := s.Serve(ln); err != nil {
 		fmt.Fprintln(os.Stderr, "stub:", err)
