@@ -42,9 +42,8 @@ var stores = []store{
 // opened is a store built by its row's open: what the engine decides
 // with, and what the layers around it need of it.
 type opened struct {
-	views   views       // the HTTP faces' limiter and the rate limit service's
-	usage   ports.Usage // the store's reads and resets
-	settler ports.Settler
+	views   views             // the HTTP faces' limiter and the rate limit service's
+	usage   ports.Usage       // the store's reads and resets
 	idem    ports.Idempotency // calls made once (a spend's Idempotency-Key)
 	pinger  ports.Pinger      // its readiness check
 	apiKeys ports.APIKeys     // the API keys issued at runtime
@@ -115,14 +114,15 @@ type backendEnv struct {
 // Limiter the engine decides with (the store's, wrapped in its layers),
 // the store's readiness check, and what to close at the end.
 type backend struct {
-	limiter ports.Limiter // the HTTP faces'
-	planned ports.Limiter // the rate limit service's (nil without it)
-	keys    ports.Keys    // the store's key layout
-	pinger  ports.Pinger
-	usage   ports.Usage       // the store's, resetting the layers' memory of a tenant too
-	settler ports.Settler     // the store's: settles token reservations
-	idem    ports.Idempotency // the store's memory of calls made once
-	closers []io.Closer       // closed in order: the layers' goroutines, then the store
+	limiter    ports.Limiter // the HTTP faces'
+	planned    ports.Limiter // the rate limit service's (nil without it)
+	keys       ports.Keys    // the store's key layout
+	pinger     ports.Pinger
+	usage      ports.Usage       // the store's, resetting the layers' memory of a tenant too
+	settler    ports.Settler     // the HTTP view's: settles token reservations
+	rlsSettler ports.Settler     // the rate limit service's view's: charges denied hits
+	idem       ports.Idempotency // the store's memory of calls made once
+	closers    []io.Closer       // closed in order: the layers' goroutines, then the store
 	// apiKeys are the API keys issued at runtime, on the store; shared
 	// tells whether other replicas share them (keyRing).
 	apiKeys ports.APIKeys
@@ -153,7 +153,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.settler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.views.httpSettler, rlsSettler: op.views.rlsSettler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil}
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
@@ -214,7 +214,6 @@ func openMemory(_ context.Context, cfg Config, _ backendEnv) (opened, error) {
 		return opened{}, err
 	}
 	op := opened{views: vs, usage: st, idem: memory.NewIdempotency(nil), pinger: alwaysUp{}, apiKeys: memory.NewAPIKeys(), closers: []io.Closer{st}}
-	op.settler, _ = any(st).(ports.Settler)
 	return op, nil
 }
 
@@ -251,7 +250,6 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 	}
 	op := opened{views: vs, usage: usage, idem: redis.NewIdempotency(client, cfg.KeyPrefix), pinger: client,
 		apiKeys: keyring.New(client.Redis(), cfg.KeyPrefix), closers: []io.Closer{leases, client}, shared: redisShared(client)}
-	op.settler, _ = any(usage).(ports.Settler)
 	return op, nil
 }
 

@@ -67,17 +67,20 @@ func newEngine(cfg Config, snap *engine.Snapshot, be backend, ring *engine.KeyRi
 		anonymous = engine.AnonymousReject
 	}
 	return engine.New(snap, engine.Options{
-		Limiter:    be.limiter,
-		Planned:    be.planned,
-		Usage:      be.usage,
-		Settler:    be.settler,
-		Keys:       be.keys,
-		KeyRing:    ring,
-		Algorithm:  cfg.Algorithm,
-		Anonymous:  anonymous,
-		IPv6Prefix: cfg.IPv6Prefix,
-		Observer:   m,
-		Log:        log,
+		Limiter: be.limiter,
+		Planned: be.planned,
+		Usage:   be.usage,
+		Settler: be.settler,
+		// Reports to the rate limit service are charged when denied.
+		PlannedSettler:     be.rlsSettler,
+		PlannedChargeEvery: rlsView(cfg).chargeEvery,
+		Keys:               be.keys,
+		KeyRing:            ring,
+		Algorithm:          cfg.Algorithm,
+		Anonymous:          anonymous,
+		IPv6Prefix:         cfg.IPv6Prefix,
+		Observer:           m,
+		Log:                log,
 	})
 }
 

@@ -33,12 +33,20 @@ type view struct {
 	policyKeys bool
 	// denyCache: the chain has the deny cache (TOLLGATE_DENY_CACHE).
 	denyCache bool
+	// chargeEvery: a denied request is charged every limit's hits after
+	// the store decided (the engine's PlannedChargeEvery), where the
+	// store cannot count them itself (another algorithm than the fixed
+	// window).
+	chargeEvery bool
 }
 
 // views are the store's two limiters, the HTTP faces' and the rate limit
-// service's (nil without TOLLGATE_RLS_ADDR).
+// service's (nil without TOLLGATE_RLS_ADDR), and each one's settler: the
+// same view settling token reservations (HTTP) and charging denied hits
+// (the rate limit service).
 type views struct {
-	http, rls ports.Limiter
+	http, rls               ports.Limiter
+	httpSettler, rlsSettler ports.Settler
 }
 
 // httpView is how the HTTP faces' requests are decided: all or nothing,
@@ -55,13 +63,17 @@ func httpView(cfg Config) view {
 
 // rlsView is how the rate limit service's requests are decided: every
 // hit of an admitted request counted, as envoyproxy/ratelimit counts, and
-// every hit of a denied one too with TOLLGATE_RLS_COUNT_DENIED (the fixed
-// window's; then without the deny cache, so that every denied hit reaches
-// the store), in windows aligned to the epoch.
+// every hit of a denied one too with TOLLGATE_RLS_COUNT_DENIED (by the
+// fixed window's store itself, by a charge after the decision on any
+// other algorithm; then without the deny cache, so that every denied hit
+// reaches the store), in windows aligned to the epoch.
 func rlsView(cfg Config) view {
 	v := view{counting: domain.CountHits, windows: domain.WindowsEpoch, denyCache: cfg.DenyCache}
-	if cfg.RLSCountDenied {
+	switch {
+	case cfg.RLSCountDenied && cfg.Algorithm == domain.AlgorithmFixedWindow:
 		v.counting, v.denyCache = domain.CountEvery, false
+	case cfg.RLSCountDenied:
+		v.chargeEvery, v.denyCache = true, false
 	}
 	return v
 }
@@ -79,6 +91,7 @@ func memoryViews(cfg Config) (*memory.Limiter, views, error) {
 		return nil, views{}, err
 	}
 	vs := views{http: st}
+	vs.httpSettler, _ = any(st).(ports.Settler)
 	if cfg.RLSAddr != "" {
 		rl, err := st.View(memoryView(rlsView(cfg)))
 		if err != nil {
@@ -86,6 +99,7 @@ func memoryViews(cfg Config) (*memory.Limiter, views, error) {
 			return nil, views{}, err
 		}
 		vs.rls = rl
+		vs.rlsSettler, _ = any(rl).(ports.Settler)
 	}
 	return st, vs, nil
 }
@@ -107,12 +121,14 @@ func redisViews(cfg Config, client *conn.Client, leases *fleet.Leases) (views, *
 		return views{}, nil, err
 	}
 	vs := views{http: h}
+	vs.httpSettler, _ = any(h).(ports.Settler)
 	if cfg.RLSAddr != "" {
 		r, err := build(rlsView(cfg))
 		if err != nil {
 			return views{}, nil, err
 		}
 		vs.rls = r
+		vs.rlsSettler, _ = any(r).(ports.Settler)
 	}
 	return vs, h, nil
 }

@@ -219,16 +219,7 @@ var variables = []variable{
 			}
 			return valid(c.RLSAddr == "" || c.RLSConfig != "" || c.RLSXDS != "")
 		}},
-	{name: "RLS_COUNT_DENIED", def: "false", unread: withoutRLS,
-		accepts: "true (count denied hits on every descriptor, as envoyproxy/ratelimit; fixed_window only) or false (all or nothing) (also 1, 0, t, f)",
-		check: func(c Config, unparsed map[string]bool) error {
-			// Only the fixed window counts a denied hit; the store refuses it.
-			if c.RLSAddr != "" && c.RLSCountDenied && c.Algorithm != domain.AlgorithmFixedWindow && !unparsed["ALGORITHM"] {
-				return invalid{why: "only " + domain.AlgorithmFixedWindow + " counts denied hits; TOLLGATE_ALGORITHM is " + c.Algorithm,
-					want: "false, or TOLLGATE_ALGORITHM=" + domain.AlgorithmFixedWindow}
-			}
-			return nil
-		}},
+	{name: "RLS_COUNT_DENIED", def: "false", accepts: boolean, unread: withoutRLS, check: parsed},
 	{name: "RLS_RESPONSE_HEADERS", def: "false", accepts: boolean, unread: withoutRLS, check: parsed},
 	{name: "RLS_TLS_CERT", accepts: "empty (no TLS), or the path of a PEM certificate chain, with TOLLGATE_RLS_TLS_KEY", unread: withoutRLS,
 		check: func(c Config, _ map[string]bool) error { return valid((c.RLSTLSCert == "") == (c.RLSTLSKey == "")) }},

@@ -64,6 +64,18 @@ type Options struct {
 	// the same store counting as the planning face needs, under its own
 	// layers. Nil means Limiter.
 	Planned ports.Limiter
+	// PlannedSettler charges what the planned limiter's store refused to
+	// spend: the hits of a planned request's limit that denied it (a
+	// report of work done, larger than what remained), and with
+	// PlannedChargeEvery every limit's hits of a denied request. The
+	// planned limiter's own store view, not its layers. May be nil: a
+	// denied request's hits are then not charged.
+	PlannedSettler ports.Settler
+	// PlannedChargeEvery makes a planned request that the store denied
+	// charge every one of its limits its hits, as a counter that
+	// increments before it decides (envoyproxy/ratelimit's counting),
+	// for a planned limiter whose store counts only admitted hits itself.
+	PlannedChargeEvery bool
 	// Settler settles what requests reserved from token limits: the
 	// store itself, not its layers. May be nil when no limit counts
 	// tokens: reservations are then never given back.
