@@ -28,7 +28,7 @@ if [ -n "$base" ]; then
   (cd "$out/base/bench" && go test -c -o "$out/base.test" .)
   sides+=(base)
 fi
-impls=(tollgate x-time-rate go-limiter)
+impls=(tollgate tollgate-stack x-time-rate go-limiter)
 for r in $(seq "$rounds"); do
   for impl in "${impls[@]}"; do
     for side in "${sides[@]}"; do

@@ -2,7 +2,7 @@
 // fastest in-process Go rate limiters, in one run and the same shapes. It
 // is its own module, so the peers stay out of tollgate's go.mod.
 //
-//	cd bench && go test -run '^$' -bench . -count 10 | tee new.txt && benchstat -col /impl new.txt
+//	bench/peers.sh 5    # 5 interleaved rounds, benchstat's medians
 package bench
 
 import (
@@ -16,8 +16,10 @@ import (
 	"github.com/sethvargo/go-limiter/memorystore"
 	"golang.org/x/time/rate"
 
+	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/memory"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
 )
 
 const (
@@ -57,6 +59,28 @@ func tollgate(b *testing.B) allowFunc {
 	}
 }
 
+// tollgateStack is the memory store under the layers the gateway puts
+// around it by default (the deny cache, the open fail mode), called
+// through the port as the engine calls it: the request and the verdict's
+// room cross an interface, so they are on the heap.
+func tollgateStack(b *testing.B) allowFunc {
+	lim, err := memory.New(domain.AlgorithmFixedWindow, memory.Options{View: memory.View{Counting: domain.CountEvery, PolicyKeys: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lim.Close() })
+	cache := layers.NewDenyCache(layers.DenyCacheOptions{Counting: domain.CountEvery})
+	stack := ports.Chain(lim, cache.Layer(), layers.FailOpen(nil))
+	rule := domain.Rule{Limit: limit, Window: window}
+	ctx := context.Background()
+	return func(key string) bool {
+		var decisions [1]domain.Decision
+		v, _ := stack.Allow(ctx, domain.Request{Tenant: domain.TenantID(key), Route: "default",
+			Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: key, Cost: 1}}}, decisions[:0])
+		return v.Allowed
+	}
+}
+
 // xrate is golang.org/x/time/rate with one Limiter per key in a sync.Map.
 func xrate(b *testing.B) allowFunc {
 	var m sync.Map
@@ -88,6 +112,7 @@ var limiters = []struct {
 	new  func(*testing.B) allowFunc
 }{
 	{"tollgate", tollgate},
+	{"tollgate-stack", tollgateStack},
 	{"x-time-rate", xrate},
 	{"go-limiter", goLimiter},
 }

@@ -246,52 +246,6 @@ func TestMaxKeys(t *testing.T) {
 	}
 }
 
-var benchKeys = func() []string {
-	k := make([]string, 1000)
-	for i := range k {
-		k[i] = "rl:tenant-" + strconv.Itoa(i)
-	}
-	return k
-}()
-
-// BenchmarkLimiter measures a decision for 1000 tenants, serially and
-// from 64 goroutines, for every algorithm.
-func BenchmarkLimiter(b *testing.B) {
-	rule := domain.Rule{Limit: 100, Window: time.Minute}
-	reqs := make([]domain.Request, len(benchKeys))
-	for i, k := range benchKeys {
-		reqs[i] = one(k, rule)
-	}
-	for _, a := range algorithms {
-		b.Run(a.name+"/serial", func(b *testing.B) {
-			l := a.new(memory.Options{})
-			defer l.Close()
-			ctx := context.Background()
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				l.Allow(ctx, reqs[i%len(reqs)], nil)
-				i++
-			}
-		})
-		b.Run(a.name+"/parallel", func(b *testing.B) {
-			l := a.new(memory.Options{})
-			defer l.Close()
-			ctx := context.Background()
-			var seq atomic.Int64
-			b.ReportAllocs()
-			b.SetParallelism(32) // 64 goroutines on 2 cores
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(seq.Add(7919))
-				for pb.Next() {
-					l.Allow(ctx, reqs[i%len(reqs)], nil)
-					i++
-				}
-			})
-		})
-	}
-}
-
 func ExampleNew() {
 	l, _ := memory.New(domain.AlgorithmSlidingLog, memory.Options{})
 	defer l.Close()
