@@ -120,7 +120,8 @@ type backend struct {
 	pinger     ports.Pinger
 	usage      ports.Usage       // the store's, resetting the layers' memory of a tenant too
 	settler    ports.Settler     // the HTTP view's: settles token reservations
-	rlsSettler ports.Settler     // the rate limit service's view's: charges denied hits
+	rlsSettler ports.Settler     // the rate limit service's view's: charges denied hits (nil: none)
+	rlsEvery   bool              // with rlsSettler: every limit of a denied request
 	idem       ports.Idempotency // the store's memory of calls made once
 	closers    []io.Closer       // closed in order: the layers' goroutines, then the store
 	// apiKeys are the API keys issued at runtime, on the store; shared
@@ -153,7 +154,8 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.views.httpSettler, rlsSettler: op.views.rlsSettler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.views.httpSettler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil}
+	be.rlsSettler, be.rlsEvery = rlsCharges(cfg, op.views)
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store

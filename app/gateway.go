@@ -73,7 +73,7 @@ func newEngine(cfg Config, snap *engine.Snapshot, be backend, ring *engine.KeyRi
 		Settler: be.settler,
 		// Reports to the rate limit service are charged when denied.
 		PlannedSettler:     be.rlsSettler,
-		PlannedChargeEvery: rlsView(cfg).chargeEvery,
+		PlannedChargeEvery: be.rlsEvery,
 		Keys:               be.keys,
 		KeyRing:            ring,
 		Algorithm:          cfg.Algorithm,

@@ -78,6 +78,19 @@ func rlsView(cfg Config) view {
 	return v
 }
 
+// rlsCharges returns how the engine charges what the rate limit
+// service's store did not spend of a denied request: through settler,
+// the limits that denied it, or with every, all of its limits. A store
+// that counts every hit itself (the fixed window with
+// TOLLGATE_RLS_COUNT_DENIED) is charged nothing more: settler is nil.
+func rlsCharges(cfg Config, vs views) (settler ports.Settler, every bool) {
+	v := rlsView(cfg)
+	if v.counting == domain.CountEvery {
+		return nil, false
+	}
+	return vs.rlsSettler, v.chargeEvery
+}
+
 // memoryViews builds cfg's views on one memory store of cfg.Algorithm
 // (its keys, bound and sweeper shared), and returns the store, which
 // closes them both.
@@ -91,7 +104,7 @@ func memoryViews(cfg Config) (*memory.Limiter, views, error) {
 		return nil, views{}, err
 	}
 	vs := views{http: st}
-	vs.httpSettler, _ = any(st).(ports.Settler)
+	vs.httpSettler = st
 	if cfg.RLSAddr != "" {
 		rl, err := st.View(memoryView(rlsView(cfg)))
 		if err != nil {
@@ -99,7 +112,7 @@ func memoryViews(cfg Config) (*memory.Limiter, views, error) {
 			return nil, views{}, err
 		}
 		vs.rls = rl
-		vs.rlsSettler, _ = any(rl).(ports.Settler)
+		vs.rlsSettler = rl
 	}
 	return st, vs, nil
 }
@@ -121,14 +134,14 @@ func redisViews(cfg Config, client *conn.Client, leases *fleet.Leases) (views, *
 		return views{}, nil, err
 	}
 	vs := views{http: h}
-	vs.httpSettler, _ = any(h).(ports.Settler)
+	vs.httpSettler = h
 	if cfg.RLSAddr != "" {
 		r, err := build(rlsView(cfg))
 		if err != nil {
 			return views{}, nil, err
 		}
 		vs.rls = r
-		vs.rlsSettler, _ = any(r).(ports.Settler)
+		vs.rlsSettler = r
 	}
 	return vs, h, nil
 }
