@@ -168,6 +168,23 @@ func TestLimiterAllowDoesNotAllocate(t *testing.T) {
 		if v, _ := l.Allow(ctx, req, dst); &v.Decisions[0] != &dst[:1][0] {
 			t.Errorf("%s: the verdict's decisions are not in dst", a.name)
 		}
+		// A request and room built on the caller's stack stay there: Allow
+		// lets neither escape, of one limit or of several.
+		if n := testing.AllocsPerRun(1000, func() {
+			var room [1]domain.Decision
+			l.Allow(ctx, domain.Request{Tenant: "acme", Route: "default",
+				Limits: []domain.Limit{{Name: domain.DefaultLimit, Rule: rule, Key: "rl:acme", Cost: 1}}}, room[:0])
+		}); n > 0 {
+			t.Errorf("%s: Allow of a request on the caller's stack allocates %v times, want 0", a.name, n)
+		}
+		if n := testing.AllocsPerRun(1000, func() {
+			var room [2]domain.Decision
+			l.Allow(ctx, domain.Request{Tenant: "acme", Route: "default", Limits: []domain.Limit{
+				{Name: domain.DefaultLimit, Rule: rule, Key: "rl:acme", Cost: 1},
+				{Name: "route", Rule: rule, Key: "rl:acme:route", Cost: 1}}}, room[:0])
+		}); n > 0 {
+			t.Errorf("%s: Allow of two limits on the caller's stack allocates %v times, want 0", a.name, n)
+		}
 		l.Close()
 	}
 }
