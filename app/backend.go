@@ -65,6 +65,9 @@ type sharedStore struct {
 	// store (this replica's own included), and returns where to announce
 	// them.
 	listenResets func(prefix string, heard func(domain.TenantID, []string)) resetBus
+	// board is where the replicas post what each has seen, for the
+	// fleet's top tenants.
+	board func(prefix string) ports.Board
 }
 
 // resetBus carries resets to the other replicas, until closed.
@@ -123,6 +126,8 @@ type backend struct {
 	rlsSettler ports.Settler     // the rate limit service's view's: charges denied hits (nil: none)
 	rlsEvery   bool              // with rlsSettler: every limit of a denied request
 	idem       ports.Idempotency // the store's memory of calls made once
+	board      ports.Board       // the replicas' posts; nil for a store in process
+	replica    string            // this replica's name among those sharing the store
 	closers    []io.Closer       // closed in order: the layers' goroutines, then the store
 	// apiKeys are the API keys issued at runtime, on the store; shared
 	// tells whether other replicas share them (keyRing).
@@ -154,7 +159,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.views.httpSettler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.views.httpSettler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil, replica: env.replica}
 	be.rlsSettler, be.rlsEvery = rlsCharges(cfg, op.views)
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
@@ -169,6 +174,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		})
 		inner = append(inner, b.Layer())
 		be.closers = append(be.closers, b)
+		be.board = op.shared.board(cfg.KeyPrefix)
 		if cfg.FailMode == FailLocal && cfg.Replicas == 0 {
 			count, closer := op.shared.countReplicas(cfg, env)
 			replicas = count
@@ -265,6 +271,7 @@ func redisShared(client *conn.Client) *sharedStore {
 		listenResets: func(prefix string, heard func(domain.TenantID, []string)) resetBus {
 			return fleet.ListenResets(client, prefix, heard)
 		},
+		board: func(prefix string) ports.Board { return fleet.NewBoard(client, prefix) },
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/internal/watch"
 )
 
 // variable is one TOLLGATE_* setting: the one place that says its
@@ -105,6 +106,10 @@ var variables = []variable{
 		accepts: "empty (no usage API), or 16 to 1024 bytes of A-Z a-z 0-9 - . _ ~ + / then = padding, such as the output of openssl rand -hex 32",
 		check: func(c Config, _ map[string]bool) error {
 			return valid(c.AdminToken == "" || validAdminToken(c.AdminToken))
+		}},
+	{name: "TOP_TENANTS", def: "20", accepts: "an integer from 0 (off) to 1000: how many of the most denied tenants each limit keeps",
+		check: func(c Config, _ map[string]bool) error {
+			return valid(c.TopTenants >= 0 && c.TopTenants <= watch.MaxTop)
 		}},
 	{name: "UPSTREAM_URL", show: upstreamForLog, unread: withoutProxy,
 		accepts: "empty, or an absolute http:// or https:// URL with a host (and a port from 1 to 65535, if any) and no fragment (a # in the path is %23)",

@@ -439,7 +439,9 @@ func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, e
 				check := func() pb.RateLimitResponse_Code {
 					return rlsAsk(t, c, 1, rlsDesc("key2", "ai", 0)).OverallCode
 				}
-				report := func(n uint32) pb.RateLimitResponse_Code { return rlsAsk(t, c, n, rlsDesc("key2", "ai", -1)).OverallCode }
+				report := func(n uint32) pb.RateLimitResponse_Code {
+					return rlsAsk(t, c, n, rlsDesc("key2", "ai", -1)).OverallCode
+				}
 				// key2 allows 20 a minute: 12 used, then 15 reported past the 8 left.
 				if check() != pb.RateLimitResponse_OK || report(12) != pb.RateLimitResponse_OK || check() != pb.RateLimitResponse_OK {
 					t.Fatal("within the budget: want OK")
