@@ -105,10 +105,11 @@ var (
 // Limiter is safe for concurrent use by multiple goroutines. Allow of
 // keys it already holds, for a request of up to 8 limits, allocates
 // nothing but the verdict's decisions when dst has no room for them,
-// and lets neither the request nor dst escape: a caller that holds
-// them on its stack allocates nothing either. Len counts the keys held (by every view
-// of the store); Close stops the sweeper, which drops keys whose budget
-// is whole again (dropping them changes no decision), for every view.
+// and lets neither the request nor dst escape: a caller that holds them
+// on its stack allocates nothing either. Len counts the keys held (by
+// every view of the store); Close stops the sweeper, which drops keys
+// whose budget is whole again (dropping them changes no decision), for
+// every view.
 type Limiter struct {
 	store
 	algorithm string
