@@ -336,7 +336,7 @@ func (e *limiterEntry[S]) held() int64 {
 }
 
 // decide is lim's decision at cost on e, without spending.
-func (l *limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
+func (l *limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim *domain.Limit, cost int64) domain.Decision {
 	if lim.Concurrency {
 		return e.extra().slots.Decide(lim.Rule.Limit, cost)
 	}
@@ -429,7 +429,7 @@ func (l *limiter[S, P]) allowMany(req *domain.Request, dst []domain.Decision) (d
 		// time in the order they are made.
 		now, nanos := l.clock.read()
 		v := domain.Settle(*req, l.Counting, dst, func(i int, cost int64) domain.Decision {
-			return l.decide(entries[i], now, req.Limits[i], cost)
+			return l.decide(entries[i], now, &req.Limits[i], cost)
 		})
 		var r *release[S]
 		for i := range n {
