@@ -190,6 +190,27 @@ func testReserve(t *testing.T, h LimiterHarness) {
 		}
 	})
 
+	t.Run("settle: an extra charge keeps the later requests' units", func(t *testing.T) {
+		if h.Algorithm != domain.AlgorithmSlidingLog {
+			t.Skip("the sliding log's entries: each request's units leave the window with it")
+		}
+		l := h.New(t)
+		s := settler(t, l)
+		rule := NamedRule{Name: "tokens", Rule: domain.Rule{Limit: 1000, Window: h.Window}}
+		req := reserving(h.Request(Tenant(), 100, rule))
+		a := reserve(t, l, req, true, 100)
+		h.Clock.Advance(h.Window / 4)
+		reserve(t, l, req, true, 100)
+		reserve(t, l, req, true, 100)
+		settle(t, s, req, a.Decisions, 200) // the first used 100 more
+		// The first request leaves the window; the two later ones, 200
+		// units, stay in it.
+		h.Clock.Advance(h.Window*3/4 + h.Slack)
+		if v := MustAllow(t, l, Costs(req, 1000)); v.Decisions[0].Spent != 800 {
+			t.Errorf("after the first request left the window: %+v, want 800 left (the later requests' 200 still count)", v.Decisions[0])
+		}
+	})
+
 	t.Run("settle: concurrent requests stay within the budget", func(t *testing.T) {
 		l := h.New(t)
 		s := settler(t, l)
