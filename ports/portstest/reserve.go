@@ -180,8 +180,11 @@ func testReserve(t *testing.T, h LimiterHarness) {
 		a := reserve(t, l, req, true, 5)
 		b := reserve(t, l, Costs(req, 3), true, 3)
 		wait := h.Window
-		if h.Algorithm == domain.AlgorithmSlidingWindow {
+		switch h.Algorithm {
+		case domain.AlgorithmSlidingWindow:
 			wait = 2 * h.Window // the previous window still weighs
+		case domain.AlgorithmTokenBucket:
+			wait = 2 * h.Window // an extra charge counts a window after the refill
 		}
 		h.Clock.Advance(wait + h.Slack)
 		reserve(t, l, Costs(req, 1), true, 1)       // a window of its own
