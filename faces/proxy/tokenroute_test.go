@@ -43,13 +43,14 @@ func (s *tokenStore) Allow(_ context.Context, req domain.Request, _ []domain.Dec
 		d := domain.Decision{Allowed: true, Limit: l.Rule.Limit, Remaining: l.Rule.Limit, ResetAfter: time.Minute, Shadow: l.Shadow}
 		if l.Reserve {
 			left := l.Rule.Limit - s.used[l.Key]
-			d.Allowed = left > 0
+			d.Allowed = left >= max(l.Least, 1) // the least that serves the request
+			d.Remaining = max(left, 0)
 			if d.Allowed {
 				d.Spent, d.Mark = min(l.Cost, left), 1
+				d.Remaining = max(left-d.Spent, 0)
 			} else {
 				d.RetryAfter = time.Minute
 			}
-			d.Remaining = max(left-d.Spent, 0)
 		}
 		v.Decisions[i] = d
 		v.Allowed = v.Allowed && d.Allowed
