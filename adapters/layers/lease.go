@@ -57,13 +57,12 @@ const (
 // LeaseObserver is told what a lease layer does, for metrics. Its
 // methods must be cheap and safe for concurrent use.
 type LeaseObserver interface {
-	// LeaseTaken counts a slice of units taken from the store.
+	// LeaseTaken counts a slice of units taken from the store: one
+	// store operation.
 	LeaseTaken(units int64)
-	// LeaseReturned counts a slice ended: ops is the store operations
-	// it cost (1 or 2: its take, and its return when one was sent),
-	// returned the unused units it gave back (0 when none, or when its
-	// window had ended).
-	LeaseReturned(ops int, returned int64)
+	// LeaseReturned counts a slice's return, one store operation, which
+	// gave back units (0 when it used them all, or its store failed).
+	LeaseReturned(units int64)
 	// LeaseDecided counts a request decided from leases, without the
 	// store.
 	LeaseDecided()
@@ -682,7 +681,7 @@ func (l *Leases) giveBack() {
 			if err != nil {
 				returned = 0
 			}
-			l.opts.Observer.LeaseReturned(2, returned)
+			l.opts.Observer.LeaseReturned(returned)
 		}
 	}
 }

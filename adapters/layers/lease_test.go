@@ -44,8 +44,8 @@ type leaseCounts struct {
 }
 
 func (c *leaseCounts) LeaseTaken(units int64) { c.slices.Add(1); c.taken.Add(units) }
-func (c *leaseCounts) LeaseReturned(ops int, units int64) {
-	c.ops.Add(int64(ops))
+func (c *leaseCounts) LeaseReturned(units int64) {
+	c.ops.Add(1)
 	c.returned.Add(units)
 }
 func (c *leaseCounts) LeaseDecided() { c.decided.Add(1) }

@@ -1,0 +1,334 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/adapters/layers"
+	"github.com/tollgate/tollgate/adapters/redis"
+	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/ports"
+)
+
+// leaseCounter is a LeaseObserver that counts.
+type leaseCounter struct {
+	slices, taken, returned, decided, returns atomic.Int64
+}
+
+func (c *leaseCounter) LeaseTaken(units int64)    { c.slices.Add(1); c.taken.Add(units) }
+func (c *leaseCounter) LeaseReturned(units int64) { c.returns.Add(1); c.returned.Add(units) }
+func (c *leaseCounter) LeaseDecided()             { c.decided.Add(1) }
+
+// leasedReplica is one replica's limiter on a shared Redis: the store's
+// limiter of its own, under a lease layer (none when leases is nil).
+type leasedReplica struct {
+	store  *redis.Limiter
+	leases *layers.Leases
+	lim    ports.Limiter
+	counts *leaseCounter
+}
+
+// newLeasedReplica builds a replica of algorithm on rdb, with leases
+// when leased, whose returns go through settler (the store's when nil).
+// The test closes it.
+func newLeasedReplica(t testing.TB, rdb goredis.UniversalClient, algorithm string, leased bool, settler ports.Settler) *leasedReplica {
+	t.Helper()
+	st := redisLimiter{algorithm: algorithm}.new(conn.NewClient(rdb, testConn), redis.Options{Timeout: 5 * time.Second}).(*redis.Limiter)
+	r := &leasedReplica{store: st, lim: st, counts: &leaseCounter{}}
+	if !leased {
+		return r
+	}
+	if settler == nil {
+		settler = st
+	}
+	r.leases = layers.NewLeases(layers.LeaseOptions{Settler: settler, Algorithm: algorithm, Observer: r.counts,
+		OnError: func(err error) { t.Errorf("lease: %v", err) }})
+	t.Cleanup(func() { r.leases.Close() })
+	r.lim = ports.Chain(st, r.leases.Layer())
+	return r
+}
+
+// hammer asks req on every replica of reps from goroutines each, until
+// stop says so (asked after every request with the admissions so far and
+// the time of the first denial, zero before one). It returns the
+// admissions and the decisions.
+func hammer(t testing.TB, reps []*leasedReplica, req domain.Request, goroutines int, stop func(admitted int64, firstDenial time.Time) bool) (admitted, decisions int64) {
+	t.Helper()
+	var adm, all atomic.Int64
+	var denied atomic.Int64 // unix nanos of the first denial
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for _, r := range reps {
+		for range goroutines {
+			wg.Go(func() {
+				dst := make([]domain.Decision, 0, 1)
+				for !done.Load() {
+					v, err := r.lim.Allow(context.Background(), req, dst)
+					if err != nil {
+						t.Errorf("Allow: %v", err)
+						done.Store(true)
+						return
+					}
+					all.Add(1)
+					if v.Allowed {
+						adm.Add(1)
+					} else {
+						denied.CompareAndSwap(0, time.Now().UnixNano())
+					}
+					var first time.Time
+					if d := denied.Load(); d != 0 {
+						first = time.Unix(0, d)
+					}
+					if stop(adm.Load(), first) {
+						done.Store(true)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return adm.Load(), all.Load()
+}
+
+// untilSpent stops a hammer 1.5 s after its first denial (every slice
+// out by then has lapsed and gone back, for the others to use), or at
+// limit: a run that never reaches its budget by then stops too.
+func untilSpent(limit time.Duration) func(int64, time.Time) bool {
+	deadline := time.Now().Add(limit)
+	return func(_ int64, first time.Time) bool {
+		return (!first.IsZero() && time.Since(first) > 1500*time.Millisecond) || time.Now().After(deadline)
+	}
+}
+
+// TestLeasesOnRedis: three replicas (each its own limiter and lease
+// layer, in this process) ask one hot key on one Redis and on a Redis
+// Cluster, beyond its budget: the fixed window admits at most its limit
+// and at least 98% of it, most of it from leases; once the layers close
+// the store counts exactly what was admitted. The token bucket admits at
+// most burst + rate × (the run + a lease).
+func TestLeasesOnRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads Redis for seconds")
+	}
+	srv := startRedis(t)
+	cl := sharedClusterFor(t)
+	for _, target := range []struct {
+		name string
+		rdb  goredis.UniversalClient
+	}{{"redis", srv.Client}, {"cluster", cl.Client}} {
+		for _, algorithm := range []string{domain.AlgorithmFixedWindow, domain.AlgorithmTokenBucket} {
+			t.Run(target.name+"/"+algorithm, func(t *testing.T) {
+				const limit = 100_000
+				window := time.Minute
+				prefix := uniquePrefix(t)
+				req := one(prefix+"{hot}", domain.Rule{Limit: limit, Window: window})
+				var reps []*leasedReplica
+				for range 3 {
+					reps = append(reps, newLeasedReplica(t, target.rdb, algorithm, true, nil))
+				}
+				began := time.Now()
+				admitted, decisions := hammer(t, reps, req, 8, untilSpent(40*time.Second))
+				took := time.Since(began)
+				var decided, slices int64
+				for _, r := range reps {
+					decided += r.counts.decided.Load()
+					slices += r.counts.slices.Load()
+				}
+				t.Logf("%d decisions in %v, %d admitted, %d from %d slices", decisions, took.Round(time.Millisecond), admitted, decided, slices)
+				if decided == 0 {
+					t.Error("no decision from a lease")
+				}
+				if algorithm == domain.AlgorithmTokenBucket {
+					bound := limit + int64(float64(limit)*(took+window/100).Seconds()/window.Seconds())
+					if admitted > bound {
+						t.Errorf("admitted %d in %v, want at most %d", admitted, took, bound)
+					}
+					return
+				}
+				if admitted > limit {
+					t.Fatalf("admitted %d, limit %d", admitted, limit)
+				}
+				if took < 40*time.Second && admitted < limit*98/100 {
+					t.Errorf("admitted %d, want at least %d", admitted, limit*98/100)
+				}
+				for _, r := range reps {
+					r.leases.Close()
+				}
+				v, err := reps[0].store.Peek(t.Context(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := limit - v.Decisions[0].Remaining; got != admitted {
+					t.Errorf("after Close the store counts %d, want the %d admitted", got, admitted)
+				}
+			})
+		}
+	}
+}
+
+// TestLeasesCrashOnRedis: of three replicas asking one hot key, one
+// vanishes holding slices (its returns never reach Redis). The window
+// admits at most its limit, and the survivors get all of it but what
+// the vanished replica stranded; the next window gives them at least
+// 98% of the budget.
+func TestLeasesCrashOnRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads Redis for seconds")
+	}
+	srv := startRedis(t)
+	const limit = 100_000
+	window := 15 * time.Second
+	prefix := uniquePrefix(t)
+	req := one(prefix+"{hot}", domain.Rule{Limit: limit, Window: window})
+	lost := settleFunc(func(context.Context, domain.Request, []domain.Decision, int64) error { return nil })
+	crashed := newLeasedReplica(t, srv.Client, domain.AlgorithmFixedWindow, true, lost)
+	survivors := []*leasedReplica{newLeasedReplica(t, srv.Client, domain.AlgorithmFixedWindow, true, nil), newLeasedReplica(t, srv.Client, domain.AlgorithmFixedWindow, true, nil)}
+	// All three ask until the crashed one holds a slice.
+	began := time.Now()
+	first, _ := hammer(t, append([]*leasedReplica{crashed}, survivors...), req, 4, func(_ int64, denied time.Time) bool {
+		return crashed.counts.slices.Load() > 0 || time.Since(began) > 5*time.Second || !denied.IsZero()
+	})
+	// The crashed replica asks no more; the survivors go on.
+	rest, _ := hammer(t, survivors, req, 6, untilSpent(window-time.Since(began)-2*time.Second))
+	if time.Since(began) > window-time.Second {
+		t.Skipf("the first window took %v of its %v: too busy a host to tell the windows apart", time.Since(began), window)
+	}
+	// Every unit of its slices it did not use: its returns were lost.
+	stranded := crashed.counts.taken.Load() - crashed.counts.decided.Load()
+	total := first + rest
+	t.Logf("first window: %d admitted (%d before the crash), the vanished replica stranded %d", total, first, stranded)
+	if total > limit {
+		t.Errorf("admitted %d, limit %d", total, limit)
+	}
+	if total < limit*98/100-stranded {
+		t.Errorf("admitted %d, want at least %d (98%% of the limit less the %d stranded)", total, limit*98/100-stranded, stranded)
+	}
+	// The next window.
+	pttl, err := srv.Client.PTTL(t.Context(), req.Limits[0].Key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(pttl + 10*time.Millisecond)
+	next, _ := hammer(t, survivors, req, 6, untilSpent(window-2*time.Second))
+	t.Logf("next window: %d admitted", next)
+	if next > limit || next < limit*98/100 {
+		t.Errorf("the next window admitted %d, want at most %d and at least %d", next, limit, limit*98/100)
+	}
+}
+
+type settleFunc func(context.Context, domain.Request, []domain.Decision, int64) error
+
+func (f settleFunc) Settle(ctx context.Context, req domain.Request, adm []domain.Decision, used int64) error {
+	return f(ctx, req, adm, used)
+}
+
+// TestLeasesHotTenantNumbers measures one hot key asked by three
+// replicas (each its own limiter, in this process) on one Redis, with
+// leases and without: decisions a second, the 99th percentile of a
+// decision, and Redis commands per admitted decision (INFO
+// commandstats, the commands inside scripts included), for the fixed
+// window, the token bucket and a calendar day; demand beyond the
+// budget, and the budget's share admitted. It logs a table
+// (docs/benchmarks.md); run it with
+//
+//	TOLLGATE_LEASE_NUMBERS=1 go test ./integration -run TestLeasesHotTenantNumbers -v
+func TestLeasesHotTenantNumbers(t *testing.T) {
+	if testing.Short() || os.Getenv("TOLLGATE_LEASE_NUMBERS") == "" {
+		t.Skip("numbers for docs/benchmarks.md: set TOLLGATE_LEASE_NUMBERS=1")
+	}
+	srv := startRedis(t)
+	const limit = 200_000
+	window := time.Minute
+	type row struct {
+		shape  string
+		leases bool
+		rate   float64
+		p99    time.Duration
+		cmds   float64
+		share  float64
+	}
+	var rows []row
+	for _, shape := range []string{"fixed_window", "token_bucket", "calendar day"} {
+		for _, leased := range []bool{false, true} {
+			algorithm := shape
+			lim := domain.Limit{Name: domain.DefaultLimit, Rule: domain.Rule{Limit: limit, Window: window}, Cost: 1}
+			lim.Key = uniquePrefix(t) + "{hot}"
+			if shape == "calendar day" {
+				algorithm = domain.AlgorithmSlidingWindow
+				lim.Calendar = &domain.Calendar{Unit: domain.PeriodDay}
+				lim.Rule.Window = domain.NominalWindow(domain.PeriodDay)
+			}
+			req := domain.Request{Tenant: "it", Route: "default", Limits: []domain.Limit{lim}}
+			var reps []*leasedReplica
+			for range 3 {
+				reps = append(reps, newLeasedReplica(t, srv.Client, algorithm, leased, nil))
+			}
+			srv.resetStats(t)
+			lat := newLatencies()
+			for _, r := range reps {
+				r.lim = timed(r.lim, lat)
+			}
+			began := time.Now()
+			admitted, decisions := hammer(t, reps, req, 16, untilSpent(20*time.Second))
+			took := time.Since(began)
+			for _, r := range reps {
+				if r.leases != nil {
+					r.leases.Close()
+				}
+			}
+			cmds := srv.decisionCommands(t)
+			rows = append(rows, row{shape, leased, float64(decisions) / took.Seconds(), lat.p99(), float64(cmds) / float64(max(admitted, 1)), float64(admitted) / limit})
+		}
+	}
+	t.Log("| shape | leases | decisions/s | p99 | Redis commands per admitted decision | admitted ÷ limit |")
+	t.Log("| --- | --- | --- | --- | --- | --- |")
+	for _, r := range rows {
+		on := "off"
+		if r.leases {
+			on = "auto"
+		}
+		t.Logf("| %s | %s | %.0f | %v | %.3f | %.3f |", r.shape, on, r.rate, r.p99.Round(time.Microsecond), r.cmds, r.share)
+	}
+}
+
+// latencies collects decision times.
+type latencies struct {
+	mu sync.Mutex // guards d
+	d  []time.Duration
+}
+
+func newLatencies() *latencies { return &latencies{} }
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) p99() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0
+	}
+	slices.Sort(l.d)
+	return l.d[len(l.d)*99/100]
+}
+
+// timed is lim, each decision's time added to lat.
+func timed(lim ports.Limiter, lat *latencies) ports.Limiter {
+	return ports.LimiterFunc(func(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+		start := time.Now()
+		v, err := lim.Allow(ctx, req, dst)
+		lat.add(time.Since(start))
+		return v, err
+	})
+}
