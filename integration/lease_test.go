@@ -1,9 +1,14 @@
 package integration
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/layers"
 	"github.com/tollgate/tollgate/adapters/redis"
 	"github.com/tollgate/tollgate/adapters/redis/conn"
+	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -102,9 +108,14 @@ func hammer(t testing.TB, reps []*leasedReplica, req domain.Request, goroutines 
 // out by then has lapsed and gone back, for the others to use), or at
 // limit: a run that never reaches its budget by then stops too.
 func untilSpent(limit time.Duration) func(int64, time.Time) bool {
+	return untilSpentFor(limit, 1500*time.Millisecond)
+}
+
+// untilSpentFor is untilSpent, stopping tail after the first denial.
+func untilSpentFor(limit, tail time.Duration) func(int64, time.Time) bool {
 	deadline := time.Now().Add(limit)
 	return func(_ int64, first time.Time) bool {
-		return (!first.IsZero() && time.Since(first) > 1500*time.Millisecond) || time.Now().After(deadline)
+		return (!first.IsZero() && time.Since(first) > tail) || time.Now().After(deadline)
 	}
 }
 
@@ -231,13 +242,15 @@ func (f settleFunc) Settle(ctx context.Context, req domain.Request, adm []domain
 }
 
 // TestLeasesHotTenantNumbers measures one hot key asked by three
-// replicas (each its own limiter, in this process) on one Redis, with
-// leases and without: decisions a second, the 99th percentile of a
-// decision, and Redis commands per admitted decision (INFO
-// commandstats, the commands inside scripts included), for the fixed
-// window, the token bucket and a calendar day; demand beyond the
-// budget, and the budget's share admitted. It logs a table
-// (docs/benchmarks.md); run it with
+// replicas (each its own limiter under a deny cache, as the gateway
+// builds them, in this process) on one Redis, with leases and without:
+// decisions a second, the 99th percentile of a decision, and Redis
+// commands per admitted decision (INFO commandstats, the commands inside
+// scripts included), for the fixed window, the token bucket and a
+// calendar day; under the budget (a limit far away, 5 s), and beyond
+// it (200 000 a minute, asked until 1.5 s after the first denial), with
+// the budget's share admitted. It logs a table (docs/benchmarks.md); run
+// it with
 //
 //	TOLLGATE_LEASE_NUMBERS=1 go test ./integration -run TestLeasesHotTenantNumbers -v
 func TestLeasesHotTenantNumbers(t *testing.T) {
@@ -245,57 +258,80 @@ func TestLeasesHotTenantNumbers(t *testing.T) {
 		t.Skip("numbers for docs/benchmarks.md: set TOLLGATE_LEASE_NUMBERS=1")
 	}
 	srv := startRedis(t)
-	const limit = 200_000
-	window := time.Minute
 	type row struct {
-		shape  string
-		leases bool
-		rate   float64
-		p99    time.Duration
-		cmds   float64
-		share  float64
+		shape, demand string
+		leases        bool
+		rate          float64
+		p99           time.Duration
+		cmds          float64
+		share         float64
 	}
 	var rows []row
-	for _, shape := range []string{"fixed_window", "token_bucket", "calendar day"} {
-		for _, leased := range []bool{false, true} {
-			algorithm := shape
-			lim := domain.Limit{Name: domain.DefaultLimit, Rule: domain.Rule{Limit: limit, Window: window}, Cost: 1}
-			lim.Key = uniquePrefix(t) + "{hot}"
-			if shape == "calendar day" {
-				algorithm = domain.AlgorithmSlidingWindow
-				lim.Calendar = &domain.Calendar{Unit: domain.PeriodDay}
-				lim.Rule.Window = domain.NominalWindow(domain.PeriodDay)
-			}
-			req := domain.Request{Tenant: "it", Route: "default", Limits: []domain.Limit{lim}}
-			var reps []*leasedReplica
-			for range 3 {
-				reps = append(reps, newLeasedReplica(t, srv.Client, algorithm, leased, nil))
-			}
-			srv.resetStats(t)
-			lat := newLatencies()
-			for _, r := range reps {
-				r.lim = timed(r.lim, lat)
-			}
-			began := time.Now()
-			admitted, decisions := hammer(t, reps, req, 16, untilSpent(20*time.Second))
-			took := time.Since(began)
-			for _, r := range reps {
-				if r.leases != nil {
-					r.leases.Close()
+	shapes := []string{"fixed_window", "token_bucket", "calendar day"}
+	if s := os.Getenv("TOLLGATE_LEASE_SHAPES"); s != "" {
+		shapes = strings.Split(s, ",")
+	}
+	for _, shape := range shapes {
+		for _, demand := range []string{"under", "beyond"} {
+			for _, leased := range []bool{false, true} {
+				limit := int64(200_000)
+				// A deny cache asks the store again a second after a
+				// denial: what slices give back (within a second) is
+				// admitted then.
+				stop := untilSpentFor(20*time.Second, 3*time.Second)
+				if demand == "under" {
+					limit = domain.MaxLimit
+					deadline := time.Now().Add(5 * time.Second)
+					stop = func(int64, time.Time) bool { return time.Now().After(deadline) }
 				}
+				algorithm := shape
+				lim := domain.Limit{Name: domain.DefaultLimit, Rule: domain.Rule{Limit: limit, Window: time.Minute}, Cost: 1}
+				lim.Key = uniquePrefix(t) + "{hot}"
+				if shape == "calendar day" {
+					algorithm = domain.AlgorithmSlidingWindow
+					lim.Calendar = &domain.Calendar{Unit: domain.PeriodDay}
+					lim.Rule.Window = domain.NominalWindow(domain.PeriodDay)
+				}
+				req := domain.Request{Tenant: "it", Route: "default", Limits: []domain.Limit{lim}}
+				var reps []*leasedReplica
+				lat := newLatencies()
+				for range 3 {
+					r := newLeasedReplica(t, srv.Client, algorithm, leased, nil)
+					r.lim = timed(ports.Chain(r.lim, layers.NewDenyCache(layers.DenyCacheOptions{}).Layer()), lat)
+					reps = append(reps, r)
+				}
+				srv.resetStats(t)
+				began := time.Now()
+				admitted, decisions := hammer(t, reps, req, 16, stop)
+				took := time.Since(began)
+				for _, r := range reps {
+					if r.leases != nil {
+						r.leases.Close()
+					}
+				}
+				cmds := srv.decisionCommands(t)
+				if testing.Verbose() {
+					t.Logf("%s, %s the budget, leases %v: %d decisions, %d admitted; commands %v", shape, demand, leased, decisions, admitted, srv.commandCalls(t))
+				}
+				share := float64(admitted) / float64(limit)
+				if demand == "under" {
+					share = float64(admitted) / float64(decisions)
+				}
+				rows = append(rows, row{shape, demand, leased, float64(decisions) / took.Seconds(), lat.p99(), float64(cmds) / float64(max(admitted, 1)), share})
 			}
-			cmds := srv.decisionCommands(t)
-			rows = append(rows, row{shape, leased, float64(decisions) / took.Seconds(), lat.p99(), float64(cmds) / float64(max(admitted, 1)), float64(admitted) / limit})
 		}
 	}
-	t.Log("| shape | leases | decisions/s | p99 | Redis commands per admitted decision | admitted ÷ limit |")
-	t.Log("| --- | --- | --- | --- | --- | --- |")
+	t.Log("| shape | demand | leases | decisions/s | p99 | Redis commands per admitted decision | admitted ÷ limit |")
+	t.Log("| --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rows {
-		on := "off"
+		on, share := "off", fmt.Sprintf("%.3f", r.share)
 		if r.leases {
 			on = "auto"
 		}
-		t.Logf("| %s | %s | %.0f | %v | %.3f | %.3f |", r.shape, on, r.rate, r.p99.Round(time.Microsecond), r.cmds, r.share)
+		if r.demand == "under" {
+			share = "(all admitted)"
+		}
+		t.Logf("| %s | %s | %s | %.0f | %v | %.3f | %s |", r.shape, r.demand, on, r.rate, r.p99.Round(10*time.Nanosecond), r.cmds, share)
 	}
 }
 
@@ -331,4 +367,79 @@ func timed(lim ports.Limiter, lat *latencies) ports.Limiter {
 		lat.add(time.Since(start))
 		return v, err
 	})
+}
+
+// gatewayCounter returns the value of the series name (without labels)
+// on g's /metrics, 0 when absent.
+func gatewayCounter(t *testing.T, g *apptest.Gateway, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(g.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// TestLeasesThroughTheGateway: two gateways on one Redis with leases
+// (the default) and a budget of 3000 a minute, asked beyond it over
+// HTTP: at most the budget is admitted and at least 98% of it, part of
+// it from leases; once the slices have lapsed the usage API counts
+// exactly what was admitted, and a reset gives the budget back whole.
+func TestLeasesThroughTheGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the host for seconds")
+	}
+	srv := startRedis(t)
+	const limit = 3000
+	env := []string{"TOLLGATE_LIMIT=" + strconv.Itoa(limit), "TOLLGATE_WINDOW=1m", "TOLLGATE_KEY_PREFIX=" + uniquePrefix(t),
+		"TOLLGATE_ADMIN_TOKEN=" + usageToken, "TOLLGATE_REDIS_TIMEOUT=5s", "TOLLGATE_FAIL_MODE=closed"}
+	gws := []*apptest.Gateway{startReplica(t, srv.URL, env...), startReplica(t, srv.URL, env...)}
+	var admitted, other atomic.Int64
+	var first atomic.Int64
+	deadline := time.Now().Add(40 * time.Second)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			for {
+				if f := first.Load(); (f != 0 && time.Since(time.Unix(0, f)) > 1500*time.Millisecond) || time.Now().After(deadline) {
+					return
+				}
+				switch code, _ := get(t, gws[i%2], "hot"); code {
+				case http.StatusOK:
+					admitted.Add(1)
+				case http.StatusTooManyRequests:
+					first.CompareAndSwap(0, time.Now().UnixNano())
+				default:
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	decided := gatewayCounter(t, gws[0], "tollgate_lease_decisions_total") + gatewayCounter(t, gws[1], "tollgate_lease_decisions_total")
+	t.Logf("%d admitted, %.0f from leases, %d other answers", admitted.Load(), decided, other.Load())
+	if got := admitted.Load(); got > limit || (first.Load() != 0 && got < limit*98/100) || other.Load() != 0 {
+		t.Errorf("admitted %d with %d other answers, want at most %d and at least %d, and none other", got, other.Load(), limit, limit*98/100)
+	}
+	if decided == 0 {
+		t.Error("no decision from a lease")
+	}
+	time.Sleep(1200 * time.Millisecond) // every slice lapses and goes back
+	if code, u := adminCall(t, gws[1], "GET", "/v1/tenants/hot/usage"); code != 200 || len(u.Limits) != 1 || u.Limits[0].Used != admitted.Load() {
+		t.Errorf("usage: %d %+v, want used %d", code, u, admitted.Load())
+	}
+	if code, u := adminCall(t, gws[0], "POST", "/v1/tenants/hot/reset"); code != 200 || u.Limits[0].Used != 0 {
+		t.Errorf("reset: %d %+v, want used 0", code, u)
+	}
+	if code, _ := get(t, gws[1], "hot"); code != http.StatusOK {
+		t.Errorf("after the reset: status %d, want 200", code)
+	}
 }

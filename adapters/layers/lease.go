@@ -23,7 +23,7 @@ const (
 	// DefaultLeaseLowWater is the fraction of a limit below which what
 	// remains at the store is no longer leased: the rest of the window
 	// is decided at the store, one request at a time.
-	DefaultLeaseLowWater = 0.01
+	DefaultLeaseLowWater = 0.005
 	// DefaultLeaseMaxKeys bounds the keys whose rate a lease layer
 	// follows.
 	DefaultLeaseMaxKeys = 4096
@@ -42,8 +42,12 @@ const (
 	// slice must die before its window does.
 	windowMargin = 2 * time.Millisecond
 	// rateBin is the span over which a key's rate is counted before it
-	// is folded into its estimate.
-	rateBin = 100 * time.Millisecond
+	// is folded into its estimate; a bin that counts rateBinHits units
+	// closes after minRateBin already, so that a burst turns a key hot
+	// within milliseconds.
+	rateBin     = 100 * time.Millisecond
+	minRateBin  = 10 * time.Millisecond
+	rateBinHits = 64
 	// maxLeasedLimits bounds the limits of a request decided from leases.
 	maxLeasedLimits = 4
 	// leaseShards is the number of independently locked parts of the
@@ -415,7 +419,7 @@ func (e *leaseEntry) hit(tenant domain.TenantID, lim domain.Limit, now int64) {
 		}
 	}
 	e.lastHit = now
-	if span := now - e.binStart; span >= int64(rateBin) {
+	if span := now - e.binStart; span >= int64(rateBin) || (span >= int64(minRateBin) && e.binHits >= rateBinHits) {
 		r := float64(e.binHits) / time.Duration(span).Seconds()
 		if span > int64(time.Second) || e.rate == 0 {
 			e.rate = r
