@@ -6,7 +6,9 @@
 # cluster; Envoy's rate limit service). scripts/test.sh runs each step
 # even after one failed, ends with a summary and always removes the test
 # containers. The real-proxy tests (integration/edge) need nginx and
-# caddy: scripts/edge-tools.sh installs them from Debian when missing.
+# caddy: scripts/edge-tools.sh installs them from Debian when missing;
+# the page's browser test and the alert rules' checks need chromium and
+# promtool: scripts/ui-tools.sh installs them.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin

@@ -42,9 +42,8 @@ var stores = []store{
 // opened is a store built by its row's open: what the engine decides
 // with, and what the layers around it need of it.
 type opened struct {
-	views   views       // the HTTP faces' limiter and the rate limit service's
-	usage   ports.Usage // the store's reads and resets
-	settler ports.Settler
+	views   views             // the HTTP faces' limiter and the rate limit service's
+	usage   ports.Usage       // the store's reads and resets
 	idem    ports.Idempotency // calls made once (a spend's Idempotency-Key)
 	pinger  ports.Pinger      // its readiness check
 	apiKeys ports.APIKeys     // the API keys issued at runtime
@@ -66,6 +65,9 @@ type sharedStore struct {
 	// store (this replica's own included), and returns where to announce
 	// them.
 	listenResets func(prefix string, heard func(domain.TenantID, []string)) resetBus
+	// board is where the replicas post what each has seen, for the
+	// fleet's top tenants.
+	board func(prefix string) ports.Board
 }
 
 // resetBus carries resets to the other replicas, until closed.
@@ -115,14 +117,18 @@ type backendEnv struct {
 // Limiter the engine decides with (the store's, wrapped in its layers),
 // the store's readiness check, and what to close at the end.
 type backend struct {
-	limiter ports.Limiter // the HTTP faces'
-	planned ports.Limiter // the rate limit service's (nil without it)
-	keys    ports.Keys    // the store's key layout
-	pinger  ports.Pinger
-	usage   ports.Usage       // the store's, resetting the layers' memory of a tenant too
-	settler ports.Settler     // the store's: settles token reservations
-	idem    ports.Idempotency // the store's memory of calls made once
-	closers []io.Closer       // closed in order: the layers' goroutines, then the store
+	limiter    ports.Limiter // the HTTP faces'
+	planned    ports.Limiter // the rate limit service's (nil without it)
+	keys       ports.Keys    // the store's key layout
+	pinger     ports.Pinger
+	usage      ports.Usage       // the store's, resetting the layers' memory of a tenant too
+	settler    ports.Settler     // the HTTP view's: settles token reservations
+	rlsSettler ports.Settler     // the rate limit service's view's: charges denied hits (nil: none)
+	rlsEvery   bool              // with rlsSettler: every limit of a denied request
+	idem       ports.Idempotency // the store's memory of calls made once
+	board      ports.Board       // the replicas' posts; nil for a store in process
+	replica    string            // this replica's name among those sharing the store
+	closers    []io.Closer       // closed in order: the layers' goroutines, then the store
 	// apiKeys are the API keys issued at runtime, on the store; shared
 	// tells whether other replicas share them (keyRing).
 	apiKeys ports.APIKeys
@@ -153,7 +159,8 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 	if err != nil {
 		return backend{}, err
 	}
-	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.settler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil}
+	be := backend{pinger: op.pinger, keys: keyLayout(cfg), settler: op.views.httpSettler, idem: op.idem, apiKeys: op.apiKeys, shared: op.shared != nil, replica: env.replica}
+	be.rlsSettler, be.rlsEvery = rlsCharges(cfg, op.views)
 	resets := resets{Usage: op.usage}
 	be.usage = &resets
 	var inner []ports.Layer // the breaker, on a shared store
@@ -167,6 +174,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		})
 		inner = append(inner, b.Layer())
 		be.closers = append(be.closers, b)
+		be.board = op.shared.board(cfg.KeyPrefix)
 		if cfg.FailMode == FailLocal && cfg.Replicas == 0 {
 			count, closer := op.shared.countReplicas(cfg, env)
 			replicas = count
@@ -220,7 +228,6 @@ func openMemory(_ context.Context, cfg Config, _ backendEnv) (opened, error) {
 		return opened{}, err
 	}
 	op := opened{views: vs, usage: st, idem: memory.NewIdempotency(nil), pinger: alwaysUp{}, apiKeys: memory.NewAPIKeys(), closers: []io.Closer{st}}
-	op.settler, _ = any(st).(ports.Settler)
 	return op, nil
 }
 
@@ -257,7 +264,6 @@ func openRedis(ctx context.Context, cfg Config, env backendEnv) (opened, error) 
 	}
 	op := opened{views: vs, usage: usage, idem: redis.NewIdempotency(client, cfg.KeyPrefix), pinger: client,
 		apiKeys: keyring.New(client.Redis(), cfg.KeyPrefix), closers: []io.Closer{leases, client}, shared: redisShared(client)}
-	op.settler, _ = any(usage).(ports.Settler)
 	return op, nil
 }
 
@@ -271,6 +277,7 @@ func redisShared(client *conn.Client) *sharedStore {
 		listenResets: func(prefix string, heard func(domain.TenantID, []string)) resetBus {
 			return fleet.ListenResets(client, prefix, heard)
 		},
+		board: func(prefix string) ports.Board { return fleet.NewBoard(client, prefix) },
 	}
 }
 

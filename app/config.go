@@ -65,6 +65,9 @@ type Config struct {
 	// AdminToken is the bearer token of the usage API on the admin
 	// listener; empty turns the API off. Never printed.
 	AdminToken string `env:"ADMIN_TOKEN"`
+	// TopTenants is how many of the most denied tenants each limit
+	// keeps, for /v1/top and the page at /ui/; 0 turns them off.
+	TopTenants int `env:"TOP_TENANTS"`
 	// UpstreamURL is where allowed requests are proxied; empty means the
 	// built-in echo responder.
 	UpstreamURL string `env:"UPSTREAM_URL"`

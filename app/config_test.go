@@ -19,6 +19,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ListenAddr:      ":8080",
 		CheckDenyStatus: 429,
 		AdminAddr:       ":9090",
+		TopTenants:      20,
 		UpstreamTimeout: 30 * time.Second,
 		Algorithm:       "fixed_window",
 		Store:           "memory",

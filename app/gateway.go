@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
+	"github.com/tollgate/tollgate/internal/watch"
 	"github.com/tollgate/tollgate/metrics"
 )
 
@@ -46,19 +48,42 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*gateway, error) 
 	if err != nil {
 		return nil, fmt.Errorf("tollgate: %w", err)
 	}
+	w := newWatch(cfg, be, log)
+	if w != nil {
+		be.closers = append([]io.Closer{w}, be.closers...) // stops posting before the store closes
+	}
 	ring := newKeyRing(ctx, cfg, be, reg, log)
-	eng := newEngine(cfg, snap, be, ring, m, log)
+	eng := newEngine(cfg, snap, be, ring, w, m, log)
 	m.Routes(snap.Policy)
 	ls := faceListeners(cfg, eng, m, log)
 	ls, face := withRLS(ls, cfg, rlsCfg, eng, be.pinger, m, log)
-	ls = append(ls, adminListener(cfg, eng, be.idem, be.pinger, reg, m, log))
+	ls = append(ls, adminListener(cfg, eng, be.idem, be.pinger, w, reg, m, log))
 	r := &reloader{cfg: cfg, eng: eng, log: log, routes: m.Routes, rls: rlsCfg, face: face}
 	return &gateway{cfg: cfg, log: log, snap: snap, backend: be, ring: ring, listeners: ls, reloader: r}, nil
 }
 
+// newWatch returns what watches who is being limited, posting through
+// be's board on a shared store; nil when TOLLGATE_TOP_TENANTS is 0, and
+// without an admin token (nothing could read it).
+func newWatch(cfg Config, be backend, log *slog.Logger) *watch.Watch {
+	if cfg.AdminToken == "" || cfg.TopTenants == 0 {
+		return nil
+	}
+	return watch.New(watch.Options{Top: cfg.TopTenants, Board: be.board, Replica: be.replica, Log: log})
+}
+
+// watcher is w as the engine's watcher, nil when w is.
+func watcher(w *watch.Watch) engine.Watcher {
+	if w == nil {
+		return nil
+	}
+	return w
+}
+
 // newEngine returns the engine that decides with be's limiter, starting
-// with snap, and resolves the runtime keys of ring (may be nil).
-func newEngine(cfg Config, snap *engine.Snapshot, be backend, ring *engine.KeyRing, m *metrics.Metrics, log *slog.Logger) *engine.Engine {
+// with snap, resolves the runtime keys of ring (may be nil), and tells w
+// (when not nil) who each decision was about.
+func newEngine(cfg Config, snap *engine.Snapshot, be backend, ring *engine.KeyRing, w *watch.Watch, m *metrics.Metrics, log *slog.Logger) *engine.Engine {
 	anonymous := engine.AnonymousShared
 	switch cfg.Anonymous {
 	case AnonymousIP:
@@ -67,17 +92,21 @@ func newEngine(cfg Config, snap *engine.Snapshot, be backend, ring *engine.KeyRi
 		anonymous = engine.AnonymousReject
 	}
 	return engine.New(snap, engine.Options{
-		Limiter:    be.limiter,
-		Planned:    be.planned,
-		Usage:      be.usage,
-		Settler:    be.settler,
-		Keys:       be.keys,
-		KeyRing:    ring,
-		Algorithm:  cfg.Algorithm,
-		Anonymous:  anonymous,
-		IPv6Prefix: cfg.IPv6Prefix,
-		Observer:   m,
-		Log:        log,
+		Limiter: be.limiter,
+		Planned: be.planned,
+		Usage:   be.usage,
+		Settler: be.settler,
+		// Reports to the rate limit service are charged when denied.
+		PlannedSettler:     be.rlsSettler,
+		PlannedChargeEvery: be.rlsEvery,
+		Keys:               be.keys,
+		KeyRing:            ring,
+		Algorithm:          cfg.Algorithm,
+		Anonymous:          anonymous,
+		IPv6Prefix:         cfg.IPv6Prefix,
+		Observer:           m,
+		Watcher:            watcher(w),
+		Log:                log,
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/faces/check"
 	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/faces/proxy"
+	"github.com/tollgate/tollgate/internal/watch"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -95,10 +96,13 @@ func faceListeners(cfg Config, eng *engine.Engine, m *metrics.Metrics, log *slog
 // adminListener returns the admin listener (TOLLGATE_ADMIN_ADDR):
 // /healthz, /readyz (asking ready), /metrics from reg, the usage API on
 // eng with TOLLGATE_ADMIN_TOKEN, and pprof with TOLLGATE_PPROF.
-func adminListener(cfg Config, eng *engine.Engine, idem ports.Idempotency, ready ports.Pinger, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
+func adminListener(cfg Config, eng *engine.Engine, idem ports.Idempotency, ready ports.Pinger, w *watch.Watch, reg *prometheus.Registry, m *metrics.Metrics, log *slog.Logger) *listener {
 	h := admin.New(ready, cfg.RedisTimeout, reg, log)
 	if cfg.AdminToken != "" {
 		h = admin.WithUsage(h, admin.UsageOptions{Engine: eng, Token: cfg.AdminToken, Log: log, Count: m.AdminAction, Idempotency: idem})
+	}
+	if w != nil {
+		h = admin.WithTop(h, admin.TopOptions{Engine: eng, Watch: w, Token: cfg.AdminToken, Log: log, Count: m.AdminAction})
 	}
 	// The admin API reads no body but a spend's: one sent anyway must not
 	// hold the answer. (pprof's symbol lookup reads its POST body: it is
@@ -108,7 +112,13 @@ func adminListener(cfg Config, eng *engine.Engine, idem ports.Idempotency, ready
 	if cfg.Pprof {
 		h = admin.WithPprof(h)
 	}
-	return &listener{name: "admin", addr: cfg.AdminAddr, variable: EnvPrefix + "ADMIN_ADDR", srv: newHTTPServer(h, log)}
+	srv := newHTTPServer(h, log)
+	if w != nil {
+		// An open feed of denials is a request that never ends by
+		// itself: closing the watch at shutdown ends every feed.
+		srv.RegisterOnShutdown(func() { w.Close() })
+	}
+	return &listener{name: "admin", addr: cfg.AdminAddr, variable: EnvPrefix + "ADMIN_ADDR", srv: srv}
 }
 
 // newHTTPServer returns a server with timeouts against slow clients.

@@ -54,7 +54,7 @@ func TestReloaderRunsOneMoreForASignalDuringAReload(t *testing.T) {
 		t.Skipf("no FIFO here: %v", err)
 	}
 	routes := make(chan *domain.Policy, 4)
-	r := &reloader{cfg: cfg, eng: newEngine(cfg, snap, be, nil, m, log), log: log, routes: func(p *domain.Policy) { routes <- p }}
+	r := &reloader{cfg: cfg, eng: newEngine(cfg, snap, be, nil, nil, m, log), log: log, routes: func(p *domain.Policy) { routes <- p }}
 	hup := make(chan os.Signal)
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan struct{})

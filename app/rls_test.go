@@ -50,8 +50,6 @@ func TestRunRLSConfigErrors(t *testing.T) {
 		{[]string{"TOLLGATE_RLS_ADDR=nowhere", "TOLLGATE_RLS_CONFIG=" + dir}, []string{"TOLLGATE_RLS_ADDR", `"nowhere"`}},
 		{[]string{"TOLLGATE_RLS_COUNT_DENIED=maybe"}, []string{"TOLLGATE_RLS_COUNT_DENIED"}},
 		// Only the fixed window counts denied hits: refused, not ignored.
-		{[]string{"TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG=" + dir, "TOLLGATE_RLS_COUNT_DENIED=true", "TOLLGATE_ALGORITHM=sliding_window"},
-			[]string{"TOLLGATE_RLS_COUNT_DENIED", "TOLLGATE_ALGORITHM=fixed_window", "sliding_window"}},
 		{[]string{"TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG=" + dir}, []string{"TOLLGATE_RLS_CONFIG", filepath.Join(dir, "bad.yaml"), "invalid rate limit unit"}},
 		{[]string{"TOLLGATE_RLS_ADDR=127.0.0.1:0", "TOLLGATE_RLS_CONFIG=" + filepath.Join(dir, "none")}, []string{"TOLLGATE_RLS_CONFIG", "none"}},
 	}

@@ -33,12 +33,20 @@ type view struct {
 	policyKeys bool
 	// denyCache: the chain has the deny cache (TOLLGATE_DENY_CACHE).
 	denyCache bool
+	// chargeEvery: a denied request is charged every limit's hits after
+	// the store decided (the engine's PlannedChargeEvery), where the
+	// store cannot count them itself (another algorithm than the fixed
+	// window).
+	chargeEvery bool
 }
 
 // views are the store's two limiters, the HTTP faces' and the rate limit
-// service's (nil without TOLLGATE_RLS_ADDR).
+// service's (nil without TOLLGATE_RLS_ADDR), and each one's settler: the
+// same view settling token reservations (HTTP) and charging denied hits
+// (the rate limit service).
 type views struct {
-	http, rls ports.Limiter
+	http, rls               ports.Limiter
+	httpSettler, rlsSettler ports.Settler
 }
 
 // httpView is how the HTTP faces' requests are decided: all or nothing,
@@ -55,15 +63,32 @@ func httpView(cfg Config) view {
 
 // rlsView is how the rate limit service's requests are decided: every
 // hit of an admitted request counted, as envoyproxy/ratelimit counts, and
-// every hit of a denied one too with TOLLGATE_RLS_COUNT_DENIED (the fixed
-// window's; then without the deny cache, so that every denied hit reaches
-// the store), in windows aligned to the epoch.
+// every hit of a denied one too with TOLLGATE_RLS_COUNT_DENIED (by the
+// fixed window's store itself, by a charge after the decision on any
+// other algorithm; then without the deny cache, so that every denied hit
+// reaches the store), in windows aligned to the epoch.
 func rlsView(cfg Config) view {
 	v := view{counting: domain.CountHits, windows: domain.WindowsEpoch, denyCache: cfg.DenyCache}
-	if cfg.RLSCountDenied {
+	switch {
+	case cfg.RLSCountDenied && cfg.Algorithm == domain.AlgorithmFixedWindow:
 		v.counting, v.denyCache = domain.CountEvery, false
+	case cfg.RLSCountDenied:
+		v.chargeEvery, v.denyCache = true, false
 	}
 	return v
+}
+
+// rlsCharges returns how the engine charges what the rate limit
+// service's store did not spend of a denied request: through settler,
+// the limits that denied it, or with every, all of its limits. A store
+// that counts every hit itself (the fixed window with
+// TOLLGATE_RLS_COUNT_DENIED) is charged nothing more: settler is nil.
+func rlsCharges(cfg Config, vs views) (settler ports.Settler, every bool) {
+	v := rlsView(cfg)
+	if v.counting == domain.CountEvery {
+		return nil, false
+	}
+	return vs.rlsSettler, v.chargeEvery
 }
 
 // memoryViews builds cfg's views on one memory store of cfg.Algorithm
@@ -79,6 +104,7 @@ func memoryViews(cfg Config) (*memory.Limiter, views, error) {
 		return nil, views{}, err
 	}
 	vs := views{http: st}
+	vs.httpSettler = st
 	if cfg.RLSAddr != "" {
 		rl, err := st.View(memoryView(rlsView(cfg)))
 		if err != nil {
@@ -86,6 +112,7 @@ func memoryViews(cfg Config) (*memory.Limiter, views, error) {
 			return nil, views{}, err
 		}
 		vs.rls = rl
+		vs.rlsSettler = rl
 	}
 	return st, vs, nil
 }
@@ -107,12 +134,14 @@ func redisViews(cfg Config, client *conn.Client, leases *fleet.Leases) (views, *
 		return views{}, nil, err
 	}
 	vs := views{http: h}
+	vs.httpSettler = h
 	if cfg.RLSAddr != "" {
 		r, err := build(rlsView(cfg))
 		if err != nil {
 			return views{}, nil, err
 		}
 		vs.rls = r
+		vs.rlsSettler = r
 	}
 	return vs, h, nil
 }
@@ -154,10 +183,10 @@ func chains(cfg Config, vs views, failHTTP, failRLS ports.Layer, leased *layers.
 // TOLLGATE_LEASES=auto on a shared store that settles (nil otherwise:
 // in process, a decision costs less than a lease would save).
 func leases(cfg Config, op opened, env backendEnv) *layers.Leases {
-	if cfg.Leases != LeasesAuto || op.shared == nil || op.settler == nil {
+	if cfg.Leases != LeasesAuto || op.shared == nil || op.views.httpSettler == nil {
 		return nil
 	}
-	return layers.NewLeases(layers.LeaseOptions{Settler: op.settler, Algorithm: cfg.Algorithm, Observer: env.metrics, OnError: env.onError})
+	return layers.NewLeases(layers.LeaseOptions{Settler: op.views.httpSettler, Algorithm: cfg.Algorithm, Observer: env.metrics, OnError: env.onError})
 }
 
 // failModes returns cfg's fail mode (TOLLGATE_FAIL_MODE) for the HTTP

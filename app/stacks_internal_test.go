@@ -10,7 +10,8 @@ import (
 // of a gateway without a policy file on the fixed window, with policy
 // keys; the rate limit service counts every hit of an admitted request
 // (every hit with TOLLGATE_RLS_COUNT_DENIED, then without the deny
-// cache), in windows aligned to the epoch, without policy keys.
+// cache: the fixed window's store counts them, another algorithm's are
+// charged after), in windows aligned to the epoch, without policy keys.
 func TestViews(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -31,6 +32,9 @@ func TestViews(t *testing.T) {
 	}{
 		{Config{Algorithm: domain.AlgorithmTokenBucket, DenyCache: true}, view{counting: domain.CountHits, windows: domain.WindowsEpoch, denyCache: true}},
 		{Config{Algorithm: domain.AlgorithmFixedWindow, DenyCache: true, RLSCountDenied: true}, view{counting: domain.CountEvery, windows: domain.WindowsEpoch}},
+		// Another algorithm counts a denied request's hits by a charge
+		// after the store decided.
+		{Config{Algorithm: domain.AlgorithmSlidingWindow, DenyCache: true, RLSCountDenied: true}, view{counting: domain.CountHits, windows: domain.WindowsEpoch, chargeEvery: true}},
 	} {
 		if got := rlsView(tt.cfg); got != tt.want {
 			t.Errorf("rlsView(%+v) = %+v, want %+v", tt.cfg, got, tt.want)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/internal/watch"
 )
 
 // variable is one TOLLGATE_* setting: the one place that says its
@@ -105,6 +106,10 @@ var variables = []variable{
 		accepts: "empty (no usage API), or 16 to 1024 bytes of A-Z a-z 0-9 - . _ ~ + / then = padding, such as the output of openssl rand -hex 32",
 		check: func(c Config, _ map[string]bool) error {
 			return valid(c.AdminToken == "" || validAdminToken(c.AdminToken))
+		}},
+	{name: "TOP_TENANTS", def: "20", accepts: "an integer from 0 (off) to 1000: how many of the most denied tenants each limit keeps",
+		check: func(c Config, _ map[string]bool) error {
+			return valid(c.TopTenants >= 0 && c.TopTenants <= watch.MaxTop)
 		}},
 	{name: "UPSTREAM_URL", show: upstreamForLog, unread: withoutProxy,
 		accepts: "empty, or an absolute http:// or https:// URL with a host (and a port from 1 to 65535, if any) and no fragment (a # in the path is %23)",
@@ -222,16 +227,7 @@ var variables = []variable{
 			}
 			return valid(c.RLSAddr == "" || c.RLSConfig != "" || c.RLSXDS != "")
 		}},
-	{name: "RLS_COUNT_DENIED", def: "false", unread: withoutRLS,
-		accepts: "true (count denied hits on every descriptor, as envoyproxy/ratelimit; fixed_window only) or false (all or nothing) (also 1, 0, t, f)",
-		check: func(c Config, unparsed map[string]bool) error {
-			// Only the fixed window counts a denied hit; the store refuses it.
-			if c.RLSAddr != "" && c.RLSCountDenied && c.Algorithm != domain.AlgorithmFixedWindow && !unparsed["ALGORITHM"] {
-				return invalid{why: "only " + domain.AlgorithmFixedWindow + " counts denied hits; TOLLGATE_ALGORITHM is " + c.Algorithm,
-					want: "false, or TOLLGATE_ALGORITHM=" + domain.AlgorithmFixedWindow}
-			}
-			return nil
-		}},
+	{name: "RLS_COUNT_DENIED", def: "false", accepts: boolean, unread: withoutRLS, check: parsed},
 	{name: "RLS_RESPONSE_HEADERS", def: "false", accepts: boolean, unread: withoutRLS, check: parsed},
 	{name: "RLS_TLS_CERT", accepts: "empty (no TLS), or the path of a PEM certificate chain, with TOLLGATE_RLS_TLS_KEY", unread: withoutRLS,
 		check: func(c Config, _ map[string]bool) error { return valid((c.RLSTLSCert == "") == (c.RLSTLSKey == "")) }},

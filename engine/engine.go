@@ -55,6 +55,17 @@ type Observer interface {
 	Settled(route *domain.Route, reserved, used int64, err error)
 }
 
+// Watcher is told who each decision of [Engine.Decide] was about, for
+// the views of who is being limited. Watched must be cheap, must never
+// block, and must be safe for concurrent use; it must not keep limits
+// or v.Decisions past its return.
+type Watcher interface {
+	// Watched records the verdict v on the request of subject (the
+	// tenant, or what unresolved traffic is metered as) on route, from
+	// client, over limits (v.Decisions, when not nil, in their order).
+	Watched(subject domain.TenantID, route string, client netip.Addr, limits []domain.Limit, v domain.Verdict)
+}
+
 // Options configure [New].
 type Options struct {
 	// Limiter decides the requests of [Engine.Decide]: the store under
@@ -64,6 +75,18 @@ type Options struct {
 	// the same store counting as the planning face needs, under its own
 	// layers. Nil means Limiter.
 	Planned ports.Limiter
+	// PlannedSettler charges what the planned limiter's store refused to
+	// spend: the hits of a planned request's limit that denied it (a
+	// report of work done, larger than what remained), and with
+	// PlannedChargeEvery every limit's hits of a denied request. The
+	// planned limiter's own store view, not its layers. May be nil: a
+	// denied request's hits are then not charged.
+	PlannedSettler ports.Settler
+	// PlannedChargeEvery makes a planned request that the store denied
+	// charge every one of its limits its hits, as a counter that
+	// increments before it decides (envoyproxy/ratelimit's counting),
+	// for a planned limiter whose store counts only admitted hits itself.
+	PlannedChargeEvery bool
 	// Settler settles what requests reserved from token limits: the
 	// store itself, not its layers. May be nil when no limit counts
 	// tokens: reservations are then never given back.
@@ -87,6 +110,8 @@ type Options struct {
 	KeyRing *KeyRing
 	// Observer records decisions. May be nil.
 	Observer Observer
+	// Watcher records who each decision was about. May be nil.
+	Watcher Watcher
 	// Log gets at most one line a second about requests a shadow limit
 	// would have denied, and one a minute about a full store. May be nil.
 	Log *slog.Logger
@@ -267,6 +292,9 @@ func (e *Engine) Decide(ctx context.Context, d Described) (Result, error) {
 	}
 	e.reserve(ctx, d, &res, req, &v)
 	e.observer.Decided(res.Route, v, time.Since(start))
+	if e.opts.Watcher != nil {
+		e.opts.Watcher.Watched(res.Subject, res.Route.Name, d.Client, req.Limits, v)
+	}
 	if v.Outcome == domain.OutcomeShadowDenied {
 		e.logShadow(res, req, v)
 	}

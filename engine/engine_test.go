@@ -37,7 +37,7 @@ func (r *recorder) Allow(_ context.Context, req domain.Request, _ []domain.Decis
 		}
 	}
 	return domain.Settle(req, domain.CountAdmitted, nil, func(i int, _ int64) domain.Decision {
-		return domain.Decision{Allowed: true, Limit: req.Limits[i].Rule.Limit}
+		return domain.Decision{Allowed: true, Limit: req.Limits[i].Rule.Limit, Remaining: req.Limits[i].Rule.Limit}
 	}), nil
 }
 

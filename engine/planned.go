@@ -18,6 +18,13 @@ import (
 // (with a nil route, since no route of the policy applies). The
 // verdict's Decisions are written into dst as [ports.Limiter] says.
 //
+// Reports are counted: a limit of cost 0 (a check) denies once nothing
+// remains of it, and a request the store denies is charged, through
+// [Options].PlannedSettler, the hits of each limit that denied it (with
+// PlannedChargeEvery, of every limit): a report of work done that is
+// larger than what remains is still counted, so that the next check
+// hears the budget is spent.
+//
 // Its errors are the limiter's that no layer answers for: ctx's when the
 // caller went away, and [ports.ErrStoreFull] when a bounded store holds
 // as many keys as it may (there is no shared subject to decide it as).
@@ -27,6 +34,10 @@ func (e *Engine) DecidePlanned(ctx context.Context, req domain.Request, dst []do
 	v, err := e.opts.Planned.Allow(ctx, req, dst)
 	if err != nil {
 		return domain.Verdict{}, err
+	}
+	if v.Decisions != nil {
+		checkRemaining(req, &v)
+		e.chargeDenied(ctx, req, &v)
 	}
 	e.observer.Decided(nil, v, time.Since(start))
 	if v.Outcome == domain.OutcomeShadowDenied {

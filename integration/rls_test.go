@@ -275,10 +275,13 @@ func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, e
 		// per interval after: a number set by the time gone by, not by
 		// the requests, which a loaded machine makes fewer. A store
 		// asked per request fails as many calls as there were requests.
+		// A loaded machine delays the breaker's own timers (twice the
+		// bound), and a store asked per request fails about as many calls
+		// as there were requests: the two are told apart by far.
 		firsts := (timeout+layers.MinConfirmTimeout)/timeout + 1
-		maxErrs := float64(firsts + took/layers.DefaultProbeInterval + 5)
-		if errs < 1 || errs > maxErrs || errs >= float64(asked) {
-			t.Errorf("%v failed store calls for %d requests in %v, want a few probes (at most %v, fewer than the requests)", errs, asked, took, maxErrs)
+		maxErrs := 2 * float64(firsts+took/layers.DefaultProbeInterval+5)
+		if errs < 1 || errs > maxErrs || errs*4 >= float64(asked) {
+			t.Errorf("%v failed store calls for %d requests in %v, want a few probes (at most %v, far fewer than the requests)", errs, asked, took, maxErrs)
 		}
 	})
 
@@ -367,9 +370,6 @@ func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, e
 	t.Run("bad input creates no key", func(t *testing.T) {
 		prefix := uniquePrefix(t)
 		c := gateway(t, prefix)
-		if r := rlsAsk(t, c, 1e9, rlsDesc("key2", "huge", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
-			t.Errorf("hits 1e9: %v, want OVER_LIMIT", r)
-		}
 		for _, req := range []*pb.RateLimitRequest{
 			{Domain: "d"},
 			{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{rlsDesc("key2", "x", -1), rlsDesc("", "x", -1)}},
@@ -381,6 +381,29 @@ func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, e
 		}
 		if keys := scanKeys(t, rdb, prefix+"*"); len(keys) != 0 {
 			t.Errorf("keys %v after bad input, want none", keys)
+		}
+	})
+
+	t.Run("a report larger than the budget is charged", func(t *testing.T) {
+		// Envoy AI Gateway's pattern: a check of 0 hits, then the tokens
+		// used. A report past what remains is denied and counted all the
+		// same, so that the next check hears the budget is spent.
+		prefix := uniquePrefix(t)
+		c := gateway(t, prefix)
+		if r := rlsAsk(t, c, 1, rlsDesc("key2", "ai", 0)); r.OverallCode != pb.RateLimitResponse_OK {
+			t.Fatalf("a check with the budget whole: %v, want OK", r)
+		}
+		if r := rlsAsk(t, c, 1e9, rlsDesc("key2", "ai", -1)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("hits 1e9: %v, want OVER_LIMIT", r)
+		}
+		if n := count(t, rdb, rlsKey(prefix, fw, "key2", "ai", time.Minute)); n != 1e9 {
+			t.Errorf("the counter after a report of 1e9: %d, want it charged", n)
+		}
+		if r := rlsAsk(t, c, 1, rlsDesc("key2", "ai", 0)); r.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("a check after the budget was spent: %v, want OVER_LIMIT", r)
+		}
+		if n := checkTTLs(t, rdb, prefix+"*", time.Hour); n != 1 {
+			t.Errorf("checked %d keys, want 1", n)
 		}
 	})
 
@@ -405,6 +428,33 @@ func rlsGuarantees(t *testing.T, rdb goredis.UniversalClient, redisURL string, e
 			}
 			checkTTLs(t, rdb, prefix+"*", 2*time.Minute)
 		})
+		for _, every := range []bool{false, true} {
+			t.Run(algorithm+": Envoy AI Gateway's check, then report"+map[bool]string{true: ", counting denied hits"}[every], func(t *testing.T) {
+				prefix := uniquePrefix(t)
+				more := []string{"TOLLGATE_ALGORITHM=" + algorithm}
+				if every {
+					more = append(more, "TOLLGATE_RLS_COUNT_DENIED=true")
+				}
+				c := gateway(t, prefix, more...)
+				check := func() pb.RateLimitResponse_Code {
+					return rlsAsk(t, c, 1, rlsDesc("key2", "ai", 0)).OverallCode
+				}
+				report := func(n uint32) pb.RateLimitResponse_Code {
+					return rlsAsk(t, c, n, rlsDesc("key2", "ai", -1)).OverallCode
+				}
+				// key2 allows 20 a minute: 12 used, then 15 reported past the 8 left.
+				if check() != pb.RateLimitResponse_OK || report(12) != pb.RateLimitResponse_OK || check() != pb.RateLimitResponse_OK {
+					t.Fatal("within the budget: want OK")
+				}
+				if got := report(15); got != pb.RateLimitResponse_OVER_LIMIT {
+					t.Errorf("a report past what remains: %v, want OVER_LIMIT", got)
+				}
+				if got := check(); got != pb.RateLimitResponse_OVER_LIMIT {
+					t.Errorf("a check after the budget was spent: %v, want OVER_LIMIT (the report was charged)", got)
+				}
+				checkTTLs(t, rdb, prefix+"*", 2*time.Minute)
+			})
+		}
 	}
 }
 

@@ -125,7 +125,7 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 	}, []string{"route"})
 	adminActions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_admin_actions_total",
-		Help: "Calls of the usage and key APIs, by action: usage (a read), reset, key_create, key_list, key_revoke, unauthorized (no or a wrong bearer token).",
+		Help: "Calls of the admin API, by action: usage (a read), reset, spend, key_create, key_list, key_revoke, top (the most denied tenants), denials (a feed opened), unauthorized (no or a wrong bearer token).",
 	}, []string{"action"})
 	for _, a := range AdminActions {
 		adminActions.WithLabelValues(a)
@@ -314,7 +314,7 @@ func (m *Metrics) Unrouted(code int) {
 }
 
 // AdminActions are the actions tollgate_admin_actions_total counts.
-var AdminActions = []string{"usage", "reset", "spend", "key_create", "key_list", "key_revoke", "unauthorized"}
+var AdminActions = []string{"usage", "reset", "spend", "key_create", "key_list", "key_revoke", "top", "denials", "unauthorized"}
 
 // AdminAction counts one call of the usage or key API: action is one of
 // [AdminActions].

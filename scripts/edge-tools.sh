@@ -14,13 +14,4 @@ command -v caddy >/dev/null 2>&1 || missing+=(caddy)
 ((${#missing[@]} == 0)) && exit 0
 
 echo "edge-tools: installing ${missing[*]}" >&2
-# The packages' maintainer scripts would start both as services, on
-# port 80: deny that for this install, unless a policy is already there.
-if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-  chmod +x /usr/sbin/policy-rc.d
-  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+exec "$(dirname "$0")/apt-install.sh" "${missing[@]}"

@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 export TOLLGATE_TEST_RUN
 OUT=${TOLLGATE_TEST_OUT:-/tmp/tollgate-test-$TOLLGATE_TEST_RUN}
 VALKEY_IMAGE=${VALKEY_IMAGE:-tollgate.local/valkey:8}
-ALL="image vet edge-tools go-test burst-hog valkey compose compose-cluster compose-rls"
+ALL="image vet edge-tools ui-tools go-test burst-hog valkey compose compose-cluster compose-rls"
 STEPS=${STEPS:-$ALL}
 MAKE=${MAKE:-make}
 
@@ -45,6 +45,8 @@ have caddy || installs+=("caddy")
 docker compose version >/dev/null 2>&1 || have docker-compose || installs+=("docker-compose")
 have curl || installs+=("curl")
 have jq || installs+=("jq")
+have chromium || installs+=("chromium (the page's browser test)")
+have promtool || installs+=("prometheus (promtool checks the alert rules and the dashboard's queries; not started)")
 if ((${#installs[@]} > 0)); then
   echo "test: will install from Debian's packages (apt-get, as root):"
   printf '  %s\n' "${installs[@]}"
@@ -131,9 +133,10 @@ for step in $STEPS; do
   image) script image "$MAKE" --no-print-directory image ;;
   vet) script vet "$MAKE" --no-print-directory vet ;;
   edge-tools) script edge-tools scripts/edge-tools.sh ;;
+  ui-tools) script ui-tools scripts/ui-tools.sh ;;
   # -timeout: the integration package took 8.5 min under -race beside a
   # CPU hog, near go test's default of 10.
-  go-test) TOLLGATE_REQUIRE_EDGE=1 gotest go-test -race -shuffle=on -count=1 -timeout 30m ./... ;;
+  go-test) TOLLGATE_REQUIRE_EDGE=1 TOLLGATE_REQUIRE_BROWSER=1 TOLLGATE_REQUIRE_PROMTOOL=1 gotest go-test -race -shuffle=on -count=1 -timeout 30m ./... ;;
   # Without the race detector: its timing is the point.
   burst-hog) gotest burst-hog -count=1 -timeout 30m -run 'TestBurstUnderCPUHog' ./integration/ ;;
   valkey) TOLLGATE_TEST_REDIS_IMAGE=$VALKEY_IMAGE gotest valkey -race -shuffle=on -count=1 -timeout 30m ./integration/... ;;

@@ -3,7 +3,7 @@
 package apptest
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -49,29 +49,15 @@ func StartArgs(t testing.TB, args []string, environ ...string) *Gateway {
 		"TOLLGATE_ADMIN_ADDR=127.0.0.1:0",
 		"TOLLGATE_LOG_LEVEL=debug",
 	}, environ...)
-	pr, pw := io.Pipe()
-	g := &Gateway{logs: &logBuffer{}, done: make(chan error, 1)}
+	addrs := make(chan [4]string, 1)
+	g := &Gateway{done: make(chan error, 1)}
+	g.logs = &logBuffer{listening: addrs}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stop = cancel
 	go func() {
-		err := app.Run(ctx, args, env, io.Discard, pw)
-		pw.CloseWithError(io.EOF)
-		g.done <- err
-	}()
-
-	addrs := make(chan [4]string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			g.logs.add(line)
-			var m struct{ Msg, Public, Check, Admin, RLS string }
-			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "tollgate listening" {
-				addrs <- [4]string{m.Public, m.Check, m.Admin, m.RLS}
-			}
-		}
-		io.Copy(io.Discard, pr)
+		// Lines are recorded as they are written, so that whatever the
+		// gateway logged before it answered is in Logs once it answers.
+		g.done <- app.Run(ctx, args, env, io.Discard, g.logs)
 	}()
 
 	select {
@@ -135,15 +121,37 @@ func (g *Gateway) waitHealthy(t testing.TB) {
 // Logs returns every log line so far.
 func (g *Gateway) Logs() string { return g.logs.String() }
 
+// logBuffer records the gateway's log lines as they are written, and
+// sends the listeners' addresses of the start-up line to listening.
 type logBuffer struct {
-	mu    sync.Mutex // guards lines
-	lines []string
+	mu        sync.Mutex // guards lines and partial
+	lines     []string
+	partial   []byte // a line not yet ended
+	listening chan<- [4]string
 }
 
-func (b *logBuffer) add(l string) {
+// Write records every whole line of p (slog writes one a call).
+func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.lines = append(b.lines, l)
+	b.partial = append(b.partial, p...)
+	for {
+		i := bytes.IndexByte(b.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(b.partial[:i])
+		b.partial = b.partial[i+1:]
+		b.lines = append(b.lines, line)
+		var m struct{ Msg, Public, Check, Admin, RLS string }
+		if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "tollgate listening" {
+			select {
+			case b.listening <- [4]string{m.Public, m.Check, m.Admin, m.RLS}:
+			default: // a restart's second line: the addresses are known
+			}
+		}
+	}
+	return len(p), nil
 }
 
 func (b *logBuffer) String() string {

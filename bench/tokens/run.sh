@@ -5,7 +5,7 @@
 # route, in front of bench/tokens/llm (an upstream that streams its
 # answers and keeps the books of what it served). bench/tokens/load runs
 # WORKERS streaming callers, each asking for WANT tokens again and again,
-# for a little over a minute, in two modes:
+# for a little under a minute (one window), in two modes:
 #
 #   proxy  tollgate's proxy: reserve at admission, cap max_tokens, settle
 #          when the stream ends;
@@ -87,7 +87,10 @@ for round in $(seq "$ROUNDS"); do
     else
       targets="http://127.0.0.1:$((PORT_BASE + 20)),http://127.0.0.1:$((PORT_BASE + 21))"
     fi
-    result=$("$DIR/load" -mode "$mode" -targets "$targets" -workers "$WORKERS" -want "$WANT" -duration 62s \
+    # 58 s of load: every request is admitted in the budget's first
+    # window (it starts with the first request), so that a burst at the
+    # next window's start cannot be read as this window's overshoot.
+    result=$("$DIR/load" -mode "$mode" -targets "$targets" -workers "$WORKERS" -want "$WANT" -duration 58s \
       -admins "http://127.0.0.1:$((PORT_BASE + 30)),http://127.0.0.1:$((PORT_BASE + 31))" -token "$TOKEN" \
       -upstream "http://127.0.0.1:$P_LLM")
     stats=$(curl -sf "http://127.0.0.1:$P_LLM/stats?window=60s")

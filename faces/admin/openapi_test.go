@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/faces/admin"
+	"github.com/tollgate/tollgate/internal/watch"
 )
 
 // openAPIPath is the OpenAPI description of the admin listener, from this
@@ -114,16 +115,19 @@ func (d openAPIDoc) operations(t *testing.T) []string {
 }
 
 // servedOperations returns every "METHOD path" the admin listener routes
-// with the usage and key APIs on: admin.New's own paths, admin.WithUsage's
-// and admin.WithKeys'.
+// with the usage and key APIs on: admin.New's own paths, admin.WithUsage's,
+// admin.WithKeys' and admin.WithTop's.
 func servedOperations(t *testing.T) []string {
 	t.Helper()
 	base := admin.New(pingerFunc(func(context.Context) error { return nil }), time.Second, prometheus.NewRegistry(), nil)
 	f := newFixture(t, nil, nil)
 	withUsage := admin.WithUsage(base, admin.UsageOptions{Engine: f.eng, Token: token})
 	withKeys := newKeysFixture(t, 0).h
+	w := watch.New(watch.Options{Top: 3})
+	t.Cleanup(func() { w.Close() })
+	withTop := admin.WithTop(withUsage, admin.TopOptions{Engine: f.eng, Watch: w, Token: token})
 	var ops []string
-	for name, h := range map[string]http.Handler{"admin.New": base, "admin.WithUsage": withUsage, "admin.WithKeys": withKeys} {
+	for name, h := range map[string]http.Handler{"admin.New": base, "admin.WithUsage": withUsage, "admin.WithKeys": withKeys, "admin.WithTop": withTop} {
 		routes, ok := h.(chi.Routes)
 		if !ok {
 			t.Fatalf("%s returns a %T, no longer a chi router: list its routes another way here", name, h)

@@ -50,7 +50,11 @@ type roundTrip struct {
 func (h *holding) RoundTrip(req *http.Request) (*http.Response, error) {
 	client := req.Context()
 	if !holdsSlots(client) || req.Header.Get("Upgrade") != "" {
-		return h.plain.RoundTrip(req)
+		resp, err := h.plain.RoundTrip(req)
+		if err == nil {
+			meterAnswer(req, resp)
+		}
+		return resp, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(client))
 	ex := &exchange{cancel: cancel, drain: h.drain}
@@ -67,6 +71,11 @@ func (h *holding) RoundTrip(req *http.Request) (*http.Response, error) {
 	out := req.WithContext(ctx)
 	go func() {
 		resp, err := h.held.RoundTrip(out)
+		if err == nil {
+			// Metered here, so that an answer read to its end after
+			// its client went is metered too.
+			meterAnswer(out, resp)
+		}
 		done <- roundTrip{resp, err}
 	}()
 	var timedOut <-chan time.Time

@@ -3,9 +3,11 @@ package proxy
 import (
 	"bufio"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/domain"
@@ -28,11 +30,24 @@ type meter struct {
 	describe httpface.Describer
 	metrics  httpface.Metrics // nil: none
 	now      func() time.Time // nil: time.Now
+	log      *slog.Logger     // nil: none
+	// tokenRoutes is whether the current policy has a route whose
+	// request bodies are read (see openAIRoute).
+	tokenRoutes atomic.Pointer[tokenRoutes]
 }
 
 func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	d := m.describe.Describe(r, r.Method, r.URL.EscapedPath())
 	d.Overrides = httpface.MethodOverrides(r.Header, r.URL.RawQuery)
+	var tb *tokenBody
+	answer := w // what the gateway's own answers are written to
+	if route := m.openAIRoute(d); route != nil {
+		answer = &openAIErrors{ResponseWriter: w}
+		var ok bool
+		if tb, ok = m.readTokenBody(answer, r, route, &d); !ok {
+			return
+		}
+	}
 	res, err := m.engine.Decide(r.Context(), d)
 	switch {
 	case errors.Is(err, domain.ErrInvalidPath):
@@ -53,9 +68,16 @@ func (m *meter) serve(next http.Handler, w http.ResponseWriter, r *http.Request)
 	// recoverer answers it.
 	defer res.Release()
 	r = r.WithContext(withTenant(r.Context(), res.Tenant, d.Client, res.Verdict.Release != nil))
-	if status, admitted := httpface.Answer(w, r, res, http.StatusTooManyRequests, m.now); !admitted {
+	if status, admitted := httpface.Answer(answer, r, res, http.StatusTooManyRequests, m.now); !admitted {
 		m.request(res.Route, status)
 		return
+	}
+	// A reservation of token limits is settled when the upstream's
+	// exchange is over (next has returned: see holding), with what the
+	// answer reported.
+	r, trip := startTokenTrip(r, res, tb)
+	if trip != nil {
+		defer m.settle(r.Context(), res, trip)
 	}
 	m.forward(next, w, r, res.Route)
 }

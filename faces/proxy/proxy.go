@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -138,6 +139,7 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 			// meant, not a reading of it.
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(target)
+			endAtLength(pr.Out)
 			h := pr.Out.Header
 			keys := opts.Credentials != nil && opts.Credentials.UsesAPIKeys()
 			// From what the client sent: ReverseProxy has already removed
@@ -155,6 +157,11 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 				dropKeys(h, presented, opts.Credentials)
 			}
 			setForwarded(h, pr.In, opts.Trusted)
+			if t := tokenTripFrom(pr.In.Context()); t != nil && t.src.OpenAI {
+				// The usage is read from the answer as it goes by: it
+				// must come uncompressed.
+				h["Accept-Encoding"] = []string{"identity"}
+			}
 		},
 		Transport: rt,
 		ModifyResponse: func(resp *http.Response) error {
@@ -172,6 +179,9 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 		BufferPool:    &copyBuffers,
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if t := tokenTripFrom(r.Context()); t != nil && t.src.OpenAI {
+				w = &openAIErrors{ResponseWriter: w}
+			}
 			held := asHeldTimeout(err)
 			if held != nil {
 				// Answered now; the slots are held until the exchange ends.
@@ -207,6 +217,24 @@ func NewUpstream(target *url.URL, opts UpstreamOptions) http.Handler {
 			httpface.WriteError(w, r, status, msg)
 		},
 	}
+}
+
+// endAtLength makes the body of out, of a known length, end at that
+// length without reading the client's body again. Having sent the
+// declared length, http.Transport reads once more to check that no more
+// follows; once the upstream's answer has begun, the server has closed
+// the client's body, that read fails, and the transport drops the
+// upstream connection and the answer on its way (golang/go#40747).
+func endAtLength(out *http.Request) {
+	if out.ContentLength > 0 && out.Body != nil && out.Body != http.NoBody {
+		out.Body = &lengthBody{Reader: io.LimitReader(out.Body, out.ContentLength), Closer: out.Body}
+	}
+}
+
+// lengthBody is a request body read through a limit.
+type lengthBody struct {
+	io.Reader
+	io.Closer
 }
 
 // dropKeys removes from h every Authorization value whose bearer token

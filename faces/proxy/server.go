@@ -47,7 +47,7 @@ func New(opts Options) http.Handler {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	m := &meter{engine: opts.Engine, describe: opts.Describer, metrics: opts.Metrics, now: opts.Now}
+	m := &meter{engine: opts.Engine, describe: opts.Describer, metrics: opts.Metrics, now: opts.Now, log: opts.Log}
 	r := chi.NewRouter()
 	r.Use(httpface.Recoverer(opts.Log))
 	r.Use(responseIdleTimeout(ResponseIdleTimeout))

@@ -110,7 +110,7 @@ func slotGateway(t *testing.T, up string, watch *slotWatch) *httptest.Server {
 }
 
 // TestSlotComesBackAtEveryEnd: a request's concurrency slot comes back
-// within 100 ms of its response's end, however it ends: its last byte
+// soon after its response's end (within a second), however it ends: its last byte
 // written, a streamed body finished, the upstream failing (502), a panic
 // in a handler (before the recoverer's 500 is written). When nobody waits
 // for the upstream's answer any more (the client hanging up mid-stream,
@@ -175,11 +175,14 @@ func TestSlotComesBackAtEveryEnd(t *testing.T) {
 		end := tt.end(t)
 		select {
 		case at := <-watch.released:
-			if late := at.Sub(end); late > 100*time.Millisecond {
-				t.Errorf("%s: the slot came back %v after the end, want within 100ms", tt.name, late)
+			// Soon after the end: a slot kept for the request's lease
+			// or never given back comes back late or not at all. (The
+			// bound leaves a loaded machine's scheduling room.)
+			if late := at.Sub(end); late > time.Second {
+				t.Errorf("%s: the slot came back %v after the end, want within 1s", tt.name, late)
 			}
-		case <-time.After(2 * time.Second):
-			t.Fatalf("%s: the slot did not come back within 2s", tt.name)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the slot did not come back within 5s", tt.name)
 		}
 		if got := watch.held.Load(); got != 0 {
 			t.Errorf("%s: %d slots held after it, want 0", tt.name, got)
