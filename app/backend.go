@@ -201,6 +201,7 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		resets.forget = append(resets.forget, forget)
 	}
 	if leased != nil {
+		resets.leased = true
 		resets.forget = append(resets.forget, leased.Forget)
 		// Its slices go back before the store closes.
 		be.closers = append([]io.Closer{leased}, be.closers...)

@@ -516,8 +516,8 @@ func (l *Leases) wants(e *leaseEntry, now int64, lim domain.Limit) int64 {
 
 // heard learns from the store's decision d of e's limit lim, asked at
 // sent and answered at now, what remains and when its window ends; what
-// remains below LowWater stops the slices until then. Requires e.mu
-// held.
+// remains below LowWater stops the slices for a slice's life. Requires
+// e.mu held.
 func (e *leaseEntry) heard(l *Leases, lim domain.Limit, d domain.Decision, sent, now int64) {
 	if !same(e.limit, lim) {
 		return
@@ -528,10 +528,9 @@ func (e *leaseEntry) heard(l *Leases, lim domain.Limit, d domain.Decision, sent,
 		e.resetAt -= int64(windowMargin)
 	}
 	if float64(d.Remaining) < l.opts.LowWater*float64(lim.Rule.Limit) {
+		// For a slice's life: by then the slices out have gone back,
+		// and what they return may be leased again.
 		e.lowUntil = now + int64(l.life(lim))
-		if l.windowed(lim) {
-			e.lowUntil = max(e.lowUntil, e.resetAt+int64(windowMargin))
-		}
 	}
 }
 
