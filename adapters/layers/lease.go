@@ -171,7 +171,7 @@ type leaseEntry struct {
 
 	binStart, binHits int64   // the rate's current bin: start (nanos), units
 	rate              float64 // units a second, estimated
-	lastHit           int64   // nanos
+	born, lastHit     int64   // nanos
 
 	slices []*slice // live slices, oldest first, at most 2
 	taking bool     // a take is in flight
@@ -392,7 +392,7 @@ func (l *Leases) entry(tenant domain.TenantID, lim domain.Limit, now int64) *lea
 		return nil
 	}
 	lim.Cost = 0
-	e = &leaseEntry{tenant: tenant, limit: lim, binStart: now, remaining: -1}
+	e = &leaseEntry{tenant: tenant, limit: lim, binStart: now, born: now, remaining: -1}
 	sh.m[lim.Key] = e
 	return e
 }
@@ -638,7 +638,8 @@ func (l *Leases) sweep() {
 }
 
 // collect retires every slice ended at now (all of them when all), and
-// drops the keys idle for a second, without slices or a take.
+// drops the keys without slices or a take that are idle for a second,
+// or cold.
 func (l *Leases) collect(now int64, all bool) {
 	for i := range l.shards {
 		sh := &l.shards[i]
@@ -652,7 +653,7 @@ func (l *Leases) collect(now int64, all bool) {
 				}
 				j++
 			}
-			if len(e.slices) == 0 && !e.taking && now-e.lastHit > int64(time.Second) {
+			if len(e.slices) == 0 && !e.taking && (now-e.lastHit > int64(time.Second) || l.cold(e, now)) {
 				e.dead = true
 				delete(sh.m, k)
 			}
@@ -660,6 +661,13 @@ func (l *Leases) collect(now int64, all bool) {
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// cold reports whether e has been followed for two rate bins and is not
+// hot: it leaves the table, so that a table full of quiet keys still
+// takes a key that turns hot. Requires e.mu held.
+func (l *Leases) cold(e *leaseEntry, now int64) bool {
+	return now-e.born > 2*int64(rateBin) && e.rate*l.opts.Ahead.Seconds() < minSlice
 }
 
 // giveBack settles the retired slices: each replaces its units with

@@ -2,6 +2,7 @@ package layers_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -537,5 +538,35 @@ func TestLeasesTokenBucket(t *testing.T) {
 	}
 	if d := reps[0].counts.decided.Load() + reps[1].counts.decided.Load(); d == 0 {
 		t.Error("no decision from a lease")
+	}
+}
+
+// TestLeasesFullTable: a table of keys full of quiet ones still takes a
+// key that turns hot once the quiet ones have shown they are.
+func TestLeasesFullTable(t *testing.T) {
+	t.Parallel()
+	clk := newStepClock(0)
+	st := newStore(t, domain.AlgorithmFixedWindow, clk.Now)
+	counts := &leaseCounts{}
+	leases := layers.NewLeases(layers.LeaseOptions{Settler: st, Algorithm: domain.AlgorithmFixedWindow, Now: clk.Now, Sweep: time.Hour,
+		Observer: counts, MaxKeys: 16})
+	defer leases.Close()
+	lim := ports.Chain(st, leases.Layer())
+	for i := range 400 { // more than the table holds in every shard
+		if _, err := lim.Allow(context.Background(), one(hot(1_000_000, time.Hour, fmt.Sprintf("rl:{quiet-%d}", i))), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(300 * time.Millisecond)
+	leases.SweepNow()
+	for range 3000 {
+		if _, err := lim.Allow(context.Background(), one(hot(1_000_000, time.Hour, "rl:{acme}")), nil); err != nil {
+			t.Fatal(err)
+		}
+		leases.WaitTakes()
+		clk.Advance(100 * time.Microsecond)
+	}
+	if counts.decided.Load() == 0 {
+		t.Error("the hot key was never leased")
 	}
 }
