@@ -104,11 +104,12 @@ func hammer(t testing.TB, reps []*leasedReplica, req domain.Request, goroutines 
 	return adm.Load(), all.Load()
 }
 
-// untilSpent stops a hammer 1.5 s after its first denial (every slice
-// out by then has lapsed and gone back, for the others to use), or at
-// limit: a run that never reaches its budget by then stops too.
+// untilSpent stops a hammer 2.5 s after its first denial (every slice
+// out by then has lapsed and gone back, for the others to use, with
+// room for a busy host), or at limit: a run that never reaches its
+// budget by then stops too.
 func untilSpent(limit time.Duration) func(int64, time.Time) bool {
-	return untilSpentFor(limit, 1500*time.Millisecond)
+	return untilSpentFor(limit, 2500*time.Millisecond)
 }
 
 // untilSpentFor is untilSpent, stopping tail after the first denial.
@@ -443,7 +444,10 @@ func TestLeasesThroughTheGateway(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			for {
-				if f := first.Load(); (f != 0 && time.Since(time.Unix(0, f)) > 1500*time.Millisecond) || time.Now().After(deadline) {
+				// Slices lapse within a second, and a deny cache asks
+				// again within another: 3 s after the first denial,
+				// what they gave back has been asked for.
+				if f := first.Load(); (f != 0 && time.Since(time.Unix(0, f)) > 3*time.Second) || time.Now().After(deadline) {
 					return
 				}
 				switch code, _ := get(t, gws[i%2], "hot"); code {
@@ -466,7 +470,7 @@ func TestLeasesThroughTheGateway(t *testing.T) {
 	if decided == 0 {
 		t.Error("no decision from a lease")
 	}
-	time.Sleep(1200 * time.Millisecond) // every slice lapses and goes back
+	time.Sleep(1200 * time.Millisecond) // every slice lapses and goes back (none was taken since the budget ran out)
 	if code, u := adminCall(t, gws[1], "GET", "/v1/tenants/hot/usage"); code != 200 || len(u.Limits) != 1 || u.Limits[0].Used != admitted.Load() {
 		t.Errorf("usage: %d %+v, want used %d", code, u, admitted.Load())
 	}
