@@ -314,7 +314,11 @@ func (r *envoyReader) redis() {
 	switch typ {
 	case "single":
 		if len(list) != 1 {
-			r.fail("REDIS_URL", addrs, "one address, or a comma-separated list with REDIS_TYPE=CLUSTER", "")
+			masked := make([]string, len(list))
+			for i, a := range list {
+				masked[i] = MaskURL(a) // an address may be a URL with a password
+			}
+			r.fail("REDIS_URL", strings.Join(masked, ","), "one address, or a comma-separated list with REDIS_TYPE=CLUSTER", "")
 			return
 		}
 	case "cluster":

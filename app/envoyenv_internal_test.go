@@ -142,6 +142,11 @@ func TestFromEnvoyRefuses(t *testing.T) {
 			t.Errorf("fromEnvoy(%v) = %v, want an error naming %s", tc.environ, err, tc.want)
 		}
 	}
+	// A password in the addresses is never printed.
+	_, _, err := fromEnvoy([]string{"REDIS_URL=redis://:s3cret@h1:6379,redis://:s3cret@h2:6379"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("two URLs with a password: %v, want an error without it", err)
+	}
 }
 
 func TestEnvoyMode(t *testing.T) {

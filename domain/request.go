@@ -42,6 +42,10 @@ type Limit struct {
 	// is less ([Decision.Spent]). A settlement later
 	// replaces what was spent with what was used. Cost is then at least 1.
 	Reserve bool
+	// Least is, for a Reserve limit, the smallest spend that serves the
+	// request (an answer's prompt and one unit more): the limit admits
+	// only while at least that much remains. 0 means 1.
+	Least int64
 }
 
 // Request is what a limiter decides: one request of Tenant on Route,

@@ -143,7 +143,14 @@ func TestAdjust(t *testing.T) {
 		{"refund after the window ended", 60, 61 * s, -60, map[string]int64{"": 100, "calendar": 100, "sliding_window": 100}},
 		{"extra after the window ended", 60, 61 * s, 40, map[string]int64{"": 100, "calendar": 0,
 			// previous 100 weighted ⌊100 × 59/60⌋ = 98.
-			"sliding_window": 2}},
+			"sliding_window": 2,
+			// The bucket refilled the 60 at t0+36s; an extra charge
+			// counts a window after that, until t0+1m36s: at t0+1m1s the
+			// 40 are owed (100 − 40).
+			"token_bucket": 60}},
+		{"extra a window after the bucket refilled", 60, 97 * s, 40, map[string]int64{"": 100, "calendar": 0,
+			// the admission's window is the previous one: 100 weighted ⌊100 × 23/60⌋ = 38.
+			"sliding_window": 62}},
 	}
 	for name, fresh := range states {
 		for _, tt := range tests {

@@ -84,19 +84,22 @@ func (b *TokenBucket) Reserve(now time.Time, rule Rule, cost int64) int64 {
 }
 
 // Adjust settles delta tokens (negative: given back) of the admission
-// whose mark is mark, at now. Until the mark (the bucket has not yet
-// refilled what the admission took), TAT moves by delta intervals:
-// never before now (a full bucket holds no more, and a refund of tokens
-// that have refilled since gives nothing), and never more than two
-// capacities past now (an empty bucket and one window's debt: an
-// over-use makes requests wait up to a window longer, not for ever).
-// From the mark on, nothing changes: the admission's tokens are back
-// whatever it used. A mark of 0 charges delta tokens at now, within the
-// same bounds.
+// whose mark is mark, at now: TAT moves by delta intervals, never before
+// now (a full bucket holds no more, and a refund of tokens that have
+// refilled since gives nothing), and never more than two capacities past
+// now (an empty bucket and one window's debt: an over-use makes requests
+// wait up to a window longer, not for ever). A refund counts until the
+// mark (the bucket has refilled what the admission took); an extra
+// charge until a window after it, so that an answer that runs longer
+// than its tokens take to refill is still charged what it used beyond
+// them. A mark of 0 charges delta tokens at now, within the same bounds.
 func (b *TokenBucket) Adjust(now time.Time, rule Rule, mark, delta int64) {
 	t := now.UnixNano()
-	if mark != 0 && t >= mark {
-		return
+	switch {
+	case mark != 0 && delta < 0 && t >= mark:
+		return // the admission's tokens refilled: nothing left to give back
+	case mark != 0 && delta > 0 && t >= mark+int64(rule.Window):
+		return // a window after they refilled: the admission's time is over
 	}
 	if mark == 0 {
 		delta = max(delta, 0)

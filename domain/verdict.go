@@ -171,7 +171,8 @@ func Admits(decisions []Decision) bool {
 // limit's Shadow and Quota.
 //
 // A Reserve limit ([Limit.Reserve]) that its Cost would deny while
-// something remains is decided again at what remains: it admits, and
+// something remains (at least its Least) is decided again at what
+// remains: it admits, and
 // spends less than its Cost, all or nothing with the request's other
 // limits as any limit. Its decision's Spent is what it spends, by the
 // rule above, at its Cost or at what remained (0 when it spends
@@ -192,7 +193,7 @@ func Settle(req Request, c Counting, dst []Decision, decide func(i int, cost int
 		d := decide(i, ahead+lim.Cost)
 		if lim.Reserve {
 			reserves = true
-			d = reserve(d, i, ahead, lim.Cost, decide)
+			d = reserve(d, i, ahead, lim.Cost, max(lim.Least, 1), decide)
 		}
 		d.Shadow, d.Quota = lim.Shadow, lim.Quota
 		shadowDenied = shadowDenied || (d.Shadow && !d.Allowed)
@@ -241,11 +242,12 @@ const NoMark = -1
 
 // reserve returns d, Reserve limit i's decision at its cost (cost units
 // after ahead units of the limits before it on its key), decided again
-// at what remains when that denies and something remains; Spent holds
-// the cost it was decided at (spent () keeps it only when it spends).
-func reserve(d Decision, i int, ahead, cost int64, decide func(int, int64) Decision) Decision {
+// at what remains when that denies and at least least remains; Spent
+// holds the cost it was decided at (spent () keeps it only when it
+// spends).
+func reserve(d Decision, i int, ahead, cost, least int64, decide func(int, int64) Decision) Decision {
 	if !d.Allowed {
-		if left := d.Remaining - ahead; left >= 1 && left < cost {
+		if left := d.Remaining - ahead; left >= least && left < cost {
 			cost = left
 			d = decide(i, ahead+cost)
 		}

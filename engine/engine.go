@@ -330,7 +330,8 @@ func (e *Engine) request(route *domain.Route, tenant Tenant, subject domain.Tena
 		req.Limits[n] = e.limit(tenant, subject, keyRoute, l)
 		req.Limits[n].Cost = route.Cost
 		if l.Tokens {
-			req.Limits[n].Cost = d.reservation(route)
+			c := d.reservation(route)
+			req.Limits[n].Cost, req.Limits[n].Least = c, min(d.least(), c)
 		}
 		n++
 	}
@@ -364,10 +365,18 @@ func (e *Engine) limit(tenant Tenant, subject domain.TenantID, route string, l d
 // newRequestBuffers returns room for a request's n limits and for its
 // verdict's n decisions (the dst of [ports.Limiter]): one allocation for
 // up to two limits, where a slice of each would be two, and two beyond.
+// One limit (a policy's default) takes room for one: half the bytes.
 func newRequestBuffers(n int) ([]domain.Limit, []domain.Decision) {
 	const inline = 2
-	if n > inline {
+	switch {
+	case n > inline:
 		return make([]domain.Limit, n), make([]domain.Decision, 0, n)
+	case n == 1:
+		b := new(struct {
+			limits    [1]domain.Limit
+			decisions [1]domain.Decision
+		})
+		return b.limits[:], b.decisions[:0]
 	}
 	b := new(struct {
 		limits    [inline]domain.Limit

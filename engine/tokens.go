@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"time"
 
 	"github.com/tollgate/tollgate/domain"
 )
@@ -26,7 +25,7 @@ func (d Described) reservation(route *domain.Route) int64 {
 }
 
 // least returns the smallest reservation that serves a request described
-// by d: d.Least, at least 1.
+// by d: d.Least, at least 1 (a token limit's [domain.Limit.Least]).
 func (d Described) least() int64 { return max(d.Least, 1) }
 
 // reserved returns the least that v's enforced Reserve limits spent, and
@@ -53,10 +52,10 @@ func storeDecided(v domain.Verdict) bool {
 }
 
 // reserve finishes the decision of an admitted request with token limits:
-// it notes what they reserved in res, gives the reservation back at once
-// when d only checks them, and refuses the request when a token limit
-// has less left than the least that serves it (d.Least): its
-// reservation is given back and the verdict denies on that limit.
+// it notes what they reserved in res, and gives the reservation back at
+// once when d only checks them. (A token limit with less left than the
+// least that serves the request, d.Least, denied it at the store, all or
+// nothing with its other limits.)
 func (e *Engine) reserve(ctx context.Context, d Described, res *Result, req domain.Request, v *domain.Verdict) {
 	if !v.Allowed || !anyReserve(req.Limits) {
 		return
@@ -71,33 +70,6 @@ func (e *Engine) reserve(ctx context.Context, d Described, res *Result, req doma
 	if d.CheckTokens {
 		e.Settle(ctx, *res, 0)
 		res.settle = false
-		return
-	}
-	least := d.least()
-	if got >= least {
-		return
-	}
-	e.Settle(ctx, *res, 0)
-	res.settle, res.Reserved = false, 0
-	if v.Release != nil {
-		v.Release()
-		v.Release = nil
-	}
-	v.Allowed, v.Outcome = false, domain.OutcomeDenied
-	for i, l := range req.Limits {
-		dec := &v.Decisions[i]
-		if !l.Reserve || l.Shadow {
-			continue
-		}
-		if dec.Spent < least {
-			// What remained: too little for this request. Budget comes
-			// back when the window has moved on.
-			dec.Allowed, dec.Remaining = false, dec.Spent
-			dec.RetryAfter = max(dec.ResetAfter, time.Millisecond)
-		} else {
-			dec.Remaining += dec.Spent // given back
-		}
-		dec.Spent, dec.Mark = 0, 0
 	}
 }
 

@@ -174,15 +174,20 @@ func TestTokenLeastDeniesAndGivesBack(t *testing.T) {
 	t.Parallel()
 	store := &budgets{spent: map[string]int64{"rl:{acme}:tpm": 990}}
 	e := engine.New(&engine.Snapshot{Policy: tokenPolicy(t)}, engine.Options{Limiter: store, Settler: store, Keys: keys.Layout{Prefix: "rl:"}})
-	res, err := e.Decide(t.Context(), engine.Described{Method: "POST", Path: "/v1/chat/completions", Units: 200, Least: 50,
-		Credentials: engine.Credentials{Header: "acme"}})
-	if err != nil {
-		t.Fatal(err)
+	for range 5 { // a client retrying its 429
+		res, err := e.Decide(t.Context(), engine.Described{Method: "POST", Path: "/v1/chat/completions", Units: 200, Least: 50,
+			Credentials: engine.Credentials{Header: "acme"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := res.Verdict.Decisions
+		if res.Verdict.Allowed || d[1].Allowed || d[1].Remaining != 10 || res.Reserved != 0 {
+			t.Fatalf("a prompt larger than what remains: %+v; want denied on tpm with 10 remaining", res.Verdict)
+		}
 	}
-	d := res.Verdict.Decisions
-	if res.Verdict.Allowed || d[1].Allowed || d[1].Remaining != 10 || store.of("rl:{acme}:tpm") != 990 {
-		t.Fatalf("a prompt larger than what remains: %+v, tpm %d; want denied with 10 remaining and nothing kept",
-			res.Verdict, store.of("rl:{acme}:tpm"))
+	// All or nothing: the denials spent neither tokens nor requests.
+	if store.of("rl:{acme}:tpm") != 990 || store.of("rl:{acme}:rpm") != 0 {
+		t.Fatalf("after 5 denials: tpm %d rpm %d, want 990 and 0", store.of("rl:{acme}:tpm"), store.of("rl:{acme}:rpm"))
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // ([limiter.room]); without room, it first reclaims the idle keys (at
 // most once per [reclaimInterval]).
 func (l *limiter[S, P]) entry(req *domain.Request, i int) (*limiterEntry[S], error) {
-	lim := req.Limits[i]
+	lim := &req.Limits[i]
 	if v, ok := l.keys.Load(lim.Key); ok {
 		return v.(*limiterEntry[S]), nil
 	}

@@ -103,10 +103,13 @@ var (
 // [domain.Decision.Reserved]), exactly: they are this process's requests.
 //
 // Limiter is safe for concurrent use by multiple goroutines. Allow of
-// keys it already holds allocates nothing but the verdict's decisions
-// when dst has no room for them. Len counts the keys held (by every view
-// of the store); Close stops the sweeper, which drops keys whose budget
-// is whole again (dropping them changes no decision), for every view.
+// keys it already holds, for a request of up to 8 limits, allocates
+// nothing but the verdict's decisions when dst has no room for them,
+// and lets neither the request nor dst escape: a caller that holds them
+// on its stack allocates nothing either. Len counts the keys held (by
+// every view of the store); Close stops the sweeper, which drops keys
+// whose budget is whole again (dropping them changes no decision), for
+// every view.
 type Limiter struct {
 	store
 	algorithm string
@@ -142,6 +145,45 @@ func New(algorithm string, opts Options) (*Limiter, error) {
 		return nil, err
 	}
 	return &Limiter{build(opts), algorithm}, nil
+}
+
+// The instances of limiter, one per algorithm.
+type (
+	fixedWindow   = limiter[domain.FixedWindow, *domain.FixedWindow]
+	slidingLog    = limiter[byRule[domain.SlidingLog, *domain.SlidingLog], *byRule[domain.SlidingLog, *domain.SlidingLog]]
+	slidingWindow = limiter[byRule[domain.SlidingWindow, *domain.SlidingWindow], *byRule[domain.SlidingWindow, *domain.SlidingWindow]]
+	tokenBucket   = limiter[byRule[domain.TokenBucket, *domain.TokenBucket], *byRule[domain.TokenBucket, *domain.TokenBucket]]
+)
+
+// Allow implements [ports.Limiter]: the algorithm's limiter decides. It
+// calls it directly, not through the store interface, so that the
+// request and dst do not escape to the heap, and a request of one plain
+// limit straight on its path.
+func (l *Limiter) Allow(_ context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+	one := len(req.Limits) == 1 && plain(&req.Limits[0])
+	switch s := l.store.(type) {
+	case *fixedWindow:
+		if one {
+			return s.allowOne(&req, dst)
+		}
+		return s.allowMany(&req, dst)
+	case *slidingLog:
+		if one {
+			return s.allowOne(&req, dst)
+		}
+		return s.allowMany(&req, dst)
+	case *slidingWindow:
+		if one {
+			return s.allowOne(&req, dst)
+		}
+		return s.allowMany(&req, dst)
+	case *tokenBucket:
+		if one {
+			return s.allowOne(&req, dst)
+		}
+		return s.allowMany(&req, dst)
+	}
+	panic("memory: a store of no algorithm") // the table builds only these
 }
 
 // View returns a limiter of the same store deciding by v: the same keys,
@@ -210,8 +252,12 @@ func (b *byRule[S, P]) Live(now time.Time, rule domain.Rule, _ domain.Windows, m
 
 // maxLimits is how many limits a request may carry here: a policy has a
 // handful, Envoy's rate limit service a few descriptors; the entries of
-// one request are locked together.
-const maxLimits = 64
+// one request are locked together. A request of up to inlineLimits is
+// decided without allocating.
+const (
+	maxLimits    = 64
+	inlineLimits = 8
+)
 
 // errTooManyLimits is a request the limiter cannot decide: a caller's
 // bug, reported rather than deciding part of it.
@@ -290,7 +336,7 @@ func (e *limiterEntry[S]) held() int64 {
 }
 
 // decide is lim's decision at cost on e, without spending.
-func (l *limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim domain.Limit, cost int64) domain.Decision {
+func (l *limiter[S, P]) decide(e *limiterEntry[S], now time.Time, lim *domain.Limit, cost int64) domain.Decision {
 	if lim.Concurrency {
 		return e.extra().slots.Decide(lim.Rule.Limit, cost)
 	}
@@ -315,23 +361,37 @@ func (l *limiter[S, P]) view(v View) store { return &limiter[S, P]{keyspace: l.k
 // Allow implements [ports.Limiter]. It fails only on a malformed request
 // (more than 64 limits) and with [ErrFull].
 func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+	if len(req.Limits) == 1 && plain(&req.Limits[0]) {
+		return l.allowOne(&req, dst)
+	}
+	return l.allowMany(&req, dst)
+}
+
+// allowMany is Allow of any request: its keys locked in key order, every
+// limit decided, and spent by [domain.Spends].
+func (l *limiter[S, P]) allowMany(req *domain.Request, dst []domain.Decision) (domain.Verdict, error) {
 	n := len(req.Limits)
 	if n > maxLimits {
 		return domain.Verdict{}, errTooManyLimits
 	}
+	// entries[i] is limit i's entry; order, the indices of req.Limits in
+	// key order; held[:m], the distinct entries locked, in key order
+	// (limits that share a key share one entry, locked once). A request
+	// of up to inlineLimits keeps them on the stack.
 	var (
-		entries [maxLimits]*limiterEntry[S]
-		order   [maxLimits]int // indices of req.Limits in key order
+		entriesBuf, heldBuf [inlineLimits]*limiterEntry[S]
+		orderBuf            [inlineLimits]uint8
 	)
+	entries, held, order := entriesBuf[:], heldBuf[:], orderBuf[:]
+	if n > inlineLimits {
+		entries, held, order = make([]*limiterEntry[S], n), make([]*limiterEntry[S], n), make([]uint8, n)
+	}
 	for i := range n {
-		order[i] = i
+		order[i] = uint8(i)
 		for j := i; j > 0 && req.Limits[order[j]].Key < req.Limits[order[j-1]].Key; j-- {
 			order[j], order[j-1] = order[j-1], order[j]
 		}
 	}
-	// held[:m] are the distinct entries locked, in key order; limits that
-	// share a key share one entry, locked once.
-	var held [maxLimits]*limiterEntry[S]
 	unlock := func(m int) {
 		for _, e := range held[:m] {
 			e.mu.Unlock()
@@ -340,12 +400,12 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domai
 	for {
 		retry, m := false, 0
 		for k := range n {
-			i := order[k]
+			i := int(order[k])
 			if k > 0 && req.Limits[i].Key == req.Limits[order[k-1]].Key {
 				entries[i] = entries[order[k-1]]
 				continue
 			}
-			e, err := l.entry(&req, i)
+			e, err := l.entry(req, i)
 			if err != nil {
 				unlock(m)
 				return domain.Verdict{}, err
@@ -368,8 +428,8 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domai
 		// The clock is read under the locks, so one key's decisions see
 		// time in the order they are made.
 		now, nanos := l.clock.read()
-		v := domain.Settle(req, l.Counting, dst, func(i int, cost int64) domain.Decision {
-			return l.decide(entries[i], now, req.Limits[i], cost)
+		v := domain.Settle(*req, l.Counting, dst, func(i int, cost int64) domain.Decision {
+			return l.decide(entries[i], now, &req.Limits[i], cost)
 		})
 		var r *release[S]
 		for i := range n {
@@ -379,7 +439,7 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domai
 				c = v.Decisions[i].Spent
 			}
 			switch {
-			case c == 0 || !domain.Spends(req, l.Counting, v, i):
+			case c == 0 || !domain.Spends(*req, l.Counting, v, i):
 			case req.Limits[i].Reserve:
 				l.reserve(e, now, req.Limits[i], &v.Decisions[i])
 			case req.Limits[i].Concurrency:
@@ -404,6 +464,73 @@ func (l *limiter[S, P]) Allow(_ context.Context, req domain.Request, dst []domai
 		}
 		return v, nil
 	}
+}
+
+// plain reports whether lim is decided by the algorithm's state alone:
+// not a concurrency, calendar or Reserve limit.
+func plain(lim *domain.Limit) bool {
+	return !lim.Concurrency && lim.Calendar == nil && !lim.Reserve
+}
+
+// allowOne is Allow of a request of one plain limit, the common shape:
+// one key, locked alone, decided, spent, and the verdict as
+// [domain.Settle] makes it. The decision is written once, in place.
+func (l *limiter[S, P]) allowOne(req *domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+	lim := &req.Limits[0]
+	if cap(dst) < 1 {
+		dst = make([]domain.Decision, 1)
+	}
+	dst = dst[:1]
+	d := &dst[0]
+	for {
+		e, err := l.entry(req, 0)
+		if err != nil {
+			return domain.Verdict{}, err
+		}
+		e.mu.Lock()
+		if e.idleAt == swept {
+			e.mu.Unlock()
+			if l.keys.CompareAndDelete(lim.Key, e) {
+				l.forget(lim.Key)
+			}
+			continue
+		}
+		now, nanos := l.clock.read()
+		*d = P(&e.state).Decide(now, lim.Rule, l.Windows, lim.Cost)
+		e.idleAt = nanos + int64(max(d.ResetAfter, d.RetryAfter))
+		v := settleOne(lim, l.Counting, d)
+		if lim.Cost > 0 && (l.Counting == domain.CountEvery || (v.Allowed && (l.Counting == domain.CountHits || d.Allowed))) {
+			P(&e.state).Spend(now, lim.Rule, l.Windows, lim.Cost) // domain.Spends
+		}
+		if e.held() > 0 {
+			e.idleAt = neverIdle
+		}
+		e.mu.Unlock()
+		v.Decisions = dst
+		return v, nil
+	}
+}
+
+// settleOne makes d, the decision of the one plain limit lim of a
+// request counted by c, as [domain.Settle] leaves it, and returns the
+// verdict without its decisions: Settle decides such a request once,
+// and its decision is the verdict.
+func settleOne(lim *domain.Limit, c domain.Counting, d *domain.Decision) domain.Verdict {
+	d.Shadow, d.Quota = lim.Shadow, lim.Quota
+	v := domain.Verdict{Allowed: d.Allowed || d.Shadow} // domain.Admits of one decision
+	switch {
+	case !v.Allowed:
+		v.Outcome = domain.OutcomeDenied
+		if c == domain.CountEvery {
+			d.Remaining = 0 // counted: nothing is left
+		}
+	case !d.Allowed:
+		v.Outcome = domain.OutcomeShadowDenied
+		if c != domain.CountAdmitted {
+			d.Remaining = 0
+		}
+	}
+	return v
 }
 
 // release gives back the slots one admitted request took: one per

@@ -142,7 +142,7 @@ func (l *limiter[S, P]) settle(req *domain.Request, i int, d domain.Decision, us
 			}
 		}
 		if e.idleAt != neverIdle {
-			after := l.decide(e, now, lim, 0)
+			after := l.decide(e, now, &lim, 0)
 			e.idleAt = max(e.idleAt, nanos+int64(max(after.ResetAfter, after.RetryAfter)))
 		}
 		e.mu.Unlock()

@@ -20,16 +20,16 @@ func (l *limiter[S, P]) Peek(_ context.Context, req domain.Request) (domain.Verd
 		v, ok := l.keys.Load(lim.Key)
 		if !ok {
 			var fresh limiterEntry[S]
-			return l.decide(&fresh, now, lim, 0)
+			return l.decide(&fresh, now, &lim, 0)
 		}
 		e := v.(*limiterEntry[S])
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if e.idleAt == swept {
 			var fresh limiterEntry[S]
-			return l.decide(&fresh, now, lim, 0)
+			return l.decide(&fresh, now, &lim, 0)
 		}
-		d := l.decide(e, now, lim, 0)
+		d := l.decide(e, now, &lim, 0)
 		d.Reserved = l.reservedOf(e, now, lim)
 		return d
 	}

@@ -153,6 +153,9 @@ func shapeOf(req domain.Request, sp *spec) shape {
 			s.stride = max(s.stride, calLast)
 		}
 	}
+	if s.reserves > 0 {
+		s.stride++ // a Reserve limit's least, its last argument
+	}
 	return s
 }
 
@@ -192,6 +195,9 @@ func (c *call) encode() *args {
 		}
 		b.put(base, limCost, c.cost(i))
 		b.put(base, limLimit, lim.Rule.Limit)
+		if lim.Reserve {
+			b.put(base, sh.stride, max(lim.Least, 1))
+		}
 		switch kindOf(lim) {
 		case kindSlot:
 			released = c.slot(b, base, lim, first, released)

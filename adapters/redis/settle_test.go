@@ -29,7 +29,7 @@ func TestReserveArgsAndReply(t *testing.T) {
 	if want := []string{req.Limits[0].Key, req.Limits[1].Key, keylayout.Reserved(req.Limits[1].Key)}; !equalStrings(f.keys, want) {
 		t.Errorf("keys %q, want %q", f.keys, want)
 	}
-	if want := []any{"0", "0", "rr", "04", 3, 1, int64(10), int64(60e3), int64(300), int64(1000), int64(60e3)}; !equalArgs(f.args, want) {
+	if want := []any{"0", "0", "rr", "04", 4, 1, int64(10), int64(60e3), 0, int64(300), int64(1000), int64(60e3), 1}; !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)
 	}
 	if d := v.Decisions[1]; d.Spent != 250 || d.Mark != 1765000000000 || v.Decisions[0].Spent != 0 {
@@ -66,7 +66,7 @@ func TestSettleArgs(t *testing.T) {
 	if want := []string{req.Limits[1].Key, keylayout.Reserved(req.Limits[1].Key)}; !equalStrings(f.keys, want) {
 		t.Errorf("keys %q, want %q", f.keys, want)
 	}
-	want := []any{"s", "0", "r", "4", 4, int64(-180), int64(1000), int64(60e6), int64(60e6), int64(1765000000000), int64(300)}
+	want := []any{"s", "0", "r", "4", 5, int64(-180), int64(1000), int64(60e6), int64(60e6), 1, int64(1765000000000), int64(300)}
 	if !equalArgs(f.args, want) {
 		t.Errorf("args %v, want %v", f.args, want)
 	}
@@ -74,7 +74,7 @@ func TestSettleArgs(t *testing.T) {
 	if err := l.Settle(t.Context(), req, nil, 70); err != nil {
 		t.Fatal(err)
 	}
-	want = []any{"s", "0", "rr", "44", 4, int64(70), int64(1000), int64(60e6), int64(60e6), int64(70), int64(1000), int64(60e6), int64(60e6), 0, 0, 0, 0}
+	want = []any{"s", "0", "rr", "44", 5, int64(70), int64(1000), int64(60e6), int64(60e6), 1, int64(70), int64(1000), int64(60e6), int64(60e6), 1, 0, 0, 0, 0}
 	if !equalArgs(f.args, want) {
 		t.Errorf("a report: args %v, want %v", f.args, want)
 	}

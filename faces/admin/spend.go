@@ -31,7 +31,25 @@ const (
 	IdempotencyWindow = 24 * time.Hour
 	// spendReadTimeout bounds the reading of a spend's body.
 	spendReadTimeout = 5 * time.Second
+	// claimTTL is how long a key is claimed while its first call runs.
+	claimTTL = time.Minute
 )
+
+// unknownOutcome is what is recorded for a key whose call the store
+// failed: it may have been charged.
+const unknownOutcome = "?"
+
+// refusedBeforeStore reports whether err refused a spend before the store
+// was asked: nothing was charged.
+func refusedBeforeStore(err error) bool {
+	for _, e := range []error{engine.ErrNoLimit, engine.ErrBadAmount, engine.ErrWrongRoute, engine.ErrNoSpend,
+		engine.ErrNoTenant, engine.ErrNoUsage, domain.ErrInvalidTenant} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // spendBody is a spend call's JSON body.
 type spendBody struct {
@@ -73,7 +91,9 @@ func (u *usageAPI) spend(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, errorBody{"Idempotency-Key: this gateway keeps no record of calls"})
 			return
 		}
-		first, prior, err := u.opts.Idempotency.Begin(ctx, id, key, IdempotencyWindow)
+		// Claimed for a minute: a replica that dies mid-call frees the key
+		// then; Done keeps it for the whole window.
+		first, prior, err := u.opts.Idempotency.Begin(ctx, id, key, claimTTL)
 		switch {
 		case err != nil:
 			u.answer(w, id, "", nil, err)
@@ -90,7 +110,13 @@ func (u *usageAPI) spend(w http.ResponseWriter, r *http.Request) {
 	us, err := u.opts.Engine.Spend(ctx, id, call.Limit, call.Route, amount)
 	if err != nil && !errors.Is(err, engine.ErrReadAfterSpend) {
 		if keyed {
-			_ = u.opts.Idempotency.Abandon(context.WithoutCancel(ctx), id, key) // nothing was charged: a retry may be
+			if refusedBeforeStore(err) {
+				_ = u.opts.Idempotency.Abandon(context.WithoutCancel(ctx), id, key) // nothing was charged: a retry may be
+			} else {
+				// The store failed: the charge may have landed (a timeout
+				// does not say), so a retry of the key must not charge again.
+				_ = u.opts.Idempotency.Done(context.WithoutCancel(ctx), id, key, []byte(fp+"\n"+unknownOutcome), IdempotencyWindow)
+			}
 		}
 		u.spendRefused(w, id, call, err)
 		return
@@ -123,6 +149,11 @@ func (u *usageAPI) replay(ctx context.Context, w http.ResponseWriter, id domain.
 		return
 	}
 	w.Header().Set("Idempotent-Replayed", "true")
+	if string(body) == unknownOutcome {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{"Idempotency-Key: the first call with this key failed at the store and may have been charged; read the usage, and report again under a new key if it was not"})
+		return
+	}
 	if len(body) > 0 {
 		writeBody(w, http.StatusOK, body)
 		return

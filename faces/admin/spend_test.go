@@ -202,3 +202,32 @@ func TestSpendIdempotencyKey(t *testing.T) {
 		t.Errorf("the same refused call again: %d, want 400 again (not a replay)", w.Code)
 	}
 }
+
+// failingSettle is counters whose Settle fails after charging: a store
+// that timed out on a write it made.
+type failingSettle struct{ *counters }
+
+func (f failingSettle) Settle(ctx context.Context, req domain.Request, adm []domain.Decision, used int64) error {
+	_ = f.counters.Settle(ctx, req, adm, used)
+	return context.DeadlineExceeded
+}
+
+func TestSpendStoreFailureChargesOnce(t *testing.T) {
+	t.Parallel()
+	p, err := domain.NewPolicy([]domain.PolicyLimit{{Name: "tpm", Rule: domain.Rule{Limit: 1000, Window: time.Minute}, Tokens: true}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &counters{spent: map[string]int64{}}
+	eng := engine.New(&engine.Snapshot{Policy: p}, engine.Options{Limiter: store, Usage: store, Settler: failingSettle{store}, Keys: keys.Layout{Prefix: "rl:"}})
+	h := admin.WithUsage(http.NotFoundHandler(), admin.UsageOptions{Engine: eng, Token: token, Idempotency: memory.NewIdempotency(nil)})
+	for i := range 2 {
+		w := spend(t, h, "/v1/tenants/acme/spend", `{"limit": "tpm", "amount": 500}`, "Idempotency-Key", `"k"`)
+		if w.Code != http.StatusServiceUnavailable {
+			t.Errorf("call %d, the store failing: %d %s, want 503", i+1, w.Code, w.Body)
+		}
+	}
+	if got := store.of("rl:{acme}:tpm"); got != 500 {
+		t.Errorf("a retried key after a store failure: tpm %d, want 500 (charged once at most)", got)
+	}
+}

@@ -115,6 +115,26 @@ func testReserve(t *testing.T, h LimiterHarness) {
 		reserve(t, l, reserving(h.Request(tenant, 100, tok)), true, 70)
 	})
 
+	t.Run("reserve: less left than its least denies, all or nothing", func(t *testing.T) {
+		l := h.New(t)
+		tenant := Tenant()
+		rpm := NamedRule{Name: "requests", Rule: domain.Rule{Limit: 10, Window: 24 * time.Hour}}
+		reserve(t, l, reserving(h.Request(tenant, 90, tok)), true, 90) // 10 tokens left
+		both := h.Request(tenant, 50, rpm, tok)
+		both.Limits[0].Cost = 1
+		both.Limits[1].Reserve, both.Limits[1].Least = true, 20
+		v := reserve(t, l, both, false, 0, 0)
+		if d := v.Decisions[1]; d.Allowed || d.Remaining != 10 {
+			t.Errorf("10 left, least 20: %+v, want denied with 10 left", d)
+		}
+		if d := v.Decisions[0]; d.Remaining != 10 {
+			t.Errorf("the request limit beside it: %+v, want nothing spent (10 left)", d)
+		}
+		// A least that fits: what remains is reserved.
+		both.Limits[1].Least = 10
+		reserve(t, l, both, true, 0, 10)
+	})
+
 	t.Run("settle: a refund and an extra charge in the admission's window", func(t *testing.T) {
 		l := h.New(t)
 		s := settler(t, l)
@@ -160,8 +180,11 @@ func testReserve(t *testing.T, h LimiterHarness) {
 		a := reserve(t, l, req, true, 5)
 		b := reserve(t, l, Costs(req, 3), true, 3)
 		wait := h.Window
-		if h.Algorithm == domain.AlgorithmSlidingWindow {
+		switch h.Algorithm {
+		case domain.AlgorithmSlidingWindow:
 			wait = 2 * h.Window // the previous window still weighs
+		case domain.AlgorithmTokenBucket:
+			wait = 2 * h.Window // an extra charge counts a window after the refill
 		}
 		h.Clock.Advance(wait + h.Slack)
 		reserve(t, l, Costs(req, 1), true, 1)       // a window of its own
@@ -187,6 +210,27 @@ func testReserve(t *testing.T, h LimiterHarness) {
 		v := MustAllow(t, l, Costs(req, 1, 100, 100))
 		if !v.Allowed || v.Decisions[0].Remaining != 4 || v.Decisions[1].Spent != 40 || v.Decisions[2].Spent != 40 {
 			t.Errorf("after reports of 40 and 20: %+v, want the request limit untouched (4 left), 40 tokens left of each", v)
+		}
+	})
+
+	t.Run("settle: an extra charge keeps the later requests' units", func(t *testing.T) {
+		if h.Algorithm != domain.AlgorithmSlidingLog {
+			t.Skip("the sliding log's entries: each request's units leave the window with it")
+		}
+		l := h.New(t)
+		s := settler(t, l)
+		rule := NamedRule{Name: "tokens", Rule: domain.Rule{Limit: 1000, Window: h.Window}}
+		req := reserving(h.Request(Tenant(), 100, rule))
+		a := reserve(t, l, req, true, 100)
+		h.Clock.Advance(h.Window / 4)
+		reserve(t, l, req, true, 100)
+		reserve(t, l, req, true, 100)
+		settle(t, s, req, a.Decisions, 200) // the first used 100 more
+		// The first request leaves the window; the two later ones, 200
+		// units, stay in it.
+		h.Clock.Advance(h.Window*3/4 + h.Slack)
+		if v := MustAllow(t, l, Costs(req, 1000)); v.Decisions[0].Spent != 800 {
+			t.Errorf("after the first request left the window: %+v, want 800 left (the later requests' 200 still count)", v.Decisions[0])
 		}
 	})
 

@@ -128,6 +128,12 @@ local function arg(i, k)
   return tonumber(raw(i, k))
 end
 
+-- least_of returns Reserve limit i's least: the smallest spend that
+-- serves its request, its last argument whatever the stride.
+local function least_of(i)
+  return math.max(tonumber(ARGV[A_LIMITS + i * stride]), 1)
+end
+
 -- cost_of returns what the request spends from limit i: 0 in a peek.
 local function cost_of(i)
   if peek then

@@ -132,10 +132,10 @@ local function run(read, decide, spend)
     local f = string.byte(flags, i) - 48
     if f >= 4 then
       -- A Reserve limit its cost would deny while something remains
-      -- is decided at what remains.
+      -- (at least its least) is decided at what remains.
       f = f - 4
       local left = res[i][2] - (c - own)
-      if res[i][1] == 0 and not peek and left >= 1 and left < own then
+      if res[i][1] == 0 and not peek and left >= least_of(i) and left < own then
         c, own = c - own + left, left
         res[i] = d(i, st[i], c)
       end

@@ -182,7 +182,15 @@ if rsv_key then
         return
       end
       local ms = redis.call('ZRANGE', key, redis.call('ZRANK', key, m), -1, 'WITHSCORES')
-      for j = 1, #ms, 2 do
+      -- Renamed newest first when the sums grow, oldest first when they
+      -- shrink: a member's new name is then never one that a member not
+      -- yet renamed still has (ZADD would update that one, and its
+      -- ZREM after drop it).
+      local from, to, step = 1, #ms - 1, 2
+      if d > 0 then
+        from, to, step = #ms - 1, 1, -2
+      end
+      for j = from, to, step do
         local c, w = entry(ms[j])
         if j == 1 then
           w = w0 + d

@@ -79,8 +79,11 @@ if rsv_key then
   end
   if settling then
     rsv_adjust = function(i, key, mark, delta)
-      if mark ~= 0 and now >= mark then
-        return
+      if mark ~= 0 and delta < 0 and now >= mark then
+        return -- the admission's tokens refilled: nothing left to give back
+      end
+      if mark ~= 0 and delta > 0 and now >= mark + arg(i, L_WINDOW_US) then
+        return -- a window after they refilled: the admission's time is over
       end
       if mark == 0 then
         delta = math.max(delta, 0)
