@@ -312,6 +312,10 @@ func (c *leaseLimiter) Allow(ctx context.Context, req domain.Request, dst []doma
 	for _, i := range order[:n] {
 		es[i].mu.Lock()
 	}
+	// The time of the decision is read under the locks, as the slices
+	// are spent: a request delayed on its way here never spends from a
+	// slice past its end.
+	now = c.nanos()
 	ok := true
 	for i, e := range es {
 		e.hit(req.Tenant, req.Limits[i], now)
