@@ -583,6 +583,9 @@ func (l *Leases) takeSlice(t take) {
 	e.mu.Lock()
 	e.taking = false
 	if err != nil || len(v.Decisions) != 1 {
+		// A failing store is asked for a slice of this key once per
+		// slice's life at most.
+		e.lowUntil = now + int64(l.life(t.limit))
 		e.mu.Unlock()
 		if err == nil {
 			err = fmt.Errorf("%d decisions for one limit", len(v.Decisions))

@@ -2,6 +2,7 @@ package layers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -568,5 +569,42 @@ func TestLeasesFullTable(t *testing.T) {
 	}
 	if counts.decided.Load() == 0 {
 		t.Error("the hot key was never leased")
+	}
+}
+
+// TestLeasesFailingTakes: while the store fails to give slices, a hot
+// key asks for one once a second at most, and its requests are decided
+// at the store as without leases.
+func TestLeasesFailingTakes(t *testing.T) {
+	t.Parallel()
+	clk := newStepClock(0)
+	st := newStore(t, domain.AlgorithmFixedWindow, clk.Now)
+	var takes atomic.Int64
+	failing := ports.LimiterFunc(func(ctx context.Context, req domain.Request, dst []domain.Decision) (domain.Verdict, error) {
+		if req.Limits[0].Reserve {
+			takes.Add(1)
+			return domain.Verdict{}, errors.New("the store is failing")
+		}
+		return st.Allow(ctx, req, dst)
+	})
+	var errs atomic.Int64
+	leases := layers.NewLeases(layers.LeaseOptions{Settler: st, Algorithm: domain.AlgorithmFixedWindow, Now: clk.Now, Sweep: time.Hour,
+		OnError: func(error) { errs.Add(1) }})
+	defer leases.Close()
+	lim := ports.Chain(failing, leases.Layer())
+	var admitted int
+	for range 5000 { // 500 ms
+		v, err := lim.Allow(context.Background(), one(hot(1_000_000, time.Hour, "rl:{acme}")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Allowed {
+			admitted++
+		}
+		leases.WaitTakes()
+		clk.Advance(100 * time.Microsecond)
+	}
+	if admitted != 5000 || takes.Load() != 1 || errs.Load() != 1 {
+		t.Errorf("%d admitted, %d takes, %d errors; want 5000, 1, 1", admitted, takes.Load(), errs.Load())
 	}
 }
