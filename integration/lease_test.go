@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/adapters/redis/conn"
 	"github.com/tollgate/tollgate/app/apptest"
 	"github.com/tollgate/tollgate/domain"
+	"github.com/tollgate/tollgate/faces/admin"
 	"github.com/tollgate/tollgate/ports"
 )
 
@@ -487,5 +489,158 @@ func TestLeasesThroughTheGateway(t *testing.T) {
 	}
 	if code, _ := get(t, gws[1], "hot"); code != http.StatusOK {
 		t.Errorf("after the reset: status %d, want 200", code)
+	}
+}
+
+// metricOf returns the series name (without labels) on the admin
+// listener at admin (host:port), 0 when absent or unreachable.
+func metricOf(admin, name string) float64 {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// askGateway sends tenant's requests to public (a base URL) from
+// goroutines until stop, and returns the admissions it heard of.
+func askGateway(public, tenant string, goroutines int, stop func(admitted int64, firstDenial time.Time) bool) int64 {
+	var admitted, first atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for {
+				var f time.Time
+				if n := first.Load(); n != 0 {
+					f = time.Unix(0, n)
+				}
+				if stop(admitted.Load(), f) {
+					return
+				}
+				req, _ := http.NewRequest(http.MethodGet, public+"/anything", nil)
+				req.Header.Set("X-Tenant-ID", tenant)
+				resp, err := httpClient.Do(req)
+				if err != nil {
+					continue // a killed replica's requests in flight
+				}
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					admitted.Add(1)
+				case http.StatusTooManyRequests:
+					first.CompareAndSwap(0, time.Now().UnixNano())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return admitted.Load()
+}
+
+// TestLeasesKilledReplica: a gateway process killed with SIGKILL while
+// it holds slices of a hot tenant's budget never returns them. Its
+// window admits at most the limit; the survivor admits the rest but
+// what the killed one stranded, which the usage API shows as leased;
+// the next window gives the survivor at least 98% of the budget.
+func TestLeasesKilledReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gateway, loads the host for seconds")
+	}
+	bin, err := buildGateway()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startRedis(t)
+	const limit = 20_000
+	window := 20 * time.Second
+	env := []string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=" + srv.URL, "TOLLGATE_KEY_PREFIX=" + uniquePrefix(t),
+		"TOLLGATE_LIMIT=" + strconv.Itoa(limit), "TOLLGATE_WINDOW=" + window.String(), "TOLLGATE_REDIS_TIMEOUT=5s",
+		"TOLLGATE_FAIL_MODE=closed", "TOLLGATE_ADMIN_TOKEN=" + usageToken}
+	public, adminAddr := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(bin)
+	cmd.Env = append(env, "TOLLGATE_LISTEN_ADDR="+public, "TOLLGATE_ADMIN_ADDR="+adminAddr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitReady(t, "http://"+adminAddr+"/readyz")
+	survivor := startReplica(t, srv.URL, env[1:]...)
+
+	// Both ask until the one to be killed holds slices (its metrics
+	// say it took some and has not returned as many), then it is
+	// killed while its requests are in flight.
+	began := time.Now()
+	var killed atomic.Bool
+	var wg sync.WaitGroup
+	var k, s int64
+	wg.Go(func() {
+		k = askGateway("http://"+public, "hot", 8, func(int64, time.Time) bool { return killed.Load() })
+	})
+	wg.Go(func() {
+		s = askGateway(survivor.Public, "hot", 8, func(_ int64, first time.Time) bool {
+			return !first.IsZero() && time.Since(first) > 3*time.Second || time.Since(began) > window-3*time.Second
+		})
+	})
+	for !killed.Load() {
+		if metricOf(adminAddr, "tollgate_lease_slices_total") > metricOf(adminAddr, "tollgate_lease_store_operations_total")/2 || time.Since(began) > 5*time.Second {
+			if err := cmd.Process.Kill(); err != nil { // SIGKILL: no return, no goodbye
+				t.Fatal(err)
+			}
+			killed.Store(true)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	if time.Since(began) > window-2*time.Second {
+		t.Skipf("the first window took %v of its %v: too busy a host to tell the windows apart", time.Since(began), window)
+	}
+	// The survivor's slices go back within a second; the killed one's
+	// stay, shown as leased.
+	var code int
+	var u admin.UsageBody
+	for range 30 {
+		code, u = adminCall(t, survivor, "GET", "/v1/tenants/hot/usage")
+		if code == 200 && len(u.Limits) == 1 && u.Limits[0].Used == limit {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var leased int64
+	if code == 200 && len(u.Limits) == 1 && u.Limits[0].Leased != nil {
+		leased = *u.Limits[0].Leased
+	}
+	t.Logf("first window: killed replica %d admitted (heard), survivor %d, %d leased by the killed one", k, s, leased)
+	if k+s > limit {
+		t.Errorf("admitted %d + %d, limit %d", k, s, limit)
+	}
+	// At most its 8 requests in flight were admitted unheard.
+	if k+s+leased+8 < limit*98/100 {
+		t.Errorf("admitted %d + %d with %d stranded, want at least %d in all", k, s, leased, limit*98/100)
+	}
+	// The window began with the first request, after began: the next
+	// one begins with the first request admitted after it.
+	time.Sleep(time.Until(began.Add(window)))
+	next := int64(0)
+	for deadline := time.Now().Add(10 * time.Second); next == 0 && time.Now().Before(deadline); {
+		if code, _ := get(t, survivor, "hot"); code == http.StatusOK {
+			next++
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	next += askGateway(survivor.Public, "hot", 8, func(_ int64, first time.Time) bool {
+		return !first.IsZero() && time.Since(first) > 3*time.Second
+	})
+	t.Logf("next window: %d admitted", next)
+	if next > limit || next < limit*98/100 {
+		t.Errorf("the next window admitted %d, want at most %d and at least %d", next, limit, limit*98/100)
 	}
 }
