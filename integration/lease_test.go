@@ -380,19 +380,7 @@ func timed(lim ports.Limiter, lat *latencies) ports.Limiter {
 // on g's /metrics, 0 when absent.
 func gatewayCounter(t *testing.T, g *apptest.Gateway, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(g.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
+	return metricOf(strings.TrimPrefix(g.Admin, "http://"), name)
 }
 
 // TestLeasesThroughTheGateway: two gateways on one Redis with leases
