@@ -195,9 +195,16 @@ func newBackend(ctx context.Context, cfg Config, onError func(error), m *metrics
 		resets.also = append(resets.also, local) // and the keys of other replicas' resets, heard
 	}
 	var forget func(domain.TenantID)
-	be.limiter, be.planned, forget = chains(cfg, op.views, failHTTP, failRLS, inner)
+	leased := leases(cfg, op, env)
+	be.limiter, be.planned, forget = chains(cfg, op.views, failHTTP, failRLS, leased, inner)
 	if forget != nil {
 		resets.forget = append(resets.forget, forget)
+	}
+	if leased != nil {
+		resets.leased = true
+		resets.forget = append(resets.forget, leased.Forget)
+		// Its slices go back before the store closes.
+		be.closers = append([]io.Closer{leased}, be.closers...)
 	}
 	if op.shared != nil && (len(resets.forget) > 0 || len(resets.also) > 0) {
 		// Other replicas' resets, heard at once (and for the deny cache

@@ -36,6 +36,9 @@ const (
 	// ListenOff as TOLLGATE_LISTEN_ADDR runs no proxy listener.
 	ListenOff = "off"
 
+	LeasesAuto = "auto"
+	LeasesOff  = "off"
+
 	// MaxMemoryKeys bounds TOLLGATE_MEMORY_MAX_KEYS.
 	MaxMemoryKeys = 1 << 30
 )
@@ -126,6 +129,9 @@ type Config struct {
 	// taken on the Redis store after its last renewal (running requests
 	// renew theirs every third of it).
 	Lease time.Duration `env:"LEASE"`
+	// Leases is auto (a replica takes slices of hot keys' budgets from a
+	// shared store and decides from them in memory) or off.
+	Leases string `env:"LEASES"`
 	// KeyPrefix prefixes every key the gateway writes. It holds no '{'
 	// or '}': the tenant is every key's Redis Cluster hash tag, and a
 	// brace in front of it would make the prefix the tag (every tenant

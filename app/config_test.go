@@ -37,6 +37,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		KeyPrefix:       "rl:",
 		LogLevel:        "info",
 		Lease:           10 * time.Second,
+		Leases:          "auto",
 		RLSXDSNodeID:    "default",
 	}
 	if cfg != want {
@@ -86,6 +87,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"TOLLGATE_ALGORITHM=leaky", "TOLLGATE_ALGORITHM", "sliding_log"},
 		{"TOLLGATE_STORE=etcd", "TOLLGATE_STORE", "memory or redis"},
 		{"TOLLGATE_FAIL_MODE=maybe", "TOLLGATE_FAIL_MODE", "open, closed or local"},
+		{"TOLLGATE_LEASES=on", "TOLLGATE_LEASES", "auto (a replica takes slices"},
 		{"TOLLGATE_REPLICAS=-1", "TOLLGATE_REPLICAS", `"-1"`},
 		{"TOLLGATE_REPLICAS=10001", "TOLLGATE_REPLICAS", "to 10000"},
 		{"TOLLGATE_REPLICAS=two", "TOLLGATE_REPLICAS", `"two"`},

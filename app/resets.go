@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/tollgate/tollgate/domain"
@@ -16,6 +17,27 @@ type resets struct {
 	also     []ports.Usage                         // the local fail mode's memory
 	forget   []func(domain.TenantID)               // the deny cache
 	announce func(context.Context, domain.Request) // to the other replicas; nil: none
+	// leased: the HTTP faces' limits may be leased (TOLLGATE_LEASES), and
+	// reads show the units held in slices.
+	leased bool
+}
+
+// Peek reads req from the store. With leases, every limit but a
+// concurrency limit is read as a token limit is, so that its decision's
+// Reserved shows the units that replicas hold in slices of it now (part
+// of what it has spent), as a token limit's shows its reservations.
+func (r *resets) Peek(ctx context.Context, req domain.Request) (domain.Verdict, error) {
+	if !r.leased {
+		return r.Usage.Peek(ctx, req)
+	}
+	read := req
+	read.Limits = slices.Clone(req.Limits)
+	for i := range read.Limits {
+		if l := &read.Limits[i]; !l.Concurrency {
+			l.Reserve = true
+		}
+	}
+	return r.Usage.Peek(ctx, read)
 }
 
 // Reset resets req in the store, then in the local fail mode's memory,

@@ -148,25 +148,45 @@ func redisViews(cfg Config, client *conn.Client, leases *fleet.Leases) (views, *
 
 // chains wraps each of vs in its layers, in the order a request meets
 // them: the deny cache (its view's), the fail mode (failModes' layer of
-// the same view), then inner (the store's breaker, shared). It returns
-// the HTTP faces' limiter, the rate limit service's (nil without one),
-// and the HTTP deny cache's Forget (nil without it), for resets: the
-// rate limit service's subjects are never a tenant's.
-func chains(cfg Config, vs views, failHTTP, failRLS ports.Layer, inner []ports.Layer) (http, rls ports.Limiter, forget func(domain.TenantID)) {
-	chain := func(l ports.Limiter, v view, fail ports.Layer) (ports.Limiter, func(domain.TenantID)) {
+// the same view), the HTTP faces' leases (leased, when not nil), then
+// inner (the store's breaker, shared). It returns the HTTP faces'
+// limiter, the rate limit service's (nil without one), and the HTTP
+// deny cache's Forget (nil without it), for resets: the rate limit
+// service's subjects are never a tenant's.
+//
+// The rate limit service's chain takes no leases: its windows are
+// aligned to the epoch, its descriptors may share a key within one
+// request, and a denied hit may count (TOLLGATE_RLS_COUNT_DENIED); it
+// decides at the store.
+func chains(cfg Config, vs views, failHTTP, failRLS ports.Layer, leased *layers.Leases, inner []ports.Layer) (http, rls ports.Limiter, forget func(domain.TenantID)) {
+	chain := func(l ports.Limiter, v view, fail ports.Layer, leased *layers.Leases) (ports.Limiter, func(domain.TenantID)) {
 		var outer []ports.Layer
 		var forget func(domain.TenantID)
 		if v.denyCache {
 			cache := layers.NewDenyCache(layers.DenyCacheOptions{Counting: v.counting})
 			outer, forget = append(outer, cache.Layer()), cache.Forget
 		}
-		return ports.Chain(l, append(append(outer, fail), inner...)...), forget
+		outer = append(outer, fail)
+		if leased != nil {
+			outer = append(outer, leased.Layer())
+		}
+		return ports.Chain(l, append(outer, inner...)...), forget
 	}
-	http, forget = chain(vs.http, httpView(cfg), failHTTP)
+	http, forget = chain(vs.http, httpView(cfg), failHTTP, leased)
 	if vs.rls != nil {
-		rls, _ = chain(vs.rls, rlsView(cfg), failRLS)
+		rls, _ = chain(vs.rls, rlsView(cfg), failRLS, nil)
 	}
 	return http, rls, forget
+}
+
+// leases returns the HTTP faces' lease layer's state with
+// TOLLGATE_LEASES=auto on a shared store that settles (nil otherwise:
+// in process, a decision costs less than a lease would save).
+func leases(cfg Config, op opened, env backendEnv) *layers.Leases {
+	if cfg.Leases != LeasesAuto || op.shared == nil || op.views.httpSettler == nil {
+		return nil
+	}
+	return layers.NewLeases(layers.LeaseOptions{Settler: op.views.httpSettler, Algorithm: cfg.Algorithm, Observer: env.metrics, OnError: env.onError})
 }
 
 // failModes returns cfg's fail mode (TOLLGATE_FAIL_MODE) for the HTTP

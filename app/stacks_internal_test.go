@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"testing"
 
 	"github.com/tollgate/tollgate/domain"
@@ -69,4 +70,38 @@ func TestMemoryViewsShareOneStore(t *testing.T) {
 	if n := st.Len(); n != 2 {
 		t.Errorf("keys held = %d, want 2 (one store for both views)", n)
 	}
+}
+
+// TestLeasesBuilt: the HTTP faces' leases are built with
+// TOLLGATE_LEASES=auto on a shared store that settles, and not with off,
+// in process, or without a settler.
+func TestLeasesBuilt(t *testing.T) {
+	t.Parallel()
+	settler := settlerFunc(func(context.Context, domain.Request, []domain.Decision, int64) error { return nil })
+	shared := &sharedStore{}
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		op   opened
+		want bool
+	}{
+		{"auto, shared", Config{Leases: LeasesAuto}, opened{shared: shared, views: views{httpSettler: settler}}, true},
+		{"off", Config{Leases: LeasesOff}, opened{shared: shared, views: views{httpSettler: settler}}, false},
+		{"in process", Config{Leases: LeasesAuto}, opened{views: views{httpSettler: settler}}, false},
+		{"no settler", Config{Leases: LeasesAuto}, opened{shared: shared}, false},
+	} {
+		l := leases(tt.cfg, tt.op, backendEnv{})
+		if got := l != nil; got != tt.want {
+			t.Errorf("%s: leases built %v, want %v", tt.name, got, tt.want)
+		}
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+type settlerFunc func(context.Context, domain.Request, []domain.Decision, int64) error
+
+func (f settlerFunc) Settle(ctx context.Context, req domain.Request, adm []domain.Decision, used int64) error {
+	return f(ctx, req, adm, used)
 }

@@ -212,6 +212,9 @@ var variables = []variable{
 		check: func(c Config, _ map[string]bool) error {
 			return valid(c.Lease >= domain.MinLease && c.Lease <= domain.MaxLease)
 		}},
+	{name: "LEASES", def: LeasesAuto, unread: withoutRedis,
+		accepts: "auto (a replica takes slices of a hot tenant's budget from Redis and decides from them in memory) or off (every decision at the store)",
+		check:   func(c Config, _ map[string]bool) error { return valid(oneOf(c.Leases, LeasesAuto, LeasesOff)) }},
 
 	// Envoy's rate limit service.
 	{name: "RLS_ADDR", accepts: "empty (off), or a host:port listen address for Envoy's rate limit service (gRPC; TLS with TOLLGATE_RLS_TLS_CERT)",

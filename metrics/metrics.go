@@ -43,6 +43,7 @@ type Metrics struct {
 
 	rls    *rlsMetrics   // Envoy's rate limit service
 	tokens *tokenMetrics // token limits
+	leases *leaseMetrics // leases of hot keys
 }
 
 // Per-limit outcomes of tollgate_limit_decisions_total: what each limit
@@ -139,8 +140,10 @@ func New(reg prometheus.Registerer, algorithm string) *Metrics {
 		rls.requests, rls.descriptors, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(tokens.collectors()...)
+	leases := newLeaseMetrics()
+	reg.MustRegister(leases.collectors()...)
 	m := &Metrics{storeErrors: storeErrors, probeFails: probeFails, storeFull: storeFull, storeUp: storeUp, opens: opens, replicas: replicas, duration: duration.WithLabelValues(algorithm),
-		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls, tokens: tokens, inFlight: inFlight}
+		limitDecisions: limitDecisions, requests: requests, upstreamTime: upstreamTime, adminActions: adminActions, rls: rls, tokens: tokens, leases: leases, inFlight: inFlight}
 	for o, label := range outcomeLabels {
 		m.decisions[o] = decisions.WithLabelValues(algorithm, label)
 	}

@@ -55,6 +55,10 @@ type LimitBody struct {
 	// Reserved is, for a token limit, what requests still in flight
 	// have reserved of it (part of Used); absent for any other.
 	Reserved *int64 `json:"reserved,omitempty"`
+	// Leased is, for a requests limit on a store with leases, the units
+	// that replicas hold in slices of it now (part of Used, given back
+	// unused within a second); absent when none.
+	Leased *int64 `json:"leased,omitempty"`
 }
 
 // errorBody is every refusal's body.
@@ -110,6 +114,8 @@ func usageBody(id domain.TenantID, us []engine.LimitUsage) UsageBody {
 		if l.Limit.Reserve {
 			n := l.Decision.Reserved
 			b.Reserved = &n
+		} else if n := l.Decision.Reserved; n > 0 {
+			b.Leased = &n
 		}
 		if l.Limit.Concurrency {
 			n := l.Used()
