@@ -105,6 +105,12 @@ done
 cp "$DIR/runs.jsonl" "$OUT/tokens-bench.jsonl"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 {
+  echo "<!-- written by bench/tokens/run.sh from docs/tokens-bench.jsonl: re-run it rather than edit -->"
+  echo "# Token budgets across two replicas"
+  echo
+  echo "\`ROUNDS=$ROUNDS TOKENS=$TOKENS WORKERS=$WORKERS WANT=$WANT bench/tokens/run.sh\` on $(date -u +%F), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; $(redis-server --version | grep -o 'v=[^ ]*' | sed 's/^/Redis /')."
+  echo "Rounds interleave the modes; each cell is the median over the rounds."
+  echo
   echo "| mode | budget a minute | tokens served in the minute (median of $ROUNDS) | of the budget | streams completed (median) | answered 429 (median) |"
   echo "| --- | --- | --- | --- | --- | --- |"
   for mode in proxy after; do
