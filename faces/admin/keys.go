@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,18 +94,8 @@ func WithKeys(admin http.Handler, opts KeysOptions) http.Handler {
 	if opts.Engine == nil || opts.Engine.KeyRing() == nil || opts.Token == "" {
 		panic("admin: WithKeys needs an engine with a key ring and a token")
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = UsageTimeout
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Count == nil {
-		opts.Count = func(string) {}
-	}
-	// The token check is the usage API's: one behaviour, one log line.
-	auth := &usageAPI{opts: UsageOptions{Log: opts.Log, Count: opts.Count}, token: sha256.Sum256([]byte(opts.Token))}
-	auth.refused.Interval = time.Second
+	opts.Timeout, opts.Log, opts.Count = apiDefaults(opts.Timeout, opts.Log, opts.Count)
+	auth := newBearer(opts.Token, opts.Log, opts.Count)
 	k := &keysAPI{opts: opts}
 	r := chi.NewRouter()
 	api := r.With(abandonOthers, auth.authorize)

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -55,18 +54,8 @@ func WithTop(admin http.Handler, opts TopOptions) http.Handler {
 	if opts.Engine == nil || opts.Watch == nil || opts.Token == "" {
 		panic("admin: WithTop needs an engine, a watch and a token")
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = UsageTimeout
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Count == nil {
-		opts.Count = func(string) {}
-	}
-	// The usage API's token check, its log and its count.
-	auth := &usageAPI{opts: UsageOptions{Token: opts.Token, Log: opts.Log, Count: opts.Count}, token: sha256.Sum256([]byte(opts.Token))}
-	auth.refused.Interval = time.Second
+	opts.Timeout, opts.Log, opts.Count = apiDefaults(opts.Timeout, opts.Log, opts.Count)
+	auth := newBearer(opts.Token, opts.Log, opts.Count)
 	t := &topAPI{opts: opts}
 	r := chi.NewRouter()
 	r.With(auth.authorize).Get("/v1/top", t.top)

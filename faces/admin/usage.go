@@ -2,8 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/tollgate/tollgate/domain"
 	"github.com/tollgate/tollgate/engine"
-	"github.com/tollgate/tollgate/faces/httpface"
 	"github.com/tollgate/tollgate/internal/throttle"
 	"github.com/tollgate/tollgate/ports"
 )
@@ -65,26 +62,18 @@ func WithUsage(admin http.Handler, opts UsageOptions) http.Handler {
 	if opts.Engine == nil || opts.Token == "" {
 		panic("admin: WithUsage needs an engine and a token")
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = UsageTimeout
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Count == nil {
-		opts.Count = func(string) {}
-	}
-	u := &usageAPI{opts: opts, token: sha256.Sum256([]byte(opts.Token))}
-	u.refused.Interval = time.Second
+	opts.Timeout, opts.Log, opts.Count = apiDefaults(opts.Timeout, opts.Log, opts.Count)
+	u := &usageAPI{opts: opts}
 	u.failed.Interval = time.Second
+	auth := newBearer(opts.Token, opts.Log, opts.Count)
 	r := chi.NewRouter()
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(u.authorize)
+		r.Use(auth.authorize)
 		r.Get("/tenants/{id}/usage", u.usage)
 		r.Post("/tenants/{id}/reset", u.reset)
 		r.Post("/tenants/{id}/spend", u.spend)
 		r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-			writeJSON(w, http.StatusNotFound, errorBody{"no such path: see GET /v1/tenants/{id}/usage and POST /v1/tenants/{id}/reset"})
+			writeJSON(w, http.StatusNotFound, errorBody{"no such path: see GET /v1/tenants/{id}/usage, POST /v1/tenants/{id}/reset and POST /v1/tenants/{id}/spend"})
 		})
 		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 			allow := http.MethodGet
@@ -92,7 +81,7 @@ func WithUsage(admin http.Handler, opts UsageOptions) http.Handler {
 				allow = http.MethodPost
 			}
 			w.Header().Set("Allow", allow)
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{"method not allowed: GET /v1/tenants/{id}/usage, POST /v1/tenants/{id}/reset"})
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{"method not allowed: GET /v1/tenants/{id}/usage, POST /v1/tenants/{id}/reset, POST /v1/tenants/{id}/spend"})
 		})
 	})
 	r.NotFound(admin.ServeHTTP)
@@ -102,28 +91,8 @@ func WithUsage(admin http.Handler, opts UsageOptions) http.Handler {
 
 // usageAPI serves the usage API.
 type usageAPI struct {
-	opts    UsageOptions
-	token   [sha256.Size]byte // of opts.Token: compared digests take the same time whatever is presented
-	refused throttle.Log      // calls refused for their token
-	failed  throttle.Log      // calls the store failed
-}
-
-// authorize answers 401 to a call without the token.
-func (u *usageAPI) authorize(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		presented := sha256.Sum256([]byte(httpface.BearerToken(r.Header)))
-		if subtle.ConstantTimeCompare(presented[:], u.token[:]) != 1 {
-			u.opts.Count("unauthorized")
-			u.refused.Do(func(n int64) {
-				u.opts.Log.Warn("usage API: call refused: no or a wrong bearer token",
-					"client", peer(r), "path", r.URL.Path, "refused_since_last_line", n)
-			})
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
-			writeJSON(w, http.StatusUnauthorized, errorBody{"unauthorized: Authorization: Bearer <TOLLGATE_ADMIN_TOKEN> required"})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	opts   UsageOptions
+	failed throttle.Log // calls the store failed
 }
 
 // usage answers GET /v1/tenants/{id}/usage.
