@@ -103,6 +103,7 @@ func manyDescs(n int) []*ratelimitv3.RateLimitDescriptor {
 
 // TestHugeHits: a hits_addend of 10⁹ (or 2⁶⁴−1) is decided, denied,
 // and spends nothing.
+// That holds for a face without a settler; with one, reports are charged (engine/reports.go).
 func TestHugeHits(t *testing.T) {
 	t.Parallel()
 	f := newFace(t, basicYAML)
