@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,10 +199,6 @@ func TestConcurrencyKilledReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the gateway, real time: seconds")
 	}
-	bin, err := buildGateway()
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := startRedis(t)
 	up := apptest.NewUpstream(t)
 	prefix := uniquePrefix(t)
@@ -209,14 +206,7 @@ func TestConcurrencyKilledReplica(t *testing.T) {
 	env := []string{"TOLLGATE_STORE=redis", "TOLLGATE_REDIS_URL=" + srv.URL, "TOLLGATE_KEY_PREFIX=" + prefix,
 		"TOLLGATE_POLICY_FILE=" + writePolicy(t, `{"limits": [{"name": "inflight", "concurrency": 3}]}`),
 		"TOLLGATE_UPSTREAM_URL=" + up.URL, "TOLLGATE_LEASE=" + lease.String(), "TOLLGATE_REDIS_TIMEOUT=2s"}
-	public, admin := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Env = append(env, "TOLLGATE_LISTEN_ADDR="+public, "TOLLGATE_ADMIN_ADDR="+admin)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitReady(t, "http://"+admin+"/readyz")
+	cmd, public, _ := startProcess(t, env)
 
 	for range 3 {
 		go func() {
@@ -292,6 +282,27 @@ func TestConcurrencyKilledReplica(t *testing.T) {
 	if got := admitted.Load(); got != 3 {
 		t.Errorf("3 at once after the lease: %d admitted, want 3", got)
 	}
+}
+
+// startProcess starts the gateway (buildGateway) as a process of its own
+// on env, listening on free loopback addresses, and returns it once
+// ready with its public and admin addresses (host:port): a test may kill
+// it with SIGKILL; its cleanup kills it otherwise.
+func startProcess(t *testing.T, env []string) (cmd *exec.Cmd, public, admin string) {
+	t.Helper()
+	bin, err := buildGateway()
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, admin = freeAddr(t), freeAddr(t)
+	cmd = exec.Command(bin)
+	cmd.Env = append(slices.Clip(env), "TOLLGATE_LISTEN_ADDR="+public, "TOLLGATE_ADMIN_ADDR="+admin)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitReady(t, "http://"+admin+"/readyz")
+	return cmd, public, admin
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.

@@ -127,10 +127,9 @@ func TestRLSRedis(t *testing.T) {
 				t.Fatalf("flood: %v, want OVER_LIMIT", r)
 			}
 		}
-		// Counted in scripts run, not commands: one decision of two
-		// descriptors runs about 11 commands in its script, and the deny
-		// cache asks the store once a second, so a flood a loaded host
-		// stretches to 13 s costs 13 scripts but 143 commands.
+		// Counted in scripts, not commands: the deny cache asks the store
+		// once a second, and each ask of two descriptors runs about 11
+		// commands, more than floodBound allows a second.
 		took := time.Since(start)
 		calls := srv.commandCalls(t)
 		scripts := calls["evalsha"] + calls["eval"]

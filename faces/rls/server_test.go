@@ -101,9 +101,9 @@ func manyDescs(n int) []*ratelimitv3.RateLimitDescriptor {
 	return ds
 }
 
-// TestHugeHits: a hits_addend of 10⁹ (or 2⁶⁴−1) is decided, denied,
-// and spends nothing.
-// That holds for a face without a settler; with one, reports are charged (engine/reports.go).
+// TestHugeHits: on a face without a settler, a hits_addend of 10⁹ (or
+// 2⁶⁴−1) is decided, denied, and spends nothing (with one, a denied
+// report is charged: engine/reports.go).
 func TestHugeHits(t *testing.T) {
 	t.Parallel()
 	f := newFace(t, basicYAML)
